@@ -1,0 +1,101 @@
+// Resolved JSON -> RunConfig. The document is validated again first (cheap,
+// idempotent on resolved documents) so a hand-built or partial document gets
+// defaults and a ConfigError rather than a json exception.
+#include "accel/config/run_config.h"
+#include "accel/util/errors.h"
+#include "schema.h"
+
+namespace accel::config {
+namespace {
+
+using nlohmann::json;
+
+ModelConfig model_of(const json& m) {
+  ModelConfig c;
+  c.preset = m["preset"].get<std::string>();
+  c.image_size = m["image_size"].get<int>();
+  c.in_channels = m["in_channels"].get<int>();
+  c.patch_size = m["patch_size"].get<int>();
+  c.dim = m["dim"].get<int>();
+  c.depth = m["depth"].get<int>();
+  c.heads = m["heads"].get<int>();
+  c.mlp_dim = m["mlp_dim"].get<int>();
+  c.num_classes = m["num_classes"].get<int>();
+  c.dropout = m["dropout"].get<double>();
+  c.attention_dropout = m["attention_dropout"].get<double>();
+  c.init = m["init"].get<std::string>();
+  return c;
+}
+
+DataConfig data_of(const json& d) {
+  DataConfig c;
+  c.dataset = d["dataset"].get<std::string>();
+  c.root = d["root"].get<std::string>();
+  c.classes = d["classes"].get<std::vector<int>>();
+  c.train_subset = d["train_subset"].get<int64_t>();
+  c.val_fraction = d["val_fraction"].get<double>();
+  c.resize = d["resize"].get<int>();
+  c.normalize = d["normalize"].get<bool>();
+  c.synthetic_train = d["synthetic_train"].get<int64_t>();
+  c.synthetic_test = d["synthetic_test"].get<int64_t>();
+  c.prefetch = d["prefetch"].get<int>();
+  return c;
+}
+
+OptimConfig optim_of(const json& o) {
+  OptimConfig c;
+  c.name = o["name"].get<std::string>();
+  c.lr = o["lr"].get<double>();
+  c.weight_decay = o["weight_decay"].get<double>();
+  c.momentum = o["momentum"].get<double>();
+  c.beta1 = o["beta1"].get<double>();
+  c.beta2 = o["beta2"].get<double>();
+  c.eps = o["eps"].get<double>();
+  return c;
+}
+
+TrainConfig train_of(const json& t) {
+  TrainConfig c;
+  c.epochs = t["epochs"].get<int>();
+  c.batch_size = t["batch_size"].get<int>();
+  c.eval_batch_size = t["eval_batch_size"].get<int>();
+  c.seed = t["seed"].get<uint64_t>();
+  c.log_every = t["log_every"].get<int>();
+  c.limit_train_batches = t["limit_train_batches"].get<int64_t>();
+  c.limit_eval_batches = t["limit_eval_batches"].get<int64_t>();
+  c.warmup_steps = t["warmup_steps"].get<int>();
+  return c;
+}
+
+RuntimeConfig runtime_of(const json& r) {
+  RuntimeConfig c;
+  c.accelerator = r["accelerator"].get<std::string>();
+  c.devices = r["devices"].get<int>();
+  c.num_nodes = r["num_nodes"].get<int>();
+  c.strategy = r["strategy"].get<std::string>();
+  c.precision = r["precision"].get<std::string>();
+  c.threads = r["threads"].get<int>();
+  return c;
+}
+
+}  // namespace
+
+RunConfig to_run_config(const nlohmann::json& resolved) {
+  if (resolved.is_object() && resolved.contains("extends"))
+    throw ConfigError("extends: the document still has an extends key; "
+                      "resolve it with load_config or resolve_config first");
+  const json& doc = resolved.is_null() ? json::object() : resolved;
+  detail::check_keys(doc, "");
+  const json r = detail::validate(doc, {});
+  RunConfig c;
+  c.name = r["name"].get<std::string>();
+  c.description = r["description"].get<std::string>();
+  c.model = model_of(r["model"]);
+  c.data = data_of(r["data"]);
+  c.optim = optim_of(r["optim"]);
+  c.train = train_of(r["train"]);
+  c.runtime = runtime_of(r["runtime"]);
+  return c;
+}
+
+}  // namespace accel::config

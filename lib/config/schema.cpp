@@ -1,0 +1,277 @@
+// The schema table: every field of RunConfig with its JSON path, type,
+// default, one-line doc and range or choices. Loading, validation and
+// `accel-bench config --explain` all read this table, so adding a field here
+// (and to the struct and to_run_config) is the whole job.
+#include <algorithm>
+#include <cctype>
+#include <sstream>
+
+#include "accel/config/run_config.h"
+#include "schema.h"
+
+namespace accel::config::detail {
+namespace {
+
+using nlohmann::json;
+
+Field make(const char* path, Type type, json def, const char* doc) {
+  Field f;
+  f.path = path;
+  auto dot = f.path.find('.');
+  f.section = dot == std::string::npos ? "" : f.path.substr(0, dot);
+  f.key = dot == std::string::npos ? f.path : f.path.substr(dot + 1);
+  f.type = type;
+  f.def = std::move(def);
+  f.doc = doc;
+  return f;
+}
+Field i(const char* p, json v, const char* doc) { return make(p, Type::Int, v, doc); }
+Field d(const char* p, double v, const char* doc) { return make(p, Type::Float, v, doc); }
+Field b(const char* p, bool v, const char* doc) { return make(p, Type::Bool, v, doc); }
+Field s(const char* p, const char* v, const char* doc) { return make(p, Type::String, v, doc); }
+
+// Dims that a preset supplies when left at 0.
+Field dim(const char* p, const char* doc) { return i(p, 0, doc).at_least(0); }
+
+std::vector<Field> build_table() {
+  return {
+      s("name", "", "run name, used in result records"),
+      s("description", "", "free text kept with the results"),
+
+      s("model.preset", "vit_tiny_fmnist", "architecture preset; custom = give every dim")
+          .one_of({"vit_tiny_fmnist", "vit_b_16", "vit_b_32", "vit_l_16", "custom"}),
+      dim("model.image_size", "input side in pixels; 0 = from preset"),
+      dim("model.in_channels", "input channels; 0 = from preset"),
+      dim("model.patch_size", "patch side in pixels; 0 = from preset"),
+      dim("model.dim", "embedding width; 0 = from preset"),
+      dim("model.depth", "transformer blocks; 0 = from preset"),
+      dim("model.heads", "attention heads; 0 = from preset"),
+      dim("model.mlp_dim", "MLP hidden width; 0 = from preset"),
+      i("model.num_classes", 0, "classifier outputs; 0 = classes the data yields").at_least(0),
+      d("model.dropout", 0.0, "dropout after embeddings and in MLPs").at_least(0).below(1),
+      d("model.attention_dropout", 0.0, "dropout on attention weights").at_least(0).below(1),
+      s("model.init", "random", "weight initialisation").not_empty(),
+
+      s("data.dataset", "fashion-mnist", "dataset to train and evaluate on")
+          .one_of({"fashion-mnist", "cifar10", "synthetic"}),
+      s("data.root", "", "dataset directory; \"\" = the dataset's default location"),
+      make("data.classes", Type::IntList, json::array(),
+           "class subset, remapped to 0..n-1; [] = all")
+          .at_least(0).no_duplicates(),
+      i("data.train_subset", 0, "training images kept (seeded, balanced); 0 = all")
+          .at_least(0).kind(IntKind::I64),
+      d("data.val_fraction", 0.1, "fraction of train held out for validation")
+          .at_least(0).below(1),
+      i("data.resize", 0, "square side images are resized to; 0 = the model's image_size (else must equal it)").at_least(0),
+      b("data.normalize", true, "normalise with the dataset's mean and std"),
+      i("data.synthetic_train", 1024, "synthetic dataset: training images")
+          .at_least(1).kind(IntKind::I64),
+      i("data.synthetic_test", 256, "synthetic dataset: test images")
+          .at_least(1).kind(IntKind::I64),
+      i("data.prefetch", 2, "batches prepared ahead of training").at_least(0),
+
+      s("optim.name", "adam", "optimizer").one_of({"adam", "adamw", "sgd"}),
+      d("optim.lr", 5e-5, "learning rate").above(0),
+      d("optim.weight_decay", 0.0, "weight decay").at_least(0),
+      d("optim.momentum", 0.9, "momentum (sgd only)").at_least(0).below(1),
+      d("optim.beta1", 0.9, "Adam beta1").at_least(0).below(1),
+      d("optim.beta2", 0.999, "Adam beta2").at_least(0).below(1),
+      d("optim.eps", 1e-8, "Adam epsilon").above(0),
+
+      i("train.epochs", 10, "passes over the training set").at_least(1),
+      i("train.batch_size", 16, "training batch size per device").at_least(1),
+      i("train.eval_batch_size", 0, "evaluation batch size; 0 = batch_size").at_least(0),
+      i("train.seed", 123, "seed for init, subsets, shuffling").at_least(0).kind(IntKind::U64),
+      i("train.log_every", 300, "log every N training steps").at_least(1),
+      i("train.limit_train_batches", 0, "training batches per epoch; 0 = all")
+          .at_least(0).kind(IntKind::I64),
+      i("train.limit_eval_batches", 0, "evaluation batches; 0 = all")
+          .at_least(0).kind(IntKind::I64),
+      i("train.warmup_steps", 5, "steps left out of step-time statistics").at_least(0),
+
+      s("runtime.accelerator", "cpu", "device type").one_of({"cpu", "cuda", "auto"}),
+      i("runtime.devices", 1, "devices per node").at_least(1),
+      i("runtime.num_nodes", 1, "nodes").at_least(1),
+      s("runtime.strategy", "auto", "parallel strategy")
+          .one_of({"auto", "single", "ddp", "fsdp"}),
+      s("runtime.precision", "32-true", "numeric precision (Lightning names)")
+          .one_of({"32-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true", "64-true"})
+          .alias("16", "16-mixed").alias("bf16", "bf16-mixed")
+          .alias("32", "32-true").alias("64", "64-true"),
+      i("runtime.threads", 0, "intra-op threads; 0 = cores per local rank").at_least(0),
+  };
+}
+
+// Number as written in ranges: 1 rather than 1.000000.
+std::string num(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+// Optimal string alignment distance: like Levenshtein, but a swap of two
+// neighbouring letters ("trian") counts as one edit. Case-insensitive.
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  auto eq = [](char x, char y) { return std::tolower(x) == std::tolower(y); };
+  for (size_t i = 1; i <= a.size(); ++i) {
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t cost = eq(a[i - 1], b[j - 1]) ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && eq(a[i - 1], b[j - 2]) && eq(a[i - 2], b[j - 1]))
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+std::string type_name(const Field& f) {
+  switch (f.type) {
+    case Type::Int: return f.int_kind == IntKind::U64 ? "uint64" : "int";
+    case Type::Float: return "float";
+    case Type::Bool: return "bool";
+    case Type::String: return "string";
+    case Type::IntList: return "int list";
+  }
+  return "?";
+}
+
+// The trailing "(one of ...)" / "(range ...)" note of an explain line.
+std::string constraint_note(const Field& f) {
+  if (!f.choices.empty()) {
+    std::string note = "one of: " + join(f.choices, ", ");
+    if (!f.aliases.empty()) {
+      std::vector<std::string> a;
+      for (const auto& [from, to] : f.aliases) a.push_back(from + "=" + to);
+      note += "; aliases: " + join(a, ", ");
+    }
+    return note;
+  }
+  std::string r = range_text(f);
+  if (r.empty()) return "";
+  if (f.type == Type::IntList) r = "entries " + r;
+  if (f.unique) r += ", no duplicates";
+  return r;
+}
+
+}  // namespace
+
+const std::vector<Field>& schema() {
+  static const std::vector<Field> table = build_table();
+  return table;
+}
+
+const std::vector<std::string>& sections() {
+  static const std::vector<std::string> s = {"model", "data", "optim", "train", "runtime"};
+  return s;
+}
+
+const std::vector<std::string>& top_level_keys() {
+  static const std::vector<std::string> keys = [] {
+    std::vector<std::string> k = {"extends"};
+    for (const auto& f : schema())
+      if (f.section.empty()) k.push_back(f.key);
+    k.insert(k.end(), sections().begin(), sections().end());
+    return k;
+  }();
+  return keys;
+}
+
+const Field* find_field(const std::string& path) {
+  for (const auto& f : schema())
+    if (f.path == path) return &f;
+  return nullptr;
+}
+
+std::vector<std::string> keys_of(const std::string& section) {
+  std::vector<std::string> keys;
+  for (const auto& f : schema())
+    if (f.section == section) keys.push_back(f.key);
+  std::sort(keys.begin(), keys.end());
+  return keys;
+}
+
+std::string range_text(const Field& f) {
+  if (f.min && f.max)
+    return "in " + std::string(f.min_open ? "(" : "[") + num(*f.min) + ", " +
+           num(*f.max) + (f.max_open ? ")" : "]");
+  if (f.min) return (f.min_open ? "> " : ">= ") + num(*f.min);
+  if (f.max) return (f.max_open ? "< " : "<= ") + num(*f.max);
+  return "";
+}
+
+std::string expectation(const Field& f) {
+  std::string what;
+  switch (f.type) {
+    case Type::Int: what = "an integer"; break;
+    case Type::Float: what = "a number"; break;
+    case Type::Bool: return "expected true or false";
+    case Type::String: return "expected a string";
+    case Type::IntList: what = "a list of integers"; break;
+  }
+  std::string r = range_text(f);
+  return "expected " + what + (r.empty() ? "" : " " + r);
+}
+
+std::string closest(const std::string& word, const std::vector<std::string>& candidates) {
+  // An obvious typo: at most 2 edits, and fewer edits than half the word, so
+  // short unrelated words are not "corrected" into each other.
+  std::string best;
+  size_t best_d = 3;
+  for (const auto& c : candidates) {
+    size_t dist = edit_distance(word, c);
+    if (dist < best_d && dist * 2 < std::max(word.size(), c.size())) {
+      best = c;
+      best_d = dist;
+    }
+  }
+  return best;
+}
+
+std::string show(const nlohmann::json& v) {
+  std::string s = v.dump();
+  return s.size() > 60 ? s.substr(0, 57) + "..." : s;
+}
+
+std::string join(const std::vector<std::string>& items, const char* sep) {
+  std::string out;
+  for (size_t k = 0; k < items.size(); ++k) out += (k ? sep : "") + items[k];
+  return out;
+}
+
+std::string prefix(const Origins& origins, const std::string& path) {
+  auto it = origins.find(path);
+  return it == origins.end() || it->second.empty() ? "" : it->second + ": ";
+}
+
+}  // namespace accel::config::detail
+
+namespace accel::config {
+
+std::string explain_schema() {
+  using namespace detail;
+  struct Row { std::string path, type, def, doc; };
+  std::vector<Row> rows = {{"extends", "string", "-",
+                            "parent config, relative to this file; child keys win"}};
+  for (const auto& f : schema()) {
+    std::string note = constraint_note(f);
+    rows.push_back({f.path, type_name(f), f.def.dump(),
+                    f.doc + (note.empty() ? "" : "  (" + note + ")")});
+  }
+  size_t wp = 0, wt = 0, wd = 0;
+  for (const auto& r : rows) {
+    wp = std::max(wp, r.path.size());
+    wt = std::max(wt, r.type.size());
+    wd = std::max(wd, r.def.size());
+  }
+  auto pad = [](const std::string& s, size_t w) { return s + std::string(w - s.size(), ' '); };
+  std::string out = pad("PATH", wp) + "  " + pad("TYPE", wt) + "  " + pad("DEFAULT", wd) +
+                    "  DOC\n";
+  for (const auto& r : rows)
+    out += pad(r.path, wp) + "  " + pad(r.type, wt) + "  " + pad(r.def, wd) + "  " + r.doc + "\n";
+  return out;
+}
+
+}  // namespace accel::config

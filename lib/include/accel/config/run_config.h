@@ -1,0 +1,107 @@
+// The run configuration: a JSON document with sections model, data, optim,
+// train and runtime. The schema (field, type, default, one-line doc, range or
+// choices) lives in one table in config/schema.cpp; loading, validation and
+// `accel-bench config --explain` are all driven by that table.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace accel::config {
+
+struct ModelConfig {
+  std::string preset = "vit_tiny_fmnist";  // or vit_b_16, vit_b_32, vit_l_16, custom
+  // Architecture; 0 / negative means "take it from the preset" in the JSON,
+  // after resolution these are always concrete.
+  int image_size = 0;
+  int in_channels = 0;
+  int patch_size = 0;
+  int dim = 0;
+  int depth = 0;
+  int heads = 0;
+  int mlp_dim = 0;
+  int num_classes = 0;      // 0 in JSON: number of classes the data yields
+  double dropout = 0.0;
+  double attention_dropout = 0.0;
+  std::string init = "random";
+};
+
+struct DataConfig {
+  std::string dataset = "fashion-mnist";  // fashion-mnist | cifar10 | synthetic
+  std::string root;                       // "" = the dataset's default location
+  std::vector<int> classes;               // empty = all; remapped to 0..n-1
+  int64_t train_subset = 0;               // 0 = all; seeded, balanced per class
+  double val_fraction = 0.1;              // last fraction of train, as cvpr2023
+  int resize = 0;                         // 0 = the model's image size; else must equal it
+  bool normalize = true;                  // per-dataset mean/std
+  int64_t synthetic_train = 1024;         // synthetic dataset sizes
+  int64_t synthetic_test = 256;
+  int prefetch = 2;                       // batches prepared ahead of training
+};
+
+struct OptimConfig {
+  std::string name = "adam";  // adam | adamw | sgd
+  double lr = 5e-5;
+  double weight_decay = 0.0;
+  double momentum = 0.9;      // sgd only
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+};
+
+struct TrainConfig {
+  int epochs = 10;
+  int batch_size = 16;
+  int eval_batch_size = 0;          // 0 = batch_size
+  uint64_t seed = 123;
+  int log_every = 300;
+  int64_t limit_train_batches = 0;  // 0 = all
+  int64_t limit_eval_batches = 0;   // 0 = all
+  int warmup_steps = 5;             // steps excluded from step-time statistics
+};
+
+struct RuntimeConfig {
+  std::string accelerator = "cpu";   // cpu | cuda | auto
+  int devices = 1;
+  int num_nodes = 1;
+  std::string strategy = "auto";     // auto | single | ddp | fsdp
+  std::string precision = "32-true"; // Lightning names; aliases resolved
+  int threads = 0;                   // 0 = cores available per local rank
+};
+
+struct RunConfig {
+  std::string name;
+  std::string description;
+  ModelConfig model;
+  DataConfig data;
+  OptimConfig optim;
+  TrainConfig train;
+  RuntimeConfig runtime;
+};
+
+// Reads FILE, follows its "extends" chain (paths relative to the including
+// file, cycles rejected), applies `--set section.key=value` assignments in
+// order, fills defaults, normalises aliases and validates every field.
+// Returns the resolved JSON (every field present, no "extends").
+// Throws accel::ConfigError with a one-line message naming the file and the
+// JSON path on any problem (malformed JSON with line and column, unknown key
+// with the list of valid keys, wrong type, out-of-range value, missing file).
+nlohmann::json load_config(const std::filesystem::path& file,
+                           const std::vector<std::string>& sets = {});
+
+// Same, from an in-memory document (its "extends" resolved against base_dir).
+nlohmann::json resolve_config(const nlohmann::json& doc,
+                              const std::filesystem::path& base_dir,
+                              const std::vector<std::string>& sets = {});
+
+// Converts a resolved document into the typed struct.
+RunConfig to_run_config(const nlohmann::json& resolved);
+
+// One line per field: path, type, default, doc (what `config --explain` prints).
+std::string explain_schema();
+
+}  // namespace accel::config
