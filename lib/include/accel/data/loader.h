@@ -1,0 +1,86 @@
+// A batch loader over an in-memory ImageSet: seeded shuffling, drop_last,
+// per-rank sharding (as torch's DistributedSampler), per-batch transforms
+// (uint8 -> float, resize, normalise) and a background thread that prepares
+// the next batches while the current one trains.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "accel/data/dataset.h"
+
+namespace accel::data {
+
+struct Batch {
+  torch::Tensor x;  // float32 [B, C, H, W]
+  torch::Tensor y;  // int64 [B]
+};
+
+struct LoaderOptions {
+  int64_t batch_size = 16;
+  bool shuffle = false;
+  bool drop_last = false;
+  uint64_t seed = 0;        // shuffle seed; the epoch is mixed in
+  int prefetch = 2;         // 0 = synchronous
+  int resize = 0;           // 0 = keep size
+  bool normalize = true;
+  int64_t limit_batches = 0;  // 0 = all
+  int rank = 0;             // shard hook for the distributed issue
+  int world_size = 1;
+};
+
+// Index order of one epoch for one rank: a seeded permutation (or identity),
+// padded like DistributedSampler to a multiple of world_size, then every
+// world_size-th index from rank. Portable across compilers and LibTorch
+// versions (own PRNG, not std:: distributions or torch::randperm).
+std::vector<int64_t> epoch_indices(int64_t n, bool shuffle, uint64_t seed,
+                                   int epoch, int rank, int world_size);
+
+// Turns uint8 rows into a normalised float batch of the requested size.
+torch::Tensor transform_images(const torch::Tensor& u8, const ImageSet& set,
+                               int resize, bool normalize);
+
+class Loader {
+ public:
+  Loader(std::shared_ptr<const ImageSet> set, LoaderOptions opts);
+  ~Loader();
+  Loader(const Loader&) = delete;
+  Loader& operator=(const Loader&) = delete;
+
+  int64_t num_batches() const;  // per epoch, after drop_last and limit
+  int64_t num_samples() const;  // samples this rank sees per epoch
+  const LoaderOptions& options() const { return opts_; }
+
+  // Starts an epoch (stops any unfinished one).
+  void start_epoch(int epoch);
+  // The next batch of the current epoch, or nullopt at its end.
+  std::optional<Batch> next();
+
+ private:
+  Batch make_batch(int64_t b) const;
+  void stop();
+
+  std::shared_ptr<const ImageSet> set_;
+  LoaderOptions opts_;
+  std::vector<int64_t> order_;
+  int64_t next_batch_ = 0;
+  int epoch_ = -1;  // -1 until start_epoch; next() then starts epoch 0
+  // prefetch state
+  std::thread worker_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Batch> ready_;
+  int64_t produced_ = 0;
+  bool stopping_ = false;
+  std::exception_ptr error_;
+};
+
+}  // namespace accel::data
