@@ -1,0 +1,121 @@
+// A Vision Transformer with torchvision's VisionTransformer structure and
+// parameter names (conv_proj, class_token, encoder.pos_embedding,
+// encoder.layers.encoder_layer_N.{ln_1,self_attention,ln_2,mlp}, encoder.ln,
+// heads.head), so state dicts map one to one onto torchvision's.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+namespace accel::models {
+
+struct ViTSpec {
+  int image_size = 224;
+  int in_channels = 3;
+  int patch_size = 16;
+  int dim = 768;
+  int depth = 12;
+  int heads = 12;
+  int mlp_dim = 3072;
+  int num_classes = 1000;
+  double dropout = 0.0;
+  double attention_dropout = 0.0;
+
+  int num_patches() const { return (image_size / patch_size) * (image_size / patch_size); }
+  int seq_length() const { return num_patches() + 1; }
+};
+
+// Named architectures. "vit_b_16" etc. are torchvision's; "vit_tiny_fmnist" is
+// the CPU ladder's preset (Fashion-MNIST at 56x56, patch 4: 196 patches, the
+// sequence length of ViT-B/16 at 224).
+ViTSpec vit_preset(const std::string& name);
+std::vector<std::string> vit_preset_names();
+
+// Throws accel::ConfigError naming the field when the spec is inconsistent.
+void validate_spec(const ViTSpec& spec);
+
+// Analytic forward FLOPs per sample (2 per multiply-add; matmuls and the patch
+// projection; norms, softmax and activations ignored). A training step costs
+// about 3x this.
+double vit_forward_flops(const ViTSpec& spec);
+
+// Parameter count without building the model.
+int64_t vit_param_count(const ViTSpec& spec);
+
+class SelfAttentionImpl : public torch::nn::Module {
+ public:
+  SelfAttentionImpl(int dim, int heads, double dropout);
+  torch::Tensor forward(const torch::Tensor& x);
+  torch::Tensor in_proj_weight, in_proj_bias;
+  torch::nn::Linear out_proj{nullptr};
+
+ private:
+  int heads_;
+  double dropout_;
+};
+TORCH_MODULE(SelfAttention);
+
+// torchvision's MLPBlock is a Sequential: children "0" (Linear) and "3" (Linear).
+class MlpBlockImpl : public torch::nn::Module {
+ public:
+  MlpBlockImpl(int dim, int mlp_dim, double dropout);
+  torch::Tensor forward(const torch::Tensor& x);
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+
+ private:
+  double dropout_;
+};
+TORCH_MODULE(MlpBlock);
+
+class EncoderBlockImpl : public torch::nn::Module {
+ public:
+  EncoderBlockImpl(const ViTSpec& spec);
+  torch::Tensor forward(const torch::Tensor& x);
+  torch::nn::LayerNorm ln_1{nullptr}, ln_2{nullptr};
+  SelfAttention self_attention{nullptr};
+  MlpBlock mlp{nullptr};
+
+ private:
+  double dropout_;
+};
+TORCH_MODULE(EncoderBlock);
+
+class EncoderImpl : public torch::nn::Module {
+ public:
+  explicit EncoderImpl(const ViTSpec& spec);
+  torch::Tensor forward(const torch::Tensor& x);
+  torch::Tensor pos_embedding;
+  std::vector<EncoderBlock> blocks;
+  torch::nn::LayerNorm ln{nullptr};
+
+ private:
+  double dropout_;
+};
+TORCH_MODULE(Encoder);
+
+class VisionTransformerImpl : public torch::nn::Module {
+ public:
+  explicit VisionTransformerImpl(const ViTSpec& spec);
+  // x: [B, C, H, W] float -> logits [B, num_classes]
+  torch::Tensor forward(const torch::Tensor& x);
+  // Replaces heads.head by a new zero-initialised Linear with num_classes.
+  void replace_head(int num_classes);
+  const ViTSpec& spec() const { return spec_; }
+
+  torch::nn::Conv2d conv_proj{nullptr};
+  torch::Tensor class_token;
+  Encoder encoder{nullptr};
+  torch::nn::Linear head{nullptr};
+
+ private:
+  ViTSpec spec_;
+  std::shared_ptr<torch::nn::Module> heads_;
+};
+TORCH_MODULE(VisionTransformer);
+
+int64_t count_parameters(const torch::nn::Module& module);
+
+}  // namespace accel::models

@@ -1,0 +1,232 @@
+// ViT in torchvision's layout; see vit.h. Initialisation follows
+// torchvision.models.vision_transformer so a scratch run starts where
+// torchvision's would.
+#include "accel/models/vit.h"
+
+#include <cmath>
+#include <map>
+#include <sstream>
+
+#include "accel/util/errors.h"
+#include "accel/util/torch_compat.h"
+
+namespace accel::models {
+namespace F = torch::nn::functional;
+
+namespace {
+
+ViTSpec make_spec(int image, int channels, int patch, int dim, int depth,
+                  int heads, int mlp, int classes) {
+  ViTSpec s;
+  s.image_size = image;
+  s.in_channels = channels;
+  s.patch_size = patch;
+  s.dim = dim;
+  s.depth = depth;
+  s.heads = heads;
+  s.mlp_dim = mlp;
+  s.num_classes = classes;
+  return s;
+}
+
+const std::map<std::string, ViTSpec>& presets() {
+  static const std::map<std::string, ViTSpec> table = {
+      {"vit_b_16", make_spec(224, 3, 16, 768, 12, 12, 3072, 1000)},
+      {"vit_b_32", make_spec(224, 3, 32, 768, 12, 12, 3072, 1000)},
+      {"vit_l_16", make_spec(224, 3, 16, 1024, 24, 16, 4096, 1000)},
+      // CPU ladder: 56x56 Fashion-MNIST, patch 4 -> 196 patches + class token.
+      {"vit_tiny_fmnist", make_spec(56, 1, 4, 96, 4, 4, 192, 10)},
+  };
+  return table;
+}
+
+}  // namespace
+
+ViTSpec vit_preset(const std::string& name) {
+  auto it = presets().find(name);
+  if (it == presets().end()) {
+    std::string names;
+    for (const auto& n : vit_preset_names()) names += (names.empty() ? "" : ", ") + n;
+    throw ConfigError("model.preset: unknown preset \"" + name + "\"; known: " + names);
+  }
+  return it->second;
+}
+
+std::vector<std::string> vit_preset_names() {
+  std::vector<std::string> names;
+  for (const auto& kv : presets()) names.push_back(kv.first);
+  return names;
+}
+
+void validate_spec(const ViTSpec& s) {
+  auto fail = [](const std::string& msg) { throw ConfigError(msg); };
+  if (s.image_size < 1) fail("model.image_size: must be >= 1");
+  if (s.patch_size < 1) fail("model.patch_size: must be >= 1");
+  if (s.image_size % s.patch_size != 0) {
+    fail("model.patch_size: " + std::to_string(s.patch_size) +
+         " does not divide model.image_size " + std::to_string(s.image_size));
+  }
+  if (s.in_channels < 1) fail("model.in_channels: must be >= 1");
+  if (s.dim < 1 || s.depth < 1 || s.heads < 1 || s.mlp_dim < 1) {
+    fail("model: dim, depth, heads and mlp_dim must be >= 1");
+  }
+  if (s.dim % s.heads != 0) {
+    fail("model.heads: " + std::to_string(s.heads) + " does not divide model.dim " +
+         std::to_string(s.dim));
+  }
+  if (s.num_classes < 1) fail("model.num_classes: must be >= 1");
+}
+
+double vit_forward_flops(const ViTSpec& s) {
+  const double P = s.num_patches(), S = s.seq_length(), D = s.dim, M = s.mlp_dim;
+  const double patch = 2.0 * P * D * (s.in_channels * s.patch_size * s.patch_size);
+  const double per_layer = 2.0 * S * D * 3.0 * D  // qkv projection
+                           + 2.0 * 2.0 * S * S * D  // scores and weighted sum
+                           + 2.0 * S * D * D        // output projection
+                           + 2.0 * 2.0 * S * D * M;  // MLP
+  return patch + s.depth * per_layer + 2.0 * D * s.num_classes;
+}
+
+int64_t vit_param_count(const ViTSpec& s) {
+  const int64_t D = s.dim, M = s.mlp_dim;
+  const int64_t patch = D * s.in_channels * s.patch_size * s.patch_size + D;
+  const int64_t layer = 2 * (2 * D)             // two LayerNorms
+                        + 3 * D * D + 3 * D     // in_proj
+                        + D * D + D             // out_proj
+                        + D * M + M + M * D + D;  // MLP
+  return patch + D /*class token*/ + int64_t(s.seq_length()) * D + s.depth * layer +
+         2 * D /*final ln*/ + D * s.num_classes + s.num_classes;
+}
+
+// ---------------------------------------------------------------------------
+
+SelfAttentionImpl::SelfAttentionImpl(int dim, int heads, double dropout)
+    : heads_(heads), dropout_(dropout) {
+  // nn.MultiheadAttention's names and init: xavier_uniform in_proj, zero biases.
+  in_proj_weight = register_parameter("in_proj_weight", torch::empty({3 * dim, dim}));
+  in_proj_bias = register_parameter("in_proj_bias", torch::zeros({3 * dim}));
+  out_proj = register_module("out_proj", torch::nn::Linear(dim, dim));
+  torch::NoGradGuard guard;
+  torch::nn::init::xavier_uniform_(in_proj_weight);
+  torch::nn::init::zeros_(out_proj->bias);
+}
+
+torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x) {
+  const auto B = x.size(0), S = x.size(1), D = x.size(2);
+  const auto Dh = D / heads_;
+  // [B,S,3D] -> [3,B,H,S,Dh], contiguous so every matmul operand is too.
+  auto qkv = torch::linear(x, in_proj_weight, in_proj_bias)
+                 .view({B, S, 3, heads_, Dh})
+                 .permute({2, 0, 3, 1, 4})
+                 .contiguous();
+  auto parts = qkv.unbind(0);
+  auto out = compat::attention(parts[0], parts[1], parts[2], dropout_, is_training());
+  out = out.transpose(1, 2).reshape({B, S, D});
+  return out_proj->forward(out);
+}
+
+MlpBlockImpl::MlpBlockImpl(int dim, int mlp_dim, double dropout) : dropout_(dropout) {
+  fc1 = register_module("0", torch::nn::Linear(dim, mlp_dim));
+  fc2 = register_module("3", torch::nn::Linear(mlp_dim, dim));
+  torch::NoGradGuard guard;
+  for (auto* lin : {&fc1, &fc2}) {
+    torch::nn::init::xavier_uniform_((*lin)->weight);
+    (*lin)->bias.normal_(0.0, 1e-6);
+  }
+}
+
+torch::Tensor MlpBlockImpl::forward(const torch::Tensor& x) {
+  auto h = torch::gelu(fc1->forward(x));
+  h = F::dropout(h, F::DropoutFuncOptions().p(dropout_).training(is_training()));
+  h = fc2->forward(h);
+  return F::dropout(h, F::DropoutFuncOptions().p(dropout_).training(is_training()));
+}
+
+static torch::nn::LayerNorm make_ln(int dim) {
+  return torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim}).eps(1e-6));
+}
+
+EncoderBlockImpl::EncoderBlockImpl(const ViTSpec& s) : dropout_(s.dropout) {
+  ln_1 = register_module("ln_1", make_ln(s.dim));
+  self_attention =
+      register_module("self_attention", SelfAttention(s.dim, s.heads, s.attention_dropout));
+  ln_2 = register_module("ln_2", make_ln(s.dim));
+  mlp = register_module("mlp", MlpBlock(s.dim, s.mlp_dim, s.dropout));
+}
+
+torch::Tensor EncoderBlockImpl::forward(const torch::Tensor& input) {
+  auto x = self_attention->forward(ln_1->forward(input));
+  x = F::dropout(x, F::DropoutFuncOptions().p(dropout_).training(is_training())) + input;
+  return x + mlp->forward(ln_2->forward(x));
+}
+
+EncoderImpl::EncoderImpl(const ViTSpec& s) : dropout_(s.dropout) {
+  pos_embedding = register_parameter(
+      "pos_embedding", torch::empty({1, s.seq_length(), s.dim}).normal_(0.0, 0.02));
+  auto layers = register_module("layers", std::make_shared<torch::nn::Module>());
+  for (int i = 0; i < s.depth; ++i) {
+    blocks.push_back(layers->register_module("encoder_layer_" + std::to_string(i),
+                                             EncoderBlock(s)));
+  }
+  ln = register_module("ln", make_ln(s.dim));
+}
+
+torch::Tensor EncoderImpl::forward(const torch::Tensor& input) {
+  auto x = input + pos_embedding;
+  x = F::dropout(x, F::DropoutFuncOptions().p(dropout_).training(is_training()));
+  for (auto& block : blocks) x = block->forward(x);
+  return ln->forward(x);
+}
+
+VisionTransformerImpl::VisionTransformerImpl(const ViTSpec& s) : spec_(s) {
+  validate_spec(s);
+  conv_proj = register_module(
+      "conv_proj", torch::nn::Conv2d(torch::nn::Conv2dOptions(s.in_channels, s.dim, s.patch_size)
+                                         .stride(s.patch_size)));
+  {
+    // torchvision: trunc_normal_(std=sqrt(1/fan_in)) with cut-offs at +-2
+    // (absolute), which a std this small never reaches; zero bias.
+    torch::NoGradGuard guard;
+    const double fan_in = double(s.in_channels) * s.patch_size * s.patch_size;
+    conv_proj->weight.normal_(0.0, std::sqrt(1.0 / fan_in)).clamp_(-2.0, 2.0);
+    conv_proj->bias.zero_();
+  }
+  class_token = register_parameter("class_token", torch::zeros({1, 1, s.dim}));
+  encoder = register_module("encoder", Encoder(s));
+  heads_ = register_module("heads", std::make_shared<torch::nn::Module>());
+  replace_head(s.num_classes);
+}
+
+void VisionTransformerImpl::replace_head(int num_classes) {
+  auto fresh = torch::nn::Linear(spec_.dim, num_classes);
+  {
+    torch::NoGradGuard guard;
+    fresh->weight.zero_();
+    fresh->bias.zero_();
+  }
+  if (head) {
+    fresh->to(head->weight.device(), head->weight.scalar_type());
+    heads_->replace_module("head", fresh);
+  } else {
+    heads_->register_module("head", fresh);
+  }
+  head = fresh;
+  spec_.num_classes = num_classes;
+}
+
+torch::Tensor VisionTransformerImpl::forward(const torch::Tensor& x) {
+  const auto B = x.size(0);
+  // [B,C,H,W] -> [B,D,H/p,W/p] -> [B,P,D]
+  auto tokens = conv_proj->forward(x).flatten(2).transpose(1, 2);
+  tokens = torch::cat({class_token.expand({B, -1, -1}), tokens}, 1);
+  auto encoded = encoder->forward(tokens);
+  return head->forward(encoded.select(1, 0));
+}
+
+int64_t count_parameters(const torch::nn::Module& module) {
+  int64_t n = 0;
+  for (const auto& p : module.parameters()) n += p.numel();
+  return n;
+}
+
+}  // namespace accel::models
