@@ -1,0 +1,57 @@
+// The single-device training core: the plain loop of cvpr2023's scripts
+// (forward, cross-entropy, backward, optimizer step, a log line every
+// log_every batches, train/val accuracy per epoch, test accuracy at the end),
+// timed as the article times it (training + per-epoch validation; test not),
+// plus step-time statistics, throughput and peak memory.
+#pragma once
+
+#include <filesystem>
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "accel/config/run_config.h"
+#include "accel/data/dataset.h"
+#include "accel/models/vit.h"
+
+namespace accel::train {
+
+// The model spec a config asks for: the preset, overridden by every non-zero
+// model field, with in_channels and num_classes taken from the data when 0.
+// Throws ConfigError naming the field on a mismatch with the data.
+models::ViTSpec resolve_model_spec(const config::ModelConfig& model, int data_channels,
+                                   int data_classes);
+
+// The image side the loader must produce: data.resize, or the model's size.
+int resolve_image_size(const config::RunConfig& cfg, const models::ViTSpec& spec);
+
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(
+    const std::vector<torch::Tensor>& params, const config::OptimConfig& optim);
+
+// Threads for this process: runtime.threads, or the cores available per local
+// rank when 0.
+int resolve_threads(const config::RuntimeConfig& runtime, int local_ranks = 1);
+
+// Checks everything that can be checked before any work: runtime support
+// (accelerator, devices, strategy, precision in this build), data files, the
+// model spec fields that need no data. Throws ConfigError.
+void check_runnable(const config::RunConfig& cfg);
+
+struct RunOptions {
+  std::filesystem::path out_dir;  // result.json, config.json, metrics.csv
+  bool dry_run = false;           // validate, print the banner, train nothing
+  std::ostream* log = nullptr;    // progress lines (rank 0); nullptr = silent
+};
+
+// Runs one config end to end and writes out_dir/{config.json, metrics.csv,
+// result.json}. Returns the result document. A failure after the outputs
+// folder was created writes result.json with status "failed" and rethrows as
+// RunError.
+nlohmann::json run(const config::RunConfig& cfg, const nlohmann::json& resolved,
+                   const RunOptions& opts);
+
+}  // namespace accel::train

@@ -1,0 +1,145 @@
+#include "accel/metrics/metrics.h"
+
+#include "accel/build_info.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <numeric>
+#include <sstream>
+#include <thread>
+
+#include <torch/torch.h>
+
+#include "accel/util/errors.h"
+#include "accel/util/torch_compat.h"
+
+
+namespace accel::metrics {
+
+double percentile(std::vector<double> sorted, double q) {
+  if (sorted.empty()) return 0.0;
+  const double pos = q * double(sorted.size() - 1);
+  const auto lo = static_cast<size_t>(std::floor(pos));
+  const auto hi = std::min(lo + 1, sorted.size() - 1);
+  return sorted[lo] + (pos - double(lo)) * (sorted[hi] - sorted[lo]);
+}
+
+Spread spread(std::vector<double> values) {
+  Spread s;
+  if (values.empty()) return s;
+  std::sort(values.begin(), values.end());
+  s.count = int64_t(values.size());
+  s.median = percentile(values, 0.5);
+  s.p10 = percentile(values, 0.1);
+  s.p90 = percentile(values, 0.9);
+  s.mean = std::accumulate(values.begin(), values.end(), 0.0) / double(values.size());
+  return s;
+}
+
+int64_t peak_rss_bytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) {
+      std::istringstream fields(line.substr(6));
+      int64_t kib = 0;
+      fields >> kib;
+      return kib * 1024;
+    }
+  }
+  return 0;
+}
+
+int available_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    return std::max(1, CPU_COUNT(&set));
+  }
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+namespace {
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(colon + 2);
+    }
+  }
+  return "unknown";
+}
+
+// The BLAS shared object actually mapped into this process (Debian's
+// alternatives decide which one libblas.so.3 is).
+std::string blas_in_use() {
+  std::ifstream in("/proc/self/maps");
+  std::string line;
+  while (std::getline(in, line)) {
+    auto slash = line.find('/');
+    if (slash == std::string::npos) continue;
+    std::string path = line.substr(slash);
+    if (path.find("libblas") != std::string::npos ||
+        path.find("openblas") != std::string::npos ||
+        path.find("libmkl") != std::string::npos) {
+      std::error_code ec;
+      auto real = std::filesystem::canonical(path, ec);
+      return ec ? path : real.string();
+    }
+  }
+  return "none mapped";
+}
+
+}  // namespace
+
+nlohmann::json environment(int threads) {
+  nlohmann::json env;
+  env["accel_bench_version"] = ACCEL_VERSION;
+  env["git_sha"] = ACCEL_GIT_SHA;
+  env["libtorch_version"] = compat::torch_version();
+  env["compiler"] = ACCEL_CXX_COMPILER;
+  env["cpu_model"] = cpu_model();
+  env["cores"] = available_cores();
+  env["threads"] = threads;
+  env["blas"] = blas_in_use();
+  char host[256] = {0};
+  if (gethostname(host, sizeof(host) - 1) == 0) env["hostname"] = host;
+  const bool cuda = torch::cuda::is_available();
+  env["cuda_available"] = cuda;
+  env["gpu_count"] = cuda ? int(torch::cuda::device_count()) : 0;
+  return env;
+}
+
+void write_file_atomic(const std::filesystem::path& path, const std::string& content) {
+  auto tmp = path;
+  tmp += ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw RunError(path.string() + ": cannot open for writing");
+    out << content;
+    out.flush();
+    if (!out) {
+      std::filesystem::remove(tmp);
+      throw RunError(path.string() + ": write failed");
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::filesystem::remove(tmp);
+    throw RunError(path.string() + ": cannot move into place: " + ec.message());
+  }
+}
+
+void write_json_atomic(const std::filesystem::path& path, const nlohmann::json& doc) {
+  write_file_atomic(path, doc.dump(2) + "\n");
+}
+
+}  // namespace accel::metrics
