@@ -106,6 +106,11 @@ std::string reason(const std::string& what) {
 }
 
 json parse(const std::string& text, const std::string& display) {
+  // Said here, not by nlohmann: its wording for empty input differs between
+  // 3.11.2 (Debian 12) and 3.11.3 (Debian 13).
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
+    throw ConfigError(display + ": malformed JSON at line 1, column 1: the file is empty");
+  }
   try {
     return json::parse(text);
   } catch (const json::parse_error& e) {
@@ -117,12 +122,44 @@ json parse(const std::string& text, const std::string& display) {
 
 Loaded load_file(const fs::path& file, std::vector<Link>& chain, const std::string& context);
 
+// The issue's shorthand `"init": {"checkpoint": PATH, "strict": false}` (or
+// {"safetensors": PATH, "format": "timm"}) is spelled out into the flat fields
+// model.init / init_path / init_strict / init_format, which the schema checks.
+json expand_init_shorthand(json doc, const std::string& pre) {
+  auto model = doc.find("model");
+  if (model == doc.end() || !model->is_object()) return doc;
+  auto init = model->find("init");
+  if (init == model->end() || !init->is_object()) return doc;
+  json spec = *init;
+  json flat = json::object();
+  for (const char* kind : {"checkpoint", "safetensors"}) {
+    if (!spec.contains(kind)) continue;
+    if (flat.contains("init"))
+      throw ConfigError(pre + "model.init: give one of \"checkpoint\" or \"safetensors\"");
+    flat["init"] = kind;
+    flat["init_path"] = spec[kind];
+    spec.erase(kind);
+  }
+  if (!flat.contains("init"))
+    throw ConfigError(pre + "model.init: an object needs a \"checkpoint\" or \"safetensors\" path");
+  for (auto& [key, value] : spec.items()) {
+    if (key != "strict" && key != "format" && key != "head")
+      throw ConfigError(pre + "model.init: unknown key \"" + key +
+                        "\"; valid keys: checkpoint, safetensors, strict, format, head");
+    flat["init_" + key] = value;
+  }
+  model->erase("init");
+  for (auto& [key, value] : flat.items()) (*model)[key] = value;
+  return doc;
+}
+
 // Resolves one parsed document: its parent first (if any), then its own keys
 // on top. `display` names it in messages ("" for an in-memory document).
-Loaded resolve_doc(const json& doc, const std::string& display, const fs::path& dir,
+Loaded resolve_doc(const json& raw, const std::string& display, const fs::path& dir,
                    std::vector<Link>& chain) {
-  check_keys(doc, display);
   std::string pre = display.empty() ? "" : display + ": ";
+  const json doc = expand_init_shorthand(raw, pre);
+  check_keys(doc, display);
   Loaded out;
   auto ext = doc.find("extends");
   if (ext != doc.end() && !ext->is_null()) {

@@ -1,4 +1,7 @@
 // Config loading, extends, --set, validation messages and --explain.
+// torch first: glog (through torch) defines CHECK, doctest must win.
+#include <torch/torch.h>
+
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -76,12 +79,15 @@ const std::vector<std::string> kAllPaths = {
     "name", "description", "model.preset", "model.image_size", "model.in_channels",
     "model.patch_size", "model.dim", "model.depth", "model.heads", "model.mlp_dim",
     "model.num_classes", "model.dropout", "model.attention_dropout", "model.init",
+    "model.init_path", "model.init_strict", "model.init_head", "model.init_format",
     "data.dataset", "data.root", "data.classes", "data.train_subset", "data.val_fraction",
     "data.resize", "data.normalize", "data.synthetic_train", "data.synthetic_test",
     "data.prefetch", "optim.name", "optim.lr", "optim.weight_decay", "optim.momentum",
     "optim.beta1", "optim.beta2", "optim.eps", "train.epochs", "train.batch_size",
     "train.eval_batch_size", "train.seed", "train.log_every", "train.limit_train_batches",
-    "train.limit_eval_batches", "train.warmup_steps", "runtime.accelerator", "runtime.devices",
+    "train.limit_eval_batches", "train.warmup_steps", "train.loop", "train.grad_clip",
+    "train.max_steps", "train.checkpoint_every", "train.save_checkpoint",
+    "runtime.accelerator", "runtime.devices",
     "runtime.num_nodes", "runtime.strategy", "runtime.precision", "runtime.threads"};
 
 const json& at_path(const json& doc, const std::string& path) {
@@ -140,7 +146,8 @@ TEST_CASE("config: to_run_config converts every section") {
                     {"data", {{"dataset", "cifar10"}, {"classes", {3, 5, 7}}, {"normalize", false},
                               {"train_subset", 5000000000LL}}},
                     {"optim", {{"name", "sgd"}, {"lr", 0.1}}},
-                    {"train", {{"epochs", 2}, {"seed", 18446744073709551615ULL}}},
+                    {"train", {{"epochs", 2}, {"seed", 18446744073709551615ULL},
+                               {"loop", "fabric"}, {"max_steps", 7}}},
                     {"runtime", {{"accelerator", "cuda"}, {"devices", 2}, {"strategy", "ddp"},
                                  {"precision", "bf16"}}}});
   RunConfig c = to_run_config(r);
@@ -156,6 +163,8 @@ TEST_CASE("config: to_run_config converts every section") {
   CHECK(c.optim.lr == doctest::Approx(0.1));
   CHECK(c.train.epochs == 2);
   CHECK(c.train.seed == 18446744073709551615ULL);
+  CHECK(c.train.loop == "fabric");
+  CHECK(c.train.max_steps == 7);
   CHECK(c.runtime.accelerator == "cuda");
   CHECK(c.runtime.devices == 2);
   CHECK(c.runtime.strategy == "ddp");
@@ -248,7 +257,7 @@ TEST_CASE("config: unknown key names the file and the path and lists the valid k
   fs::path file = dir.write("x.json", R"({"train": {"epoch": 3}})");
   std::string msg = config_error([&] { load_config(file); });
   check_message(msg, {file.string() + ": unknown key \"train.epoch\"",
-                      "valid keys in \"train\": batch_size, epochs, eval_batch_size",
+                      "valid keys in \"train\": batch_size, checkpoint_every, epochs, eval_batch_size",
                       "did you mean \"train.epochs\"?"});
   // The same key in another section is suggested.
   check_message(resolve_error({{"train", {{"lr", 0.1}}}}),
@@ -353,6 +362,23 @@ TEST_CASE("config: errors name the file or --set that set the bad value") {
   CHECK(load_config(child, {"train.batch_size=4"})["train"]["batch_size"] == 4);
 }
 
+TEST_CASE("config: the init shorthand object spells out the flat init fields") {
+  TempDir dir;
+  fs::path file = dir.write(
+      "ft.json", R"({"model": {"init": {"checkpoint": "runs/p/checkpoint.ckpt", "strict": false}}})");
+  json r = load_config(file);
+  CHECK(r["model"]["init"] == "checkpoint");
+  CHECK(r["model"]["init_path"] == "runs/p/checkpoint.ckpt");
+  CHECK(r["model"]["init_strict"] == false);
+  fs::path st = dir.write("st.json", R"({"model": {"init": {"safetensors": "w.st", "format": "timm"}}})");
+  CHECK(load_config(st)["model"]["init_format"] == "timm");
+  fs::path bad = dir.write("bad.json", R"({"model": {"init": {"checkpoint": "a", "safetensors": "b"}}})");
+  check_message(config_error([&] { load_config(bad); }), {"bad.json", "model.init"});
+  fs::path odd = dir.write("odd.json", R"({"model": {"init": {"checkpoint": "a", "stritc": true}}})");
+  check_message(config_error([&] { load_config(odd); }), {"odd.json", "unknown key \"stritc\""});
+  check_message(resolve_error({{"model", {{"init", "checkpoint"}}}}), {"model.init_path"});
+}
+
 TEST_CASE("config: malformed JSON reports the file with line and column") {
   TempDir dir;
   fs::path file = dir.write("bad.json", "{\n  \"train\": {\n    \"epochs\": 5,\n  }\n}\n");
@@ -363,7 +389,7 @@ TEST_CASE("config: malformed JSON reports the file with line and column") {
                 {lit.string() + ": malformed JSON at line 1, column 27", "invalid literal"});
   fs::path empty = dir.write("empty.json", "");
   check_message(config_error([&] { load_config(empty); }),
-                {"empty.json: malformed JSON at line 1, column 1", "unexpected end of input"});
+                {"empty.json: malformed JSON at line 1, column 1", "the file is empty"});
   // In a parent, the parent is named.
   dir.write("sub/p.json", "{,}");
   fs::path child = dir.write("child.json", R"({"extends": "sub/p.json"})");
