@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <numeric>
 #include <sstream>
@@ -109,6 +110,8 @@ nlohmann::json environment(int threads) {
   env["cores"] = available_cores();
   env["threads"] = threads;
   env["blas"] = blas_in_use();
+  const char* wait = std::getenv("OMP_WAIT_POLICY");
+  env["omp_wait_policy"] = wait ? wait : "default";
   char host[256] = {0};
   if (gethostname(host, sizeof(host) - 1) == 0) env["hostname"] = host;
   const bool cuda = torch::cuda::is_available();

@@ -1,0 +1,301 @@
+#!/usr/bin/env bash
+# Builds and tests accel-bench against LibTorch 2.x: Debian 13 (trixie) libtorch-dev
+# 2.6 (CPU), inside a debootstrap chroot cached outside the clone. Idempotent.
+#
+#   sudo scripts/test-libtorch2.sh                 # create/reuse chroot, build, ctest
+#   sudo scripts/test-libtorch2.sh -R Optim        # extra arguments go to ctest
+#
+# Environment:
+#   ACCEL_LT2_CHROOT       chroot path (default /var/cache/accel-bench/trixie-libtorch2)
+#   ACCEL_LT2_MIRROR       Debian mirror URL (default: the one in the host's apt sources)
+#   ACCEL_LT2_SETUP_ONLY=1 only create/update the chroot (e.g. to warm a CI cache)
+#   ACCEL_LT2_CLEAN=1      wipe the chroot's build folder (/build) first
+#   ACCEL_LT2_CMAKE_ARGS   extra arguments for the cmake configure step (word-split)
+#
+# The checkout is bind-mounted read-only at /src; the build goes to /build inside the
+# chroot, so host and chroot builds never mix. Runs as root, needs no terminal.
+set -euo pipefail
+
+SUITE=trixie
+STAMP_FORMAT=1
+# Packages installed into the chroot. Editing this list installs the missing ones
+# into an existing chroot on the next run.
+PKGS=(
+  build-essential cmake ninja-build git pkg-config
+  libtorch-dev libgloo-dev libcli11-dev nlohmann-json3-dev doctest-dev
+  libbenchmark-dev zlib1g-dev
+  dataset-fashion-mnist libopenblas0-openmp
+)
+
+say() { echo "test-libtorch2: $*"; }
+die() { echo "test-libtorch2: error: $*" >&2; exit 1; }
+
+[ "$(id -u)" -eq 0 ] || die "must run as root (debootstrap, chroot and mount need it)"
+
+SELF=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")
+REPO=$(cd "$(dirname "$SELF")/.." && pwd)
+CHROOT=${ACCEL_LT2_CHROOT:-/var/cache/accel-bench/trixie-libtorch2}
+case "$CHROOT" in
+  /*) ;;
+  *) die "ACCEL_LT2_CHROOT must be an absolute path: $CHROOT" ;;
+esac
+CHROOT=${CHROOT%/}
+if [ -z "$CHROOT" ] || [ "$CHROOT" = / ]; then die "refusing to use / as the chroot"; fi
+case "$REPO/" in
+  "$CHROOT"/*) die "the chroot ($CHROOT) must be outside the checkout ($REPO)" ;;
+esac
+CACHE_DIR=$(dirname "$CHROOT")
+NAME=$(basename "$CHROOT")
+PARTIAL=$CHROOT.partial
+LOG=$CACHE_DIR/$NAME.log
+STAMP_REL=etc/accel-bench-lt2.stamp
+
+# --- once, in the outer process: lock, then re-enter in a private mount namespace ---
+if [ -z "${ACCEL_LT2_IN_NS:-}" ]; then
+  mkdir -p "$CACHE_DIR"
+  exec 9>"$CACHE_DIR/.$NAME.lock"
+  if ! flock -n 9; then
+    say "waiting for another run holding $CACHE_DIR/.$NAME.lock"
+    flock 9
+  fi
+  export ACCEL_LT2_IN_NS=1
+  # Mounts made in a private namespace vanish when the script exits, however it exits.
+  if unshare -m --propagation private true 2>/dev/null; then
+    exec unshare -m --propagation private -- bash "$SELF" "$@"
+  fi
+  say "unshare -m unavailable; mounts are undone by an exit trap instead"
+fi
+
+T0=$(date +%s)
+elapsed() { echo "$(( $(date +%s) - T0 ))s"; }
+
+# --- mounts ------------------------------------------------------------------------
+MOUNTS=()   # mount points, in mount order
+mount_under() {   # mount_under ROOT: /proc /sys /dev /dev/pts /dev/shm (+ /src if ROOT is the chroot)
+  local r=$1
+  mkdir -p "$r/proc" "$r/sys" "$r/dev" "$r/src"
+  mount -t proc proc "$r/proc";               MOUNTS+=("$r/proc")
+  mount -t sysfs -o ro sysfs "$r/sys";         MOUNTS+=("$r/sys")
+  mount --bind /dev "$r/dev";                  MOUNTS+=("$r/dev")
+  mount --make-private "$r/dev" 2>/dev/null || true
+  mkdir -p "$r/dev/pts" "$r/dev/shm"
+  mount --bind /dev/pts "$r/dev/pts";          MOUNTS+=("$r/dev/pts")
+  mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs "$r/dev/shm"; MOUNTS+=("$r/dev/shm")
+  cp -L /etc/resolv.conf "$r/etc/resolv.conf" 2>/dev/null || true
+  cp -L /etc/hosts "$r/etc/hosts" 2>/dev/null || true
+}
+unmount_all() {
+  local i
+  for (( i=${#MOUNTS[@]}-1; i>=0; i-- )); do
+    umount "${MOUNTS[i]}" 2>/dev/null || umount -l "${MOUNTS[i]}" 2>/dev/null || true
+  done
+  MOUNTS=()
+}
+# Anything still mounted below DIR (left by a killed run without a namespace).
+mounts_below() { awk -v d="$1/" 'index($5 "/", d) == 1 { print $5 }' /proc/self/mountinfo | sort -r; }
+remove_tree() {   # remove_tree DIR: unmount leftovers, then delete
+  local d=$1 m
+  [ -e "$d" ] || return 0
+  for m in $(mounts_below "$d"); do umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true; done
+  [ -z "$(mounts_below "$d")" ] || die "cannot unmount everything below $d; not deleting it"
+  rm -rf "$d"
+}
+trap 'unmount_all' EXIT
+trap 'exit 130' INT TERM
+
+# --- helpers -------------------------------------------------------------------------
+in_chroot() {   # in_chroot ROOT SCRIPT [ARGS...]: bash -c SCRIPT in ROOT with a clean env
+  local r=$1 s=$2; shift 2
+  chroot "$r" /usr/bin/env -i \
+    PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    HOME=/root LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive \
+    ${http_proxy:+http_proxy=$http_proxy} ${https_proxy:+https_proxy=$https_proxy} \
+    bash -c "$s" bash "$@" </dev/null
+}
+logged() {   # logged WHAT CMD...: run CMD with output to $LOG; on failure print its tail
+  local what=$1; shift
+  echo "=== $(date -u +%FT%TZ) $what: $*" >>"$LOG"
+  if ! "$@" </dev/null >>"$LOG" 2>&1; then
+    echo "test-libtorch2: ---- last lines of $LOG ----" >&2
+    tail -n 25 "$LOG" >&2
+    die "$what failed (full log: $LOG)"
+  fi
+}
+
+# The host's Debian mirror: the first non-security/updates/backports "deb" source.
+detect_mirror() {
+  local f u
+  for f in /etc/apt/sources.list.d/*.sources; do
+    [ -r "$f" ] || continue
+    u=$(awk 'BEGIN { RS = ""; FS = "\n" }
+      { types = ""; uris = ""; suites = ""; enabled = "yes"
+        for (i = 1; i <= NF; i++) {
+          l = $i; if (l ~ /^[ \t]*#/) continue
+          k = tolower(l); sub(/:.*/, "", k); v = l; sub(/^[^:]*:[ \t]*/, "", v)
+          if (k == "types") types = v; else if (k == "uris") uris = v
+          else if (k == "suites") suites = v; else if (k == "enabled") enabled = tolower(v)
+        }
+        if (enabled == "no" || (" " types " ") !~ / deb /) next
+        n = split(suites, s, /[ \t]+/)
+        for (j = 1; j <= n; j++)
+          if (s[j] != "" && s[j] !~ /-(security|updates|backports|proposed-updates)$/) {
+            split(uris, u, /[ \t]+/); print u[1]; exit
+          }
+      }' "$f")
+    [ -n "$u" ] && { echo "$u"; return; }
+  done
+  cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null | awk '
+    $1 == "deb" { i = 2
+      if ($2 ~ /^\[/) { while (i <= NF && $i !~ /\]$/) i++; i++ }
+      if ($(i + 1) !~ /-(security|updates|backports|proposed-updates)$/) { print $i; exit } }'
+}
+
+# Host apt proxy (if any) for debootstrap's wget and the chroot's apt.
+if [ -z "${http_proxy:-}" ]; then
+  HOST_PROXY=""
+  eval "$(apt-config shell HOST_PROXY Acquire::http::Proxy 2>/dev/null)" || true
+  [ -n "$HOST_PROXY" ] && [ "$HOST_PROXY" != DIRECT ] && export http_proxy=$HOST_PROXY
+fi
+
+stamp_text() {
+  echo "format=$STAMP_FORMAT"
+  echo "suite=$SUITE"
+  printf 'pkg=%s\n' "${PKGS[@]}"
+}
+
+install_pkgs() {   # install_pkgs ROOT PKG...: apt-get install into ROOT, clear error if unknown
+  local r=$1; shift
+  logged "apt-get update (chroot)" in_chroot "$r" 'apt-get update'
+  local missing
+  missing=$(in_chroot "$r" 'for p; do
+      [ -n "$(apt-cache policy "$p" 2>/dev/null | awk "/Candidate:/ && \$2 != \"(none)\" {print}")" ] || echo "$p"
+    done' "$@" | tr '\n' ' ')
+  [ -z "$missing" ] || die "package(s) not available in Debian $SUITE from $MIRROR: $missing"
+  logged "apt-get install (chroot)" in_chroot "$r" \
+    'apt-get install -y --no-install-recommends -o Dpkg::Use-Pty=0 "$@" && apt-get clean' "$@"
+  # As scripts/setup.sh does on the host: OpenBLAS's OpenMP build for BLAS and LAPACK.
+  in_chroot "$r" 'arch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)
+    for lib in blas lapack; do
+      t=/usr/lib/$arch/openblas-openmp/lib$lib.so.3
+      [ -e "$t" ] && update-alternatives --set "lib$lib.so.3-$arch" "$t" >/dev/null
+    done; true'
+}
+
+# --- 1. the chroot ---------------------------------------------------------------------
+need_create=1
+if [ -e "$CHROOT" ]; then
+  [ -f "$CHROOT/$STAMP_REL" ] || die "$CHROOT exists but was not made by this script (no $STAMP_REL); remove it"
+  if grep -qx "format=$STAMP_FORMAT" "$CHROOT/$STAMP_REL" && grep -qx "suite=$SUITE" "$CHROOT/$STAMP_REL"; then
+    need_create=0
+  else
+    say "chroot stamp is from another format/suite; recreating $CHROOT"
+    remove_tree "$CHROOT"
+  fi
+fi
+
+if [ "$need_create" = 1 ]; then
+  if [ -e "$PARTIAL" ]; then
+    say "removing interrupted creation $PARTIAL"
+    remove_tree "$PARTIAL"
+  fi
+  MIRROR=${ACCEL_LT2_MIRROR:-$(detect_mirror)}
+  [ -n "$MIRROR" ] || die "no Debian mirror found in /etc/apt/sources.list{,.d/*}; set ACCEL_LT2_MIRROR"
+  : >"$LOG"
+  if ! command -v debootstrap >/dev/null; then
+    say "installing debootstrap on the host"
+    logged "apt-get update (host)" env DEBIAN_FRONTEND=noninteractive apt-get update
+    logged "apt-get install debootstrap (host)" env DEBIAN_FRONTEND=noninteractive \
+      apt-get install -y --no-install-recommends debootstrap wget
+  fi
+  command -v wget >/dev/null || die "wget missing (debootstrap needs it)"
+  wget -q -T 30 -t 2 -O /dev/null "$MIRROR/dists/$SUITE/InRelease" \
+    || die "Debian archive unreachable (or has no $SUITE): $MIRROR/dists/$SUITE/InRelease"
+  avail_kb=$(df -Pk "$CACHE_DIR" | awk 'NR == 2 { print $4 }')
+  [ "${avail_kb:-0}" -ge 3000000 ] || die "need about 3 GB free in $CACHE_DIR (have $((avail_kb / 1024)) MB)"
+
+  say "creating Debian $SUITE chroot in $CHROOT from $MIRROR (a few minutes; log: $LOG)"
+  logged "debootstrap" debootstrap --variant=minbase "$SUITE" "$PARTIAL" "$MIRROR"
+  echo "deb $MIRROR $SUITE main" >"$PARTIAL/etc/apt/sources.list"
+  printf '#!/bin/sh\nexit 101\n' >"$PARTIAL/usr/sbin/policy-rc.d"; chmod +x "$PARTIAL/usr/sbin/policy-rc.d"
+  say "debootstrap done ($(elapsed)); installing ${#PKGS[@]} packages"
+  mount_under "$PARTIAL"
+  install_pkgs "$PARTIAL" "${PKGS[@]}"
+  unmount_all
+  stamp_text >"$PARTIAL/$STAMP_REL"
+  echo "$MIRROR" >"$PARTIAL/etc/accel-bench-lt2.mirror"
+  mv -T "$PARTIAL" "$CHROOT"
+  say "chroot ready ($(elapsed))"
+else
+  MIRROR=$(cat "$CHROOT/etc/accel-bench-lt2.mirror" 2>/dev/null || echo "?")
+  have=$(sed -n 's/^pkg=//p' "$CHROOT/$STAMP_REL")
+  add=()
+  for p in "${PKGS[@]}"; do grep -qxF "$p" <<<"$have" || add+=("$p"); done
+  mount_under "$CHROOT"
+  if [ ${#add[@]} -gt 0 ]; then
+    say "installing packages added since the chroot was made: ${add[*]}"
+    install_pkgs "$CHROOT" "${add[@]}"
+    stamp_text >"$CHROOT/$STAMP_REL.tmp" && mv "$CHROOT/$STAMP_REL.tmp" "$CHROOT/$STAMP_REL"
+  fi
+  say "reusing chroot $CHROOT"
+fi
+
+if [ "${ACCEL_LT2_SETUP_ONLY:-0}" = 1 ]; then
+  say "ACCEL_LT2_SETUP_ONLY=1: not building ($(elapsed))"
+  exit 0
+fi
+
+# --- 2. build and test -----------------------------------------------------------------
+[ ${#MOUNTS[@]} -gt 0 ] || mount_under "$CHROOT"
+mkdir -p "$CHROOT/src" "$CHROOT/build"
+mount --bind "$REPO" "$CHROOT/src"; MOUNTS+=("$CHROOT/src")
+mount -o remount,bind,ro "$CHROOT/src" 2>/dev/null || say "warning: could not make /src read-only"
+# /build is incremental per checkout: another clone's objects could look newer than
+# this clone's sources, so a different checkout path starts from an empty /build.
+if [ "${ACCEL_LT2_CLEAN:-0}" = 1 ]; then
+  say "ACCEL_LT2_CLEAN=1: wiping /build"
+  find "$CHROOT/build" -mindepth 1 -delete
+elif [ -e "$CHROOT/build/CMakeCache.txt" ] && [ "$(cat "$CHROOT/build/.accel-lt2-checkout" 2>/dev/null)" != "$REPO" ]; then
+  say "/build was made from another checkout; wiping it"
+  find "$CHROOT/build" -mindepth 1 -delete
+fi
+echo "$REPO" >"$CHROOT/build/.accel-lt2-checkout"
+
+torch_ver=$(in_chroot "$CHROOT" 'dpkg-query -W -f="\${Version}" libtorch-dev' || echo "?")
+say "building $REPO at /src in /build with libtorch-dev $torch_ver ($(elapsed))"
+# shellcheck disable=SC2016,SC2086
+in_chroot "$CHROOT" '
+  set -e
+  git config --global --get-all safe.directory 2>/dev/null | grep -qx /src \
+    || git config --global --add safe.directory /src
+  cmake -S /src -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release "$@"
+  cmake --build /build -j"$(nproc)"
+' ${ACCEL_LT2_CMAKE_ARGS:-} || die "build failed against libtorch-dev $torch_ver"
+
+say "running ctest $* ($(elapsed))"
+in_chroot "$CHROOT" 'cd /build && ctest --test-dir /build --output-on-failure -j2 "$@"' "$@" \
+  || die "ctest failed against libtorch-dev $torch_ver"
+
+# --- 3. the scratch smoke run on both versions, loss by loss --------------------------
+# Same config, same data, one thread: the per-step losses of LibTorch 1.13 (the
+# host's build/) and of this chroot's build must agree within LOSS_TOLERANCE.
+# They are not bitwise equal: 2.x runs attention through SDPA's fused kernel.
+LOSS_TOLERANCE=${ACCEL_LT2_LOSS_TOLERANCE:-1e-3}
+HOST_CLI=$REPO/build/accel-bench
+if [ -x "$HOST_CLI" ]; then
+  say "scratch smoke run on both LibTorch versions ($(elapsed))"
+  in_chroot "$CHROOT" 'rm -rf /build/legs && /build/accel-bench run -q \
+      -c /src/configs/smoke/scratch-smoke.json --out /build/legs/smoke' \
+    || die "smoke run failed against libtorch-dev $torch_ver"
+  host_out=$(mktemp -d)
+  "$HOST_CLI" run -q -c "$REPO/configs/smoke/scratch-smoke.json" --out "$host_out/smoke" \
+    || die "smoke run failed on the host's build"
+  say "losses, host LibTorch vs libtorch-dev $torch_ver:"
+  "$HOST_CLI" compare-losses "$host_out/smoke" "$CHROOT/build/legs/smoke" \
+      --tolerance "$LOSS_TOLERANCE" | sed 's/^/test-libtorch2:   /'
+  status=${PIPESTATUS[0]}
+  rm -rf "$host_out"
+  [ "$status" -eq 0 ] || die "losses differ beyond $LOSS_TOLERANCE between LibTorch versions"
+else
+  say "no host build at $HOST_CLI: skipping the cross-version loss comparison"
+fi
+say "OK: built and tested against libtorch-dev $torch_ver ($(elapsed))"
