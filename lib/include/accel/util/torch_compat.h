@@ -3,8 +3,10 @@
 // guarded by TORCH_VERSION_MAJOR/MINOR. Nothing else checks versions.
 #pragma once
 
+#include <stdexcept>
 #include <string>
 
+#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 #include <torch/version.h>
 
@@ -50,6 +52,124 @@ inline torch::Tensor attention_reference(const torch::Tensor& q,
   const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
   auto scores = torch::matmul(q * scale, k.transpose(-2, -1).contiguous());
   return torch::matmul(torch::softmax(scores, -1), v);
+}
+
+// ---- autocast and reduced-precision support ----------------------------------
+// Autocast state is per thread (TLS) in every version. 1.13-2.3 name the
+// calls per device (set_cpu_enabled, set_enabled for CUDA,
+// set_autocast_cpu_dtype, set_autocast_gpu_dtype, ...); 2.4 made them
+// device-generic (set_autocast_enabled(device, on), set_autocast_dtype(device,
+// dtype); pytorch/pytorch#124359) and deprecated the old ones with warnings,
+// so each version must call its own. Only CPU and CUDA are handled.
+
+namespace detail {
+inline void autocast_check_device(c10::DeviceType device) {
+  if (device != c10::DeviceType::CPU && device != c10::DeviceType::CUDA) {
+    throw std::invalid_argument("autocast: device type " + c10::DeviceTypeName(device) +
+                                " is not supported (cpu and cuda only)");
+  }
+}
+}  // namespace detail
+
+inline bool autocast_enabled(c10::DeviceType device) {
+  detail::autocast_check_device(device);
+#if ACCEL_TORCH_AT_LEAST(2, 4)
+  return at::autocast::is_autocast_enabled(device);
+#else
+  return device == c10::DeviceType::CPU ? at::autocast::is_cpu_enabled()
+                                        : at::autocast::is_enabled();
+#endif
+}
+
+inline void set_autocast_enabled(c10::DeviceType device, bool enabled) {
+  detail::autocast_check_device(device);
+#if ACCEL_TORCH_AT_LEAST(2, 4)
+  at::autocast::set_autocast_enabled(device, enabled);
+#else
+  if (device == c10::DeviceType::CPU) {
+    at::autocast::set_cpu_enabled(enabled);
+  } else {
+    at::autocast::set_enabled(enabled);
+  }
+#endif
+}
+
+// The autocast ("lower precision") dtype of DEVICE: bf16 on CPU, fp16 on
+// CUDA unless set.
+inline c10::ScalarType autocast_dtype(c10::DeviceType device) {
+  detail::autocast_check_device(device);
+#if ACCEL_TORCH_AT_LEAST(2, 4)
+  return at::autocast::get_autocast_dtype(device);
+#else
+  return device == c10::DeviceType::CPU ? at::autocast::get_autocast_cpu_dtype()
+                                        : at::autocast::get_autocast_gpu_dtype();
+#endif
+}
+
+// 1.13's set_autocast_cpu_dtype throws c10::Error for anything but bf16
+// ("Currently, AutocastCPU only support Bfloat16 as the autocast_cpu_dtype");
+// 2.6 takes fp16 on CPU too.
+inline void set_autocast_dtype(c10::DeviceType device, c10::ScalarType dtype) {
+  detail::autocast_check_device(device);
+#if ACCEL_TORCH_AT_LEAST(2, 4)
+  at::autocast::set_autocast_dtype(device, dtype);
+#else
+  if (device == c10::DeviceType::CPU) {
+    at::autocast::set_autocast_cpu_dtype(dtype);
+  } else {
+    at::autocast::set_autocast_gpu_dtype(dtype);
+  }
+#endif
+}
+
+// The same in every version; wrapped so callers use only this header.
+inline int autocast_increment_nesting() { return at::autocast::increment_nesting(); }
+inline int autocast_decrement_nesting() { return at::autocast::decrement_nesting(); }
+inline void autocast_clear_cache() { at::autocast::clear_cache(); }
+
+// aten::_amp_foreach_non_finite_check_and_unscale_ (and _amp_update_scale_)
+// have CUDA kernels in every version, CPU kernels from 2.3
+// (pytorch/pytorch#109281); 1.13 on CPU: "Could not run ... from the 'CPU'
+// backend".
+inline bool has_amp_unscale_kernel(c10::DeviceType device) {
+  if (device == c10::DeviceType::CUDA) return true;
+  return device == c10::DeviceType::CPU && ACCEL_TORCH_AT_LEAST(2, 3);
+}
+
+// Runs a small ViT-like forward and backward in fp16 on CPU (conv2d, linear,
+// layer_norm, attention, gelu, cross_entropy); false if any kernel is missing.
+inline bool probe_cpu_half_kernels() {
+  try {
+    torch::AutoGradMode grad(true);
+    auto img = torch::randn({2, 1, 4, 4}).to(torch::kHalf);
+    auto conv_w = torch::randn({8, 1, 2, 2}).to(torch::kHalf).requires_grad_();
+    auto lin_w = torch::randn({24, 8}).to(torch::kHalf).requires_grad_();
+    auto x = torch::conv2d(img, conv_w, {}, 2).flatten(2).transpose(1, 2);  // [2,4,8]
+    x = torch::layer_norm(x, {8});
+    auto qkv = torch::linear(x, lin_w).view({2, 4, 3, 2, 4}).permute({2, 0, 3, 1, 4});
+    auto parts = qkv.contiguous().unbind(0);
+    auto a = attention(parts[0], parts[1], parts[2], 0.0, false);
+    auto logits = torch::gelu(a.transpose(1, 2).reshape({2, 4, 8})).select(1, 0);
+    auto loss = torch::cross_entropy_loss(logits, torch::zeros({2}, torch::kLong));
+    loss.backward();
+    return conv_w.grad().defined() && conv_w.grad().scalar_type() == torch::kHalf;
+  } catch (const c10::Error&) {
+    return false;
+  }
+}
+
+// Whether fp16 weights and compute (16-true) work on CPU. 1.13: no
+// ("addmm_impl_cpu_" / "LayerNormKernelImpl" / "slow_conv2d_cpu" ... "not
+// implemented for 'Half'"); 2.6: yes. Versions in between are probed once.
+inline bool cpu_half_kernels() {
+#if !ACCEL_TORCH_AT_LEAST(2, 0)
+  return false;
+#elif ACCEL_TORCH_AT_LEAST(2, 6)
+  return true;
+#else
+  static const bool ok = probe_cpu_half_kernels();
+  return ok;
+#endif
 }
 
 }  // namespace accel::compat
