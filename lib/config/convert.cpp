@@ -24,6 +24,10 @@ ModelConfig model_of(const json& m) {
   c.dropout = m["dropout"].get<double>();
   c.attention_dropout = m["attention_dropout"].get<double>();
   c.init = m["init"].get<std::string>();
+  c.init_path = m["init_path"].get<std::string>();
+  c.init_strict = m["init_strict"].get<bool>();
+  c.init_head = m["init_head"].get<std::string>();
+  c.init_format = m["init_format"].get<std::string>();
   return c;
 }
 
@@ -64,6 +68,11 @@ TrainConfig train_of(const json& t) {
   c.limit_train_batches = t["limit_train_batches"].get<int64_t>();
   c.limit_eval_batches = t["limit_eval_batches"].get<int64_t>();
   c.warmup_steps = t["warmup_steps"].get<int>();
+  c.loop = t["loop"].get<std::string>();
+  c.grad_clip = t["grad_clip"].get<double>();
+  c.max_steps = t["max_steps"].get<int64_t>();
+  c.checkpoint_every = t["checkpoint_every"].get<int64_t>();
+  c.save_checkpoint = t["save_checkpoint"].get<bool>();
   return c;
 }
 

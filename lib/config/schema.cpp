@@ -41,7 +41,7 @@ std::vector<Field> build_table() {
       s("model.preset", "vit_tiny_fmnist", "architecture preset; custom = give every dim")
           .one_of({"vit_tiny_fmnist", "vit_b_16", "vit_b_32", "vit_l_16", "custom"}),
       dim("model.image_size", "input side in pixels; 0 = from preset"),
-      dim("model.in_channels", "input channels; 0 = from preset"),
+      dim("model.in_channels", "input channels; 0 = the dataset's (else must equal it)"),
       dim("model.patch_size", "patch side in pixels; 0 = from preset"),
       dim("model.dim", "embedding width; 0 = from preset"),
       dim("model.depth", "transformer blocks; 0 = from preset"),
@@ -50,7 +50,16 @@ std::vector<Field> build_table() {
       i("model.num_classes", 0, "classifier outputs; 0 = classes the data yields").at_least(0),
       d("model.dropout", 0.0, "dropout after embeddings and in MLPs").at_least(0).below(1),
       d("model.attention_dropout", 0.0, "dropout on attention weights").at_least(0).below(1),
-      s("model.init", "random", "weight initialisation").not_empty(),
+      s("model.init", "random",
+        "weights to start from; also {\"checkpoint\": PATH} or {\"safetensors\": PATH}")
+          .one_of({"random", "checkpoint", "safetensors"}),
+      s("model.init_path", "", "checkpoint or safetensors file for init (relative to the cwd)"),
+      b("model.init_strict", true, "init: missing or unexpected tensors are an error"),
+      s("model.init_head", "auto",
+        "init: auto = replace the head only when its class count differs; replace = always "
+        "(a new task)").one_of({"auto", "replace"}),
+      s("model.init_format", "auto", "safetensors parameter names")
+          .one_of({"auto", "torchvision", "timm", "hf"}),
 
       s("data.dataset", "fashion-mnist", "dataset to train and evaluate on")
           .one_of({"fashion-mnist", "cifar10", "synthetic"}),
@@ -88,8 +97,18 @@ std::vector<Field> build_table() {
       i("train.limit_eval_batches", 0, "evaluation batches; 0 = all")
           .at_least(0).kind(IntKind::I64),
       i("train.warmup_steps", 5, "steps left out of step-time statistics").at_least(0),
+      s("train.loop", "plain", "plain = the article's PyTorch loop; fabric = the same loop "
+        "through the Fabric-style facade (needed for other precisions and strategies)")
+          .one_of({"plain", "fabric"}),
+      d("train.grad_clip", 0.0, "clip the gradient norm to this (fabric loop); 0 = off")
+          .at_least(0),
+      i("train.max_steps", 0, "stop after this many optimizer steps in all; 0 = no limit")
+          .at_least(0).kind(IntKind::I64),
+      i("train.checkpoint_every", 0, "save a checkpoint every N steps; 0 = only the final one")
+          .at_least(0).kind(IntKind::I64),
+      b("train.save_checkpoint", true, "save OUT/checkpoint.ckpt at the end of the run"),
 
-      s("runtime.accelerator", "cpu", "device type").one_of({"cpu", "cuda", "auto"}),
+      s("runtime.accelerator", "cpu", "device type; auto = cuda when this build has the GPU path and a GPU, else cpu").one_of({"cpu", "cuda", "auto"}),
       i("runtime.devices", 1, "devices per node").at_least(1),
       i("runtime.num_nodes", 1, "nodes").at_least(1),
       s("runtime.strategy", "auto", "parallel strategy")

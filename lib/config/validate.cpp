@@ -151,6 +151,13 @@ void check_model(const json& m, const Origins& o) {
         throw ConfigError(where_of(o, {"model.preset"}) + "model." + k +
                           ": must be set (> 0) when model.preset is \"custom\"");
   }
+  const bool needs_path = m["init"] != "random";
+  if (needs_path && m["init_path"].get<std::string>().empty())
+    throw ConfigError(where_of(o, {"model.init"}) + "model.init_path: required when model.init is " +
+                      m["init"].dump());
+  if (!needs_path && !m["init_path"].get<std::string>().empty())
+    throw ConfigError(where_of(o, {"model.init_path"}) +
+                      "model.init_path: set but model.init is \"random\"");
   int dim = m["dim"], heads = m["heads"], image = m["image_size"], patch = m["patch_size"];
   if (dim > 0 && heads > 0 && dim % heads != 0)
     throw ConfigError(where_of(o, {"model.heads", "model.dim"}) + "model.heads: " +

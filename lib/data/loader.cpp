@@ -1,5 +1,6 @@
 // Epoch index orders, per-batch transforms and the (optionally prefetching)
 // batch loader.
+#include <algorithm>
 #include <exception>
 #include <stdexcept>
 
@@ -142,22 +143,23 @@ void Loader::stop() {
   ready_.clear();
 }
 
-void Loader::start_epoch(int epoch) {
+void Loader::start_epoch(int epoch, int64_t skip_batches) {
   stop();
   order_ = epoch_indices(set_->size(), opts_.shuffle, opts_.seed, epoch, opts_.rank,
                          opts_.world_size);
   epoch_ = epoch;
-  next_batch_ = 0;
+  next_batch_ = std::clamp<int64_t>(skip_batches, 0, num_batches());
   produced_ = 0;
   error_ = nullptr;
   const int64_t nb = num_batches();
-  if (opts_.prefetch == 0 || nb == 0) return;
+  const int64_t first = next_batch_;
+  if (opts_.prefetch == 0 || first >= nb) return;
   // The producer only reads set_, opts_ and order_, which stay fixed until
   // the next stop(); the queue and flags are guarded by mu_. It leaves the
   // global intra-op thread settings alone (they belong to the runtime).
-  worker_ = std::thread([this, nb] {
+  worker_ = std::thread([this, nb, first] {
     torch::NoGradGuard no_grad;  // grad mode is thread-local: set it here too
-    for (int64_t b = 0; b < nb; ++b) {
+    for (int64_t b = first; b < nb; ++b) {
       {
         std::unique_lock<std::mutex> lk(mu_);
         cv_.wait(lk, [&] { return stopping_ || static_cast<int64_t>(ready_.size()) < opts_.prefetch; });

@@ -1,7 +1,8 @@
 // Drives the real accel-bench binary end to end on real Fashion-MNIST data.
-#include <doctest/doctest.h>
+// torch first: glog (through torch) defines CHECK, doctest must win.
+#include <torch/torch.h>
 
-#include <sys/wait.h>
+#include <doctest/doctest.h>
 
 #include <array>
 #include <cstdio>
@@ -12,50 +13,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "integration/cli_helpers.h"
+
 namespace fs = std::filesystem;
-
-namespace {
-
-struct Outcome {
-  int code = -1;
-  std::string output;  // stdout and stderr together
-};
-
-Outcome run_cli(const std::string& args) {
-  const std::string cmd = std::string(ACCEL_BENCH_EXE) + " " + args + " 2>&1";
-  Outcome o;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) o.output.append(buf.data(), n);
-  const int status = pclose(pipe);
-  o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return o;
-}
-
-fs::path fresh_dir(const std::string& tag) {
-  auto dir = fs::temp_directory_path() /
-             ("accel-cli-" + tag + "-" + std::to_string(::getpid()) + "-" +
-              std::to_string(std::rand()));
-  fs::remove_all(dir);
-  return dir;
-}
-
-std::string source(const std::string& rel) { return std::string(ACCEL_SOURCE_DIR) + "/" + rel; }
-
-bool have_fashion_mnist() {
-  return fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz");
-}
-
-// A few hundred Fashion-MNIST images, one epoch, a learning rate at which the
-// loss visibly falls within the epoch.
-const std::string kSmoke =
-    " --set train.epochs=1 --set data.train_subset=400 --set train.log_every=1"
-    " --set train.limit_eval_batches=4 --set train.eval_batch_size=64 --set optim.lr=1e-3"
-    " --set train.warmup_steps=2";
-
-}  // namespace
+using namespace cli_test;
 
 TEST_CASE("cli: a one-epoch scratch run writes result config and metrics and its loss falls") {
   if (!have_fashion_mnist()) {
@@ -63,8 +24,10 @@ TEST_CASE("cli: a one-epoch scratch run writes result config and metrics and its
     return;
   }
   const auto out = fresh_dir("smoke");
-  const auto r = run_cli("run -c " + source("configs/ladder/cpu/00-scratch.json") + kSmoke +
-                         " --out " + out.string());
+  // A few hundred Fashion-MNIST images, one epoch, a learning rate at which
+  // the loss visibly falls within the epoch.
+  const auto r =
+      run_cli("run -c " + source("configs/smoke/scratch-smoke.json") + " --out " + out.string());
   INFO(r.output);
   REQUIRE(r.code == 0);
   CHECK(r.output.find("resolved config") != std::string::npos);
@@ -89,6 +52,10 @@ TEST_CASE("cli: a one-epoch scratch run writes result config and metrics and its
   CHECK(res["peak_memory_bytes"][0].get<int64_t>() > 0);
   CHECK(res["env"]["libtorch_version"].is_string());
   CHECK(fs::exists(out / "config.json"));
+  // compare-losses: a run against itself is within any tolerance.
+  const auto same = run_cli("compare-losses " + out.string() + " " + out.string());
+  CHECK(same.code == 0);
+  CHECK(same.output.find("22 steps compared") != std::string::npos);
 
   // metrics.csv: one row per step (log_every=1); the loss of the last steps is
   // below that of the first ones.

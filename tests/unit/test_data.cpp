@@ -1,4 +1,7 @@
 // Data readers, class subsets / caps / splits, epoch orders and the loader.
+// torch first: glog (through torch) defines CHECK, doctest must win.
+#include <torch/torch.h>
+
 #include <doctest/doctest.h>
 #include <unistd.h>
 #include <zlib.h>

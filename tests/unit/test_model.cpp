@@ -1,9 +1,11 @@
+// torch first: glog (through torch) defines CHECK, doctest must win.
+#include <torch/torch.h>
+
 #include <doctest/doctest.h>
 
 #include <set>
 #include <string>
 
-#include <torch/torch.h>
 
 #include "accel/models/vit.h"
 #include "accel/train/trainer.h"

@@ -27,7 +27,11 @@ struct ModelConfig {
   int num_classes = 0;      // 0 in JSON: number of classes the data yields
   double dropout = 0.0;
   double attention_dropout = 0.0;
-  std::string init = "random";
+  std::string init = "random";     // random | checkpoint | safetensors
+  std::string init_path;           // for checkpoint / safetensors
+  bool init_strict = true;
+  std::string init_head = "auto";  // auto | replace
+  std::string init_format = "auto";  // safetensors names: auto|torchvision|timm|hf
 };
 
 struct DataConfig {
@@ -62,6 +66,11 @@ struct TrainConfig {
   int64_t limit_train_batches = 0;  // 0 = all
   int64_t limit_eval_batches = 0;   // 0 = all
   int warmup_steps = 5;             // steps excluded from step-time statistics
+  std::string loop = "plain";       // plain | fabric
+  double grad_clip = 0.0;           // 0 = off
+  int64_t max_steps = 0;            // 0 = no limit
+  int64_t checkpoint_every = 0;     // 0 = final checkpoint only
+  bool save_checkpoint = true;
 };
 
 struct RuntimeConfig {

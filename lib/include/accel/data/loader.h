@@ -59,8 +59,9 @@ class Loader {
   int64_t num_samples() const;  // samples this rank sees per epoch
   const LoaderOptions& options() const { return opts_; }
 
-  // Starts an epoch (stops any unfinished one).
-  void start_epoch(int epoch);
+  // Starts an epoch (stops any unfinished one). skip_batches: resume an
+  // epoch after that many batches (same order, nothing made for the skipped).
+  void start_epoch(int epoch, int64_t skip_batches = 0);
   // The next batch of the current epoch, or nullopt at its end.
   std::optional<Batch> next();
 

@@ -37,15 +37,23 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(
 int resolve_threads(const config::RuntimeConfig& runtime, int local_ranks = 1);
 
 // Checks everything that can be checked before any work: runtime support
-// (accelerator, devices, strategy, precision in this build), data files, the
-// model spec fields that need no data. Throws ConfigError.
-void check_runnable(const config::RunConfig& cfg);
+// (accelerator, devices, strategy, precision in this build), the model preset,
+// and (check_inputs) that the data and init files exist. Throws ConfigError.
+void check_runnable(const config::RunConfig& cfg, bool check_inputs = true);
 
 struct RunOptions {
-  std::filesystem::path out_dir;  // result.json, config.json, metrics.csv
+  std::filesystem::path out_dir;  // result.json, config.json, metrics.csv, checkpoint.ckpt
   bool dry_run = false;           // validate, print the banner, train nothing
+  bool overwrite = false;         // replace checkpoints already in out_dir
+  std::filesystem::path resume;   // continue the run saved in this checkpoint
   std::ostream* log = nullptr;    // progress lines (rank 0); nullptr = silent
 };
+
+// The resolved-config paths that must match between a checkpoint and the run
+// resuming it (model, data, optimizer, seed, batch size, loop, precision).
+// Returns the paths that differ; empty when the run may resume.
+std::vector<std::string> resume_incompatibilities(const nlohmann::json& saved,
+                                                  const nlohmann::json& current);
 
 // Runs one config end to end and writes out_dir/{config.json, metrics.csv,
 // result.json}. Returns the result document. A failure after the outputs
