@@ -15,6 +15,7 @@
 #include "accel/config/run_config.h"
 #include "accel/models/vit.h"
 #include "accel/report/losses.h"
+#include "accel/report/summary.h"
 #include "accel/train/trainer.h"
 #include "accel/util/errors.h"
 #include "accel/util/torch_compat.h"
@@ -67,15 +68,15 @@ int cmd_config(bool explain, const std::string& check, const std::vector<std::st
   }
   const auto resolved = accel::config::load_config(check, sets);
   const auto cfg = accel::config::to_run_config(resolved);
-  accel::train::check_runnable(cfg, /*check_inputs=*/false);
+  accel::train::check_runnable(cfg, /*check_environment=*/false);
   std::cout << resolved.dump(2) << "\n";
-  // Inputs may live only on the machine that will run it (a GPU box with
-  // CIFAR-10 and ImageNet weights): report, don't fail.
+  // Devices and inputs may exist only on the machine that will run it (a GPU
+  // box with CIFAR-10 and ImageNet weights): report, don't fail.
   try {
-    accel::train::check_runnable(cfg, /*check_inputs=*/true);
+    accel::train::check_runnable(cfg, /*check_environment=*/true);
     std::cerr << check << ": valid\n";
   } catch (const accel::ConfigError& e) {
-    std::cerr << check << ": valid; inputs not on this machine: " << e.what() << "\n";
+    std::cerr << check << ": valid; cannot run on this machine: " << e.what() << "\n";
   }
   return 0;
 }
@@ -149,6 +150,10 @@ int main(int argc, char** argv) {
 
   auto* presets = app.add_subcommand("presets", "List the model presets");
 
+  std::vector<std::string> summary_files;
+  auto* summary = app.add_subcommand("summary", "A Markdown table of result.json files");
+  summary->add_option("results", summary_files, "result.json files")->required();
+
   std::string loss_a, loss_b;
   double tolerance = 1e-4;
   auto* compare_losses = app.add_subcommand(
@@ -168,6 +173,10 @@ int main(int argc, char** argv) {
     if (run->parsed()) return cmd_run(run_args);
     if (config->parsed()) return cmd_config(explain, check, check_sets);
     if (presets->parsed()) return cmd_presets();
+    if (summary->parsed()) {
+      std::cout << accel::report::summary_table({summary_files.begin(), summary_files.end()});
+      return 0;
+    }
     if (compare_losses->parsed()) return cmd_compare_losses(loss_a, loss_b, tolerance);
   } catch (const accel::ConfigError& e) {
     std::cerr << "accel-bench: error: " << e.what() << "\n";

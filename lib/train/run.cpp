@@ -141,6 +141,8 @@ class Run {
   int64_t step_ = 0;
   double train_time_s_ = 0;
   int start_epoch_ = 1;         // first epoch this process runs
+  int nonfinite_ = 0;           // consecutive steps with a non-finite loss
+  static constexpr int kMaxNonFiniteWithScaler = 10;
   EpochState resumed_epoch_;    // partial epoch carried over by --resume
 };
 
@@ -365,9 +367,15 @@ void Run::train_epochs() {
       auto [logits, loss] = train_step(*batch);
       const double loss_v = loss.item<double>();
       const double ms = seconds_since(t0) * 1e3;
-      if (!std::isfinite(loss_v)) {
-        throw RunError("loss is " + std::to_string(loss_v) + " at epoch " +
-                       std::to_string(epoch) + ", batch " + std::to_string(es.batches));
+      // A GradScaler skips steps with inf/NaN gradients, so a run with one can
+      // recover from a few bad losses; without one the weights are already
+      // poisoned. Either way a loss that stays non-finite ends the run.
+      nonfinite_ = std::isfinite(loss_v) ? 0 : nonfinite_ + 1;
+      const int allowed = fabric_ && fabric_->scaler().enabled() ? kMaxNonFiniteWithScaler : 0;
+      if (nonfinite_ > allowed) {
+        throw RunError("non-finite loss (" + std::to_string(loss_v) + ") at epoch " +
+                       std::to_string(epoch) + ", batch " + std::to_string(es.batches) + " after " +
+                       std::to_string(nonfinite_) + " such step(s) in a row");
       }
       if (step_ >= cfg_.train.warmup_steps) step_ms_.push_back(ms);
       {

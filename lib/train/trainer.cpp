@@ -93,16 +93,9 @@ int resolve_threads(const config::RuntimeConfig& runtime, int local_ranks) {
   return std::max(1, metrics::available_cores() / std::max(1, local_ranks));
 }
 
-void check_runnable(const config::RunConfig& cfg, bool check_inputs) {
+void check_runnable(const config::RunConfig& cfg, bool check_environment) {
+  if (cfg.model.preset != "custom") models::vit_preset(cfg.model.preset);
   const auto& rt = cfg.runtime;
-  const auto device = resolve_device(rt.accelerator);
-  if (rt.devices != 1 || rt.num_nodes != 1 || rt.strategy == "ddp" || rt.strategy == "fsdp") {
-    throw ConfigError("runtime.strategy: \"" + rt.strategy + "\" on " +
-                      std::to_string(rt.devices) + " device(s) x " +
-                      std::to_string(rt.num_nodes) +
-                      " node(s) is not in this build yet; use one device with \"auto\"");
-  }
-  precision::check_supported(precision::make_policy(rt.precision), device.type());
   // The plain loop is the article's pure-PyTorch fp32 script on one device;
   // other precisions and gradient clipping go through the Fabric-style facade,
   // as in the article (rungs 03 onwards).
@@ -114,8 +107,15 @@ void check_runnable(const config::RunConfig& cfg, bool check_inputs) {
   if (cfg.train.loop == "plain" && cfg.train.grad_clip > 0) {
     throw ConfigError("train.grad_clip: gradient clipping needs train.loop \"fabric\"");
   }
-  if (cfg.model.preset != "custom") models::vit_preset(cfg.model.preset);
-  if (!check_inputs) return;
+  if (!check_environment) return;
+  const auto device = resolve_device(rt.accelerator);
+  if (rt.devices != 1 || rt.num_nodes != 1 || rt.strategy == "ddp" || rt.strategy == "fsdp") {
+    throw ConfigError("runtime.strategy: \"" + rt.strategy + "\" on " +
+                      std::to_string(rt.devices) + " device(s) x " +
+                      std::to_string(rt.num_nodes) +
+                      " node(s) is not in this build yet; use one device with \"auto\"");
+  }
+  precision::check_supported(precision::make_policy(rt.precision), device.type());
   if (cfg.model.init != "random" && !std::filesystem::is_regular_file(cfg.model.init_path)) {
     throw ConfigError("model.init_path: no such file: " + cfg.model.init_path);
   }

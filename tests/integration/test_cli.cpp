@@ -52,6 +52,11 @@ TEST_CASE("cli: a one-epoch scratch run writes result config and metrics and its
   CHECK(res["peak_memory_bytes"][0].get<int64_t>() > 0);
   CHECK(res["env"]["libtorch_version"].is_string());
   CHECK(fs::exists(out / "config.json"));
+  // summary: one Markdown row per result.
+  const auto table = run_cli("summary " + (out / "result.json").string());
+  CHECK(table.code == 0);
+  CHECK(table.output.find("| scratch-smoke | ok | plain | 32-true | 1 |") != std::string::npos);
+  CHECK(run_cli("summary " + (out / "metrics.csv").string()).code == 2);
   // compare-losses: a run against itself is within any tolerance.
   const auto same = run_cli("compare-losses " + out.string() + " " + out.string());
   CHECK(same.code == 0);
@@ -118,6 +123,22 @@ TEST_CASE("cli: an existing result is never overwritten without --force") {
   CHECK(r.output.find("--force") != std::string::npos);
   std::ifstream in(out / "result.json");
   CHECK(nlohmann::json::parse(in)["keep"] == true);
+  fs::remove_all(out);
+}
+
+TEST_CASE("cli: a diverging loss stops the run with status failed and exit 1") {
+  const auto out = fresh_dir("nan");
+  const auto r = run_cli("run -c " + source("configs/smoke/scratch-smoke.json") +
+                         " --set optim.lr=1e30 --set optim.name=sgd --out " + out.string());
+  INFO(r.output);
+  CHECK(r.code == 1);
+  CHECK(r.output.find("non-finite loss") != std::string::npos);
+  std::ifstream in(out / "result.json");
+  REQUIRE(in.good());
+  const auto res = nlohmann::json::parse(in);
+  CHECK(res["status"] == "failed");
+  CHECK(res["error"].get<std::string>().find("non-finite loss") != std::string::npos);
+  CHECK(fs::exists(out / "metrics.csv"));
   fs::remove_all(out);
 }
 

@@ -36,10 +36,11 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(
 // rank when 0.
 int resolve_threads(const config::RuntimeConfig& runtime, int local_ranks = 1);
 
-// Checks everything that can be checked before any work: runtime support
-// (accelerator, devices, strategy, precision in this build), the model preset,
-// and (check_inputs) that the data and init files exist. Throws ConfigError.
-void check_runnable(const config::RunConfig& cfg, bool check_inputs = true);
+// Checks everything that can be checked before any work: the model preset and
+// the loop/precision pairing, and (check_environment) what depends on this
+// machine and build: accelerator, devices, strategy and precision support, and
+// that the data and init files exist. Throws ConfigError.
+void check_runnable(const config::RunConfig& cfg, bool check_environment = true);
 
 struct RunOptions {
   std::filesystem::path out_dir;  // result.json, config.json, metrics.csv, checkpoint.ckpt
