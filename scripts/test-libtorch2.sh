@@ -276,10 +276,13 @@ in_chroot "$CHROOT" 'cd /build && ctest --test-dir /build --output-on-failure -j
   || die "ctest failed against libtorch-dev $torch_ver"
 
 # --- 3. the scratch smoke run on both versions, loss by loss --------------------------
-# Same config, same data, one thread: the per-step losses of LibTorch 1.13 (the
-# host's build/) and of this chroot's build must agree within LOSS_TOLERANCE.
-# They are not bitwise equal: 2.x runs attention through SDPA's fused kernel.
-LOSS_TOLERANCE=${ACCEL_LT2_LOSS_TOLERANCE:-1e-3}
+# Same config, same data, one thread. The versions differ in rounding (2.x runs
+# attention through SDPA's fused kernel; other kernels changed too), and the
+# 22 Adam steps at lr 1e-3 amplify it: measured on 2026-11-30, the first 12
+# steps agreed within 1.6e-6 and the last within 4.7e-3. So: the first 12
+# steps within 1e-5 (same arithmetic up to rounding), all steps within 2e-2
+# (the same training trajectory).
+EARLY_STEPS=12 EARLY_TOLERANCE=1e-5 LOSS_TOLERANCE=${ACCEL_LT2_LOSS_TOLERANCE:-2e-2}
 HOST_CLI=$REPO/build/accel-bench
 if [ -x "$HOST_CLI" ]; then
   say "scratch smoke run on both LibTorch versions ($(elapsed))"
@@ -290,11 +293,13 @@ if [ -x "$HOST_CLI" ]; then
   "$HOST_CLI" run -q -c "$REPO/configs/smoke/scratch-smoke.json" --out "$host_out/smoke" \
     || die "smoke run failed on the host's build"
   say "losses, host LibTorch vs libtorch-dev $torch_ver:"
+  status=0  # pipefail: a failing compare-losses fails its pipeline
+  "$HOST_CLI" compare-losses "$host_out/smoke" "$CHROOT/build/legs/smoke" --first "$EARLY_STEPS" \
+      --tolerance "$EARLY_TOLERANCE" | sed 's/^/test-libtorch2:   /' || status=1
   "$HOST_CLI" compare-losses "$host_out/smoke" "$CHROOT/build/legs/smoke" \
-      --tolerance "$LOSS_TOLERANCE" | sed 's/^/test-libtorch2:   /'
-  status=${PIPESTATUS[0]}
+      --tolerance "$LOSS_TOLERANCE" | sed 's/^/test-libtorch2:   /' || status=1
   rm -rf "$host_out"
-  [ "$status" -eq 0 ] || die "losses differ beyond $LOSS_TOLERANCE between LibTorch versions"
+  [ "$status" -eq 0 ] || die "losses differ between LibTorch versions beyond the tolerances above"
 else
   say "no host build at $HOST_CLI: skipping the cross-version loss comparison"
 fi

@@ -107,9 +107,16 @@ void ensure_passive_omp_wait(char** argv) {
   ::execv("/proc/self/exe", argv);  // returns only on failure: carry on as is
 }
 
-int cmd_compare_losses(const std::string& a, const std::string& b, double tolerance) {
-  const auto ta = accel::report::read_loss_trace(a);
-  const auto tb = accel::report::read_loss_trace(b);
+int cmd_compare_losses(const std::string& a, const std::string& b, double tolerance,
+                       size_t first) {
+  auto ta = accel::report::read_loss_trace(a);
+  auto tb = accel::report::read_loss_trace(b);
+  for (auto* t : {&ta, &tb}) {
+    if (first > 0 && t->steps.size() > first) {
+      t->steps.resize(first);
+      t->losses.resize(first);
+    }
+  }
   const auto d = accel::report::compare_losses(ta, tb);
   std::cout << d.summary() << " (tolerance " << tolerance << ")\n";
   if (!d.same_steps || d.compared == 0) {
@@ -161,6 +168,8 @@ int main(int argc, char** argv) {
   compare_losses->add_option("a", loss_a, "Run folder or metrics.csv")->required();
   compare_losses->add_option("b", loss_b, "Run folder or metrics.csv")->required();
   compare_losses->add_option("--tolerance", tolerance, "Largest allowed |loss difference|");
+  size_t first_steps = 0;
+  compare_losses->add_option("--first", first_steps, "Compare only the first N logged steps");
 
   try {
     app.parse(argc, argv);
@@ -177,7 +186,7 @@ int main(int argc, char** argv) {
       std::cout << accel::report::summary_table({summary_files.begin(), summary_files.end()});
       return 0;
     }
-    if (compare_losses->parsed()) return cmd_compare_losses(loss_a, loss_b, tolerance);
+    if (compare_losses->parsed()) return cmd_compare_losses(loss_a, loss_b, tolerance, first_steps);
   } catch (const accel::ConfigError& e) {
     std::cerr << "accel-bench: error: " << e.what() << "\n";
     return 2;

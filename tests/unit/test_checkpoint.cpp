@@ -4,6 +4,8 @@
 
 #include <doctest/doctest.h>
 
+#include "support/temp_dir.h"
+
 #include <zlib.h>
 
 #include <atomic>
@@ -27,25 +29,7 @@ using accel::models::VisionTransformer;
 using accel::models::ViTSpec;
 using namespace accel::train;
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static std::atomic<int> counter{0};
-    std::random_device rd;
-    path = fs::temp_directory_path() /
-           ("accel-ckpt-test-" + std::to_string(rd()) + "-" + std::to_string(counter++));
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::vector<std::string> entries() const {
-    std::vector<std::string> out;
-    for (const auto& e : fs::directory_iterator(path)) out.push_back(e.path().filename().string());
-    return out;
-  }
-};
+using accel_test::TempDir;
 
 std::string read_bytes(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);

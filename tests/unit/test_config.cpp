@@ -4,6 +4,8 @@
 
 #include <doctest/doctest.h>
 
+#include "support/temp_dir.h"
+
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -22,26 +24,7 @@ using nlohmann::json;
 using namespace accel::config;
 
 // A fresh directory under the system temp dir, removed afterwards.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static std::atomic<int> counter{0};
-    std::random_device rd;
-    path = fs::temp_directory_path() /
-           ("accel-config-test-" + std::to_string(rd()) + "-" + std::to_string(counter++));
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  fs::path write(const std::string& rel, const std::string& text) const {
-    fs::path p = path / rel;
-    fs::create_directories(p.parent_path());
-    std::ofstream(p) << text;
-    return p;
-  }
-};
+using accel_test::TempDir;
 
 // The what() of the ConfigError `f` throws, or a marker that fails checks.
 std::string config_error(const std::function<void()>& f) {

@@ -3,6 +3,8 @@
 #include <torch/torch.h>
 
 #include <doctest/doctest.h>
+
+#include "support/temp_dir.h"
 #include <unistd.h>
 #include <zlib.h>
 
@@ -21,19 +23,7 @@ using namespace accel::data;
 namespace {
 
 // A fresh directory under the system temp dir, removed at scope exit.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path = fs::temp_directory_path() /
-           ("accel_test_data_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
+using accel_test::TempDir;
 
 void put_be32(std::vector<uint8_t>& out, uint32_t v) {
   for (int s = 24; s >= 0; s -= 8) out.push_back(static_cast<uint8_t>(v >> s));

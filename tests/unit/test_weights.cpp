@@ -6,6 +6,8 @@
 
 #include <doctest/doctest.h>
 
+#include "support/temp_dir.h"
+
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -25,20 +27,7 @@ using namespace accel::models;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::random_device rd;
-    path = fs::temp_directory_path() /
-           ("accel-weights-" + std::to_string(rd()) + "-" + std::to_string(rd()));
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  fs::path operator/(const std::string& name) const { return path / name; }
-};
+using accel_test::TempDir;
 
 void write_bytes(const fs::path& p, const std::string& bytes) {
   std::ofstream(p, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
