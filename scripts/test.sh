@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 start=$(date +%s)
 bash scripts/setup.sh
 bash scripts/build.sh
+echo "test: setup and build took $(( $(date +%s) - start )) s"
 echo "test: LibTorch 1.13 (native) leg"
 ctest --test-dir build --output-on-failure -j "$(nproc)" --timeout 900
 if [ -x scripts/test-libtorch2.sh ] && [ "${ACCEL_SKIP_LIBTORCH2:-0}" != 1 ]; then
