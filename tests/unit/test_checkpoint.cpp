@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include "support/config_error.h"
 #include "support/temp_dir.h"
 
 #include <zlib.h>
@@ -39,19 +40,8 @@ void write_bytes(const fs::path& p, const std::string& s) {
   std::ofstream(p, std::ios::binary | std::ios::trunc) << s;
 }
 
-std::string config_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const accel::ConfigError& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("<not a ConfigError: ") + e.what() + ">";
-  }
-  return "<no exception>";
-}
-bool has(const std::string& msg, const std::string& part) {
-  return msg.find(part) != std::string::npos;
-}
+using accel_test::config_error;
+using accel_test::has;
 
 ViTSpec tiny_spec(int classes = 3, int depth = 2) {
   ViTSpec s;

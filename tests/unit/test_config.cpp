@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include "support/config_error.h"
 #include "support/temp_dir.h"
 
 #include <atomic>
@@ -26,21 +27,8 @@ using namespace accel::config;
 // A fresh directory under the system temp dir, removed afterwards.
 using accel_test::TempDir;
 
-// The what() of the ConfigError `f` throws, or a marker that fails checks.
-std::string config_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const accel::ConfigError& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("<not a ConfigError: ") + e.what() + ">";
-  }
-  return "<no exception>";
-}
-
-bool has(const std::string& msg, const std::string& part) {
-  return msg.find(part) != std::string::npos;
-}
+using accel_test::config_error;
+using accel_test::has;
 
 // Message contains every part and is one line.
 void check_message(const std::string& msg, std::initializer_list<std::string> parts) {
