@@ -64,6 +64,10 @@ int available_cores() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
+int default_threads(int local_ranks) {
+  return std::max(1, available_cores() / std::max(1, local_ranks));
+}
+
 namespace {
 
 std::string cpu_model() {

@@ -69,7 +69,7 @@ Fabric::Fabric(FabricOptions options, std::ostream* log)
 void Fabric::launch() {
   threads_ = options_.threads > 0
                  ? options_.threads
-                 : std::max(1, metrics::available_cores() / std::max(1, options_.devices));
+                 : metrics::default_threads(options_.devices);
   at::set_num_threads(threads_);
 }
 

@@ -110,6 +110,12 @@ class Run {
   void train_epochs();
   EvalResult evaluate(data::Loader& loader);
   void save(const std::filesystem::path& file, int epochs_done, const EpochState& es);
+  // OUT/checkpoints/step-NNNNNNNN.ckpt for the current step (train.checkpoint_every).
+  std::filesystem::path periodic_checkpoint() const {
+    char name[48];
+    std::snprintf(name, sizeof(name), "step-%08lld.ckpt", static_cast<long long>(step_));
+    return opts_.out_dir / "checkpoints" / name;
+  }
   void finish();
   void write_outputs();
 
@@ -399,9 +405,7 @@ void Run::train_epochs() {
                             step_ % cfg_.train.checkpoint_every == 0;
       if ((periodic || stop) && es.batches < batches) {
         es.elapsed_s += seconds_since(segment);
-        char name[48];
-        std::snprintf(name, sizeof(name), "step-%08lld.ckpt", static_cast<long long>(step_));
-        if (periodic) save(opts_.out_dir / "checkpoints" / name, epoch - 1, es);
+        if (periodic) save(periodic_checkpoint(), epoch - 1, es);
         if (stop) break;
         segment = Clock::now();
       }
@@ -428,11 +432,7 @@ void Run::train_epochs() {
                                  {"steps", es.batches},
                                  {"time_s", es.elapsed_s}});
     const bool periodic = cfg_.train.checkpoint_every > 0 && step_ % cfg_.train.checkpoint_every == 0;
-    if (periodic) {
-      char name[48];
-      std::snprintf(name, sizeof(name), "step-%08lld.ckpt", static_cast<long long>(step_));
-      save(opts_.out_dir / "checkpoints" / name, epoch, EpochState{});
-    }
+    if (periodic) save(periodic_checkpoint(), epoch, EpochState{});
     if (cfg_.train.save_checkpoint && (stop || epoch == epochs)) {
       save(opts_.out_dir / "checkpoint.ckpt", epoch, EpochState{});
     }

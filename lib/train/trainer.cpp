@@ -90,7 +90,7 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(
 
 int resolve_threads(const config::RuntimeConfig& runtime, int local_ranks) {
   if (runtime.threads > 0) return runtime.threads;
-  return std::max(1, metrics::available_cores() / std::max(1, local_ranks));
+  return metrics::default_threads(local_ranks);
 }
 
 void check_runnable(const config::RunConfig& cfg, bool check_environment) {

@@ -25,6 +25,8 @@ int64_t peak_rss_bytes();
 
 // CPU cores this process may run on (sched affinity), at least 1.
 int available_cores();
+// Intra-op threads when runtime.threads is 0: the cores per local rank.
+int default_threads(int local_ranks);
 
 // accel-bench version and git sha, LibTorch version, compiler, CPU model,
 // cores, threads, BLAS library in use, GPU if any.
