@@ -131,6 +131,7 @@ Params full_params(dist::Strategy& s, const Model& model, torch::optim::Optimize
 struct Run {
   std::vector<double> losses;
   Params params;
+  torch::Tensor eval_logits;  // an eval forward under NoGradGuard after training
 };
 
 Run train(dist::Strategy& s, const Batch& b, int steps, double clip = 0.0,
@@ -139,6 +140,12 @@ Run train(dist::Strategy& s, const Batch& b, int steps, double clip = 0.0,
   auto opt = s.setup(model, adam(lr));
   Run r;
   for (int i = 0; i < steps; ++i) r.losses.push_back(step(s, model, *opt, b, clip, autocast));
+  {
+    torch::NoGradGuard no_grad;
+    model->eval();
+    r.eval_logits = model->forward(b.x);
+    model->train();
+  }
   r.params = full_params(s, model, *opt);
   return r;
 }
@@ -232,6 +239,7 @@ TEST_CASE("fsdp: every sharding mode trains as ddp and as one process on the glo
         const Run r = train(*fsdp, mine, kSteps, 0.5);
         check_close(r.losses, reference.losses);
         check_close(r.params, reference.params);
+        CHECK(torch::allclose(r.eval_logits, reference.eval_logits, kRtol, kAtol));
       }
     }
     return;
