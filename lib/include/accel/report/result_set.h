@@ -1,0 +1,90 @@
+// A result set: the runs of one suite on one machine, as `accel-bench sweep`
+// lays them out:
+//   SET/sweep.json                 the manifest (suite, machine, rung order, statuses)
+//   SET/<upstream>/result.json     upstream runs (pretrain), once
+//   SET/<rung>/result.json         one repeat, or
+//   SET/<rung>/r1/result.json ...  several repeats
+// Reading is defensive: a field that is missing or null is "n/a"
+// (std::nullopt), never 0, so result.json files of older or newer schemas
+// and failed runs still load.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace accel::report {
+
+using Json = nlohmann::json;
+using OptNum = std::optional<double>;
+
+// Parses a JSON file; accel::ConfigError naming the file when missing or not JSON.
+Json read_json_file(const std::filesystem::path& file);
+
+// A number at a JSON pointer-like path ("step_time_ms/median"); nullopt when
+// missing, null or not a number.
+OptNum num_at(const Json& doc, const std::string& path);
+std::string str_at(const Json& doc, const std::string& path, const std::string& fallback = "");
+
+// One run's result.json, read defensively.
+struct RunRecord {
+  std::filesystem::path dir;
+  bool present = false;   // a result.json was found
+  std::string status;     // "ok", "failed", ... ("missing" when !present)
+  std::string error;
+  Json config;            // resolved config (object, or null)
+  Json env;
+  OptNum test_acc, train_time_s, images_per_s, images_per_s_per_device, flops_per_sample;
+  OptNum step_ms_median;
+  int epochs_done = 0;
+  int world_size = 1;
+  std::vector<double> peak_memory_bytes;  // one per rank; empty = n/a
+  std::vector<double> epoch_time_s, epoch_val_acc;
+  bool ok() const { return present && status == "ok"; }
+  // images/s of one device: the field when present, else total / world size.
+  OptNum per_device_images_per_s() const;
+};
+
+RunRecord read_run(const std::filesystem::path& dir);
+
+// A rung (or upstream run) of a set: its manifest entry and its repeats.
+struct RungRuns {
+  std::string id;
+  std::string article;   // the article's rung id ("00", "01", ...), may be empty
+  std::string changes;   // what changed from the rung before
+  std::string needs;     // set when this machine cannot run it ("CUDA")
+  std::string sweep_status;  // what the sweep recorded, "" when not in a manifest
+  bool upstream = false;
+  std::vector<RunRecord> repeats;
+};
+
+struct ResultSet {
+  std::filesystem::path dir;
+  Json manifest;  // sweep.json, or null for a plain folder of runs
+  std::string suite, machine_id;
+  OptNum target_accuracy;
+  Json reference;  // the article's figures (manifest copy), or null
+  std::vector<RungRuns> upstream, rungs;
+  // The rung with this id, or nullptr.
+  const RungRuns* find(const std::string& id) const;
+};
+
+// Loads SET (a folder with sweep.json, or a folder of run folders with
+// result.json, in name order). ConfigError when it holds neither.
+ResultSet load_result_set(const std::filesystem::path& dir);
+
+// Folders with a sweep.json at DIR, DIR/* or DIR/*/* (sorted); DIR itself
+// when none but it holds run folders.
+std::vector<std::filesystem::path> find_result_sets(const std::filesystem::path& dir);
+
+// One set under DIR: ConfigError when there are none or several.
+std::filesystem::path single_result_set(const std::filesystem::path& dir);
+
+// FNV-1a 64 over the canonical dump of a JSON value, as 16 hex digits.
+std::string json_hash(const Json& doc);
+
+}  // namespace accel::report

@@ -1,0 +1,60 @@
+// A suite file: the ladder as an ordered list of rungs, the upstream runs
+// they start from, the article's figures to show beside them and an optional
+// target accuracy. `accel-bench sweep --suite FILE` runs it.
+//
+// {
+//   "suite": "ladder-cpu",                      folder name of the result set
+//   "description": "...",                      optional
+//   "reference": "../../../results/reference/cvpr2023-vit.json",  optional, relative to this file
+//   "target_accuracy": 0.85,                    optional, val accuracy (fraction) for time-to-target
+//   "set": ["train.limit_train_batches=3"],     optional, --set for every run of the suite
+//   "upstream": [ {"id": "pretrain", "config": "pretrain.json", "changes": "..."} ],
+//   "rungs": [
+//     {"id": "00-scratch", "article": "00", "config": "00-scratch.json", "changes": "..."},
+//     {"id": "01-finetune", "article": "01", "config": "01-finetune.json", "changes": "...",
+//      "init_from": "pretrain"},
+//     {"id": "02-compile", "article": "02", "changes": "torch.compile", "needs": "CUDA"}
+//   ]
+// }
+//
+// Config paths are relative to the suite file. A rung without "config" is
+// listed (shown as "needs <needs>") but never run. "init_from" names an
+// upstream run whose checkpoint the rung starts from: the sweep passes
+// `--set model.init_path=<that run's folder>/checkpoint.ckpt`. A rung whose
+// config inits from a checkpoint in a folder named like an upstream id
+// (runs/ladder/pretrain/checkpoint.ckpt) gets the same without "init_from".
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace accel::report {
+
+struct SuiteRung {
+  std::string id;
+  std::string article;
+  std::filesystem::path config;  // absolute or relative to the cwd; empty = not runnable here
+  std::string changes;
+  std::string init_from;  // upstream id, or ""
+  std::string needs;      // "CUDA", ... or ""
+};
+
+struct Suite {
+  std::filesystem::path file;
+  std::string name, description;
+  std::optional<double> target_accuracy;
+  nlohmann::json reference;  // the article's figures, or null
+  std::vector<std::string> sets;
+  std::vector<SuiteRung> upstream, rungs;
+};
+
+// Reads and validates a suite file. Throws accel::ConfigError (file and
+// field in the message) on unknown keys, missing fields, duplicate or
+// unsafe ids, missing config files or an unknown init_from.
+Suite load_suite(const std::filesystem::path& file);
+
+}  // namespace accel::report

@@ -1,0 +1,248 @@
+#include "accel/report/result_set.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <fstream>
+
+#include "accel/util/errors.h"
+
+namespace fs = std::filesystem;
+
+namespace accel::report {
+
+Json read_json_file(const fs::path& file) {
+  std::ifstream in(file);
+  if (!in) throw ConfigError(file.string() + ": cannot open");
+  try {
+    return Json::parse(in);
+  } catch (const Json::exception& e) {
+    throw ConfigError(file.string() + ": not JSON: " + e.what());
+  }
+}
+
+namespace {
+
+const Json* at(const Json& doc, const std::string& path) {
+  const Json* cur = &doc;
+  size_t start = 0;
+  while (start <= path.size()) {
+    const size_t slash = path.find('/', start);
+    const std::string key = path.substr(start, slash == std::string::npos ? slash : slash - start);
+    if (!cur->is_object() || !cur->contains(key)) return nullptr;
+    cur = &(*cur)[key];
+    if (slash == std::string::npos) break;
+    start = slash + 1;
+  }
+  return cur;
+}
+
+std::vector<double> numbers(const Json& doc, const char* key) {
+  std::vector<double> out;
+  if (!doc.is_object() || !doc.contains(key)) return out;
+  const Json& v = doc[key];
+  if (v.is_number()) out.push_back(v.get<double>());
+  if (v.is_array()) {
+    for (const auto& x : v) {
+      if (x.is_number()) out.push_back(x.get<double>());
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+OptNum num_at(const Json& doc, const std::string& path) {
+  const Json* v = at(doc, path);
+  if (v == nullptr || !v->is_number()) return std::nullopt;
+  return v->get<double>();
+}
+
+std::string str_at(const Json& doc, const std::string& path, const std::string& fallback) {
+  const Json* v = at(doc, path);
+  if (v == nullptr) return fallback;
+  if (v->is_string()) return v->get<std::string>();
+  if (v->is_number() || v->is_boolean()) return v->dump();
+  return fallback;
+}
+
+OptNum RunRecord::per_device_images_per_s() const {
+  if (images_per_s_per_device) return images_per_s_per_device;
+  if (images_per_s) return *images_per_s / std::max(1, world_size);
+  return std::nullopt;
+}
+
+RunRecord read_run(const fs::path& dir) {
+  RunRecord r;
+  r.dir = dir;
+  r.status = "missing";
+  const auto file = dir / "result.json";
+  if (!fs::exists(file)) return r;
+  Json doc;
+  try {
+    doc = read_json_file(file);
+  } catch (const ConfigError& e) {
+    r.status = "unreadable";
+    r.error = e.what();
+    return r;
+  }
+  r.present = true;
+  r.status = str_at(doc, "status", "unknown");
+  r.error = str_at(doc, "error");
+  if (doc.contains("config")) r.config = doc["config"];
+  if (doc.contains("env")) r.env = doc["env"];
+  r.test_acc = num_at(doc, "test_acc");
+  r.train_time_s = num_at(doc, "train_time_s");
+  r.images_per_s = num_at(doc, "images_per_s");
+  r.images_per_s_per_device = num_at(doc, "images_per_s_per_device");
+  r.flops_per_sample = num_at(doc, "flops_per_sample");
+  r.step_ms_median = num_at(doc, "step_time_ms/median");
+  if (auto w = num_at(doc, "world_size")) {
+    r.world_size = std::max(1, int(*w));
+  } else {
+    const auto devices = num_at(doc, "config/runtime/devices").value_or(1);
+    const auto nodes = num_at(doc, "config/runtime/num_nodes").value_or(1);
+    r.world_size = std::max(1, int(devices * nodes));
+  }
+  r.peak_memory_bytes = numbers(doc, "peak_memory_bytes");
+  if (doc.contains("epochs") && doc["epochs"].is_array()) {
+    for (const auto& e : doc["epochs"]) {
+      ++r.epochs_done;
+      r.epoch_time_s.push_back(num_at(e, "time_s").value_or(0.0));
+      r.epoch_val_acc.push_back(num_at(e, "val_acc").value_or(-1.0));
+    }
+  }
+  return r;
+}
+
+const RungRuns* ResultSet::find(const std::string& id) const {
+  for (const auto* list : {&rungs, &upstream}) {
+    for (const auto& r : *list) {
+      if (r.id == id) return &r;
+    }
+  }
+  return nullptr;
+}
+
+namespace {
+
+RungRuns rung_from_manifest(const fs::path& set, const Json& entry, bool upstream) {
+  RungRuns r;
+  r.id = str_at(entry, "id");
+  r.article = str_at(entry, "article");
+  r.changes = str_at(entry, "changes");
+  r.needs = str_at(entry, "needs");
+  r.sweep_status = str_at(entry, "status");
+  r.upstream = upstream;
+  if (entry.contains("runs") && entry["runs"].is_array()) {
+    for (const auto& run : entry["runs"]) {
+      r.repeats.push_back(read_run(set / str_at(run, "dir", r.id)));
+    }
+  }
+  return r;
+}
+
+// A folder of run folders without a manifest (e.g. results committed before
+// the sweep existed): each folder with result.json, or with r*/result.json.
+void scan_plain(ResultSet& s) {
+  std::vector<fs::path> dirs;
+  for (const auto& e : fs::directory_iterator(s.dir)) {
+    if (e.is_directory()) dirs.push_back(e.path());
+  }
+  std::sort(dirs.begin(), dirs.end());
+  for (const auto& d : dirs) {
+    RungRuns r;
+    r.id = d.filename().string();
+    r.upstream = r.id.rfind("pretrain", 0) == 0;
+    // "04-bf16-mixed" is the article's rung 04, as the ladder's configs are named.
+    if (r.id.size() > 2 && std::isdigit(static_cast<unsigned char>(r.id[0])) &&
+        std::isdigit(static_cast<unsigned char>(r.id[1])) && r.id[2] == '-') {
+      r.article = r.id.substr(0, 2);
+    }
+    if (fs::exists(d / "result.json")) {
+      r.repeats.push_back(read_run(d));
+    } else {
+      std::vector<fs::path> reps;
+      for (const auto& e : fs::directory_iterator(d)) {
+        if (e.is_directory() && fs::exists(e.path() / "result.json")) reps.push_back(e.path());
+      }
+      std::sort(reps.begin(), reps.end());
+      for (const auto& rep : reps) r.repeats.push_back(read_run(rep));
+    }
+    if (r.repeats.empty()) continue;
+    (r.upstream ? s.upstream : s.rungs).push_back(std::move(r));
+  }
+}
+
+}  // namespace
+
+ResultSet load_result_set(const fs::path& dir) {
+  if (!fs::is_directory(dir)) throw ConfigError(dir.string() + ": no such folder");
+  ResultSet s;
+  s.dir = dir;
+  if (fs::exists(dir / "sweep.json")) {
+    s.manifest = read_json_file(dir / "sweep.json");
+    s.suite = str_at(s.manifest, "suite");
+    s.machine_id = str_at(s.manifest, "machine_id");
+    s.target_accuracy = num_at(s.manifest, "target_accuracy");
+    if (s.manifest.contains("reference")) s.reference = s.manifest["reference"];
+    for (const auto& [key, up] : {std::pair{"upstream", true}, std::pair{"rungs", false}}) {
+      if (!s.manifest.contains(key) || !s.manifest[key].is_array()) continue;
+      for (const auto& entry : s.manifest[key]) {
+        (up ? s.upstream : s.rungs).push_back(rung_from_manifest(dir, entry, up));
+      }
+    }
+    return s;
+  }
+  s.suite = dir.parent_path().filename().string();
+  s.machine_id = dir.filename().string();
+  scan_plain(s);
+  if (s.rungs.empty() && s.upstream.empty()) {
+    throw ConfigError(dir.string() + ": not a result set (no sweep.json and no run folders "
+                      "with result.json)");
+  }
+  return s;
+}
+
+std::vector<fs::path> find_result_sets(const fs::path& dir) {
+  if (!fs::is_directory(dir)) throw ConfigError(dir.string() + ": no such folder");
+  std::vector<fs::path> out;
+  if (fs::exists(dir / "sweep.json")) return {dir};
+  for (const auto& a : fs::directory_iterator(dir)) {
+    if (!a.is_directory()) continue;
+    if (fs::exists(a.path() / "sweep.json")) {
+      out.push_back(a.path());
+      continue;
+    }
+    for (const auto& b : fs::directory_iterator(a.path())) {
+      if (b.is_directory() && fs::exists(b.path() / "sweep.json")) out.push_back(b.path());
+    }
+  }
+  std::sort(out.begin(), out.end());
+  if (out.empty()) out.push_back(dir);  // maybe a plain folder of runs
+  return out;
+}
+
+fs::path single_result_set(const fs::path& dir) {
+  const auto sets = find_result_sets(dir);
+  if (sets.size() != 1) {
+    std::string names;
+    for (const auto& s : sets) names += " " + s.string();
+    throw ConfigError(dir.string() + ": holds " + std::to_string(sets.size()) +
+                      " result sets; name one of:" + names);
+  }
+  return sets.front();
+}
+
+std::string json_hash(const Json& doc) {
+  uint64_t h = 1469598103934665603ull;
+  for (const unsigned char c : doc.dump()) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+}  // namespace accel::report

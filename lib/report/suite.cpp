@@ -1,0 +1,124 @@
+#include "accel/report/suite.h"
+
+#include <algorithm>
+#include <cctype>
+#include <set>
+
+#include "accel/report/result_set.h"
+#include "accel/util/errors.h"
+
+namespace fs = std::filesystem;
+
+namespace accel::report {
+namespace {
+
+[[noreturn]] void bad(const Suite& s, const std::string& what) {
+  throw ConfigError(s.file.string() + ": " + what);
+}
+
+void only_keys(const Suite& s, const Json& obj, const std::string& where,
+               const std::set<std::string>& allowed) {
+  if (!obj.is_object()) bad(s, where + ": expected an object");
+  for (const auto& [key, value] : obj.items()) {
+    if (allowed.count(key) == 0) {
+      std::string list;
+      for (const auto& k : allowed) list += (list.empty() ? "" : ", ") + k;
+      bad(s, where + ": unknown key \"" + key + "\" (valid: " + list + ")");
+    }
+  }
+}
+
+std::string text(const Suite& s, const Json& obj, const std::string& where, const char* key,
+                 bool required) {
+  if (!obj.contains(key)) {
+    if (required) bad(s, where + ": missing \"" + key + "\"");
+    return "";
+  }
+  if (!obj[key].is_string()) bad(s, where + "." + key + ": expected a string");
+  return obj[key].get<std::string>();
+}
+
+// Ids become folder names: keep them to a safe alphabet.
+void check_id(const Suite& s, const std::string& where, const std::string& id) {
+  const bool safe = !id.empty() && id != "." && id != ".." &&
+                    std::all_of(id.begin(), id.end(), [](char c) {
+                      return std::isalnum(static_cast<unsigned char>(c)) || c == '-' ||
+                             c == '_' || c == '.';
+                    });
+  if (!safe) bad(s, where + ".id: \"" + id + "\" must be letters, digits, '-', '_' or '.'");
+}
+
+SuiteRung read_rung(const Suite& s, const Json& obj, const std::string& where, bool upstream) {
+  if (upstream) {
+    only_keys(s, obj, where, {"id", "config", "changes"});
+  } else {
+    only_keys(s, obj, where, {"id", "article", "config", "changes", "init_from", "needs"});
+  }
+  SuiteRung r;
+  r.id = text(s, obj, where, "id", true);
+  check_id(s, where, r.id);
+  r.changes = text(s, obj, where, "changes", false);
+  r.article = upstream ? "" : text(s, obj, where, "article", false);
+  r.init_from = upstream ? "" : text(s, obj, where, "init_from", false);
+  r.needs = upstream ? "" : text(s, obj, where, "needs", false);
+  const auto cfg = text(s, obj, where, "config", upstream || r.needs.empty());
+  if (!cfg.empty()) {
+    r.config = s.file.parent_path() / cfg;
+    if (!fs::exists(r.config)) bad(s, where + ".config: " + r.config.string() + ": no such file");
+  }
+  return r;
+}
+
+}  // namespace
+
+Suite load_suite(const fs::path& file) {
+  Suite s;
+  s.file = file;
+  const Json doc = read_json_file(file);
+  only_keys(s, doc, "suite",
+            {"suite", "description", "reference", "target_accuracy", "set", "upstream", "rungs"});
+  s.name = text(s, doc, "suite", "suite", true);
+  check_id(s, "suite", s.name);
+  s.description = text(s, doc, "suite", "description", false);
+  if (doc.contains("target_accuracy")) {
+    const auto& t = doc["target_accuracy"];
+    if (!t.is_number() || t.get<double>() <= 0 || t.get<double>() > 1) {
+      bad(s, "target_accuracy: expected a fraction in (0, 1], e.g. 0.85");
+    }
+    s.target_accuracy = t.get<double>();
+  }
+  const auto ref = text(s, doc, "suite", "reference", false);
+  if (!ref.empty()) s.reference = read_json_file(file.parent_path() / ref);
+  if (doc.contains("set")) {
+    if (!doc["set"].is_array()) bad(s, "set: expected a list of \"section.key=value\" strings");
+    for (const auto& v : doc["set"]) {
+      if (!v.is_string()) bad(s, "set: expected a list of \"section.key=value\" strings");
+      s.sets.push_back(v.get<std::string>());
+    }
+  }
+  std::set<std::string> ids;
+  for (const auto& [key, upstream] : {std::pair{"upstream", true}, std::pair{"rungs", false}}) {
+    if (!doc.contains(key)) {
+      if (!upstream) bad(s, "missing \"rungs\"");
+      continue;
+    }
+    if (!doc[key].is_array()) bad(s, std::string(key) + ": expected a list");
+    for (size_t i = 0; i < doc[key].size(); ++i) {
+      const std::string where = std::string(key) + "[" + std::to_string(i) + "]";
+      auto r = read_rung(s, doc[key][i], where, upstream);
+      if (!ids.insert(r.id).second) bad(s, where + ".id: \"" + r.id + "\" used twice");
+      (upstream ? s.upstream : s.rungs).push_back(std::move(r));
+    }
+  }
+  if (s.rungs.empty()) bad(s, "rungs: the list is empty");
+  for (const auto& r : s.rungs) {
+    const bool known = std::any_of(s.upstream.begin(), s.upstream.end(),
+                                   [&](const SuiteRung& u) { return u.id == r.init_from; });
+    if (!r.init_from.empty() && !known) {
+      bad(s, "rung " + r.id + ": init_from \"" + r.init_from + "\" is not an upstream id");
+    }
+  }
+  return s;
+}
+
+}  // namespace accel::report
