@@ -1,0 +1,77 @@
+#include "child_process.h"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+#include "accel/util/errors.h"
+
+extern char** environ;
+
+namespace accel::report::detail {
+
+ChildOutcome run_child(const std::vector<std::string>& argv, const std::filesystem::path& log_file,
+                       const std::function<void(const std::string&)>& on_line) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw RunError(std::string("pipe: ") + std::strerror(errno));
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  const int rc = ::posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(fds[1]);
+  if (rc != 0) {
+    ::close(fds[0]);
+    throw RunError(argv[0] + ": cannot start: " + std::strerror(rc));
+  }
+
+  std::ofstream log(log_file, std::ios::binary | std::ios::trunc);
+  ChildOutcome out;
+  std::string pending;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::read(fds[0], buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    log.write(buf, n);
+    log.flush();
+    pending.append(buf, size_t(n));
+    size_t nl;
+    while ((nl = pending.find('\n')) != std::string::npos) {
+      std::string line = pending.substr(0, nl);
+      pending.erase(0, nl + 1);
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (!line.empty()) out.last_line = line;
+      on_line(line);
+    }
+  }
+  if (!pending.empty()) {
+    out.last_line = pending;
+    on_line(pending);
+  }
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status)) {
+    out.exit_code = WEXITSTATUS(status);
+  } else if (WIFSIGNALED(status)) {
+    out.exit_code = 128 + WTERMSIG(status);
+    out.last_line = "killed by signal " + std::to_string(WTERMSIG(status)) + " (" +
+                    strsignal(WTERMSIG(status)) + ")";
+  }
+  return out;
+}
+
+}  // namespace accel::report::detail

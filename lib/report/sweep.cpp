@@ -1,0 +1,279 @@
+#include "accel/report/sweep.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <sstream>
+
+#include "accel/config/run_config.h"
+#include "accel/metrics/metrics.h"
+#include "accel/report/machine.h"
+#include "accel/report/progress.h"
+#include "accel/report/suite.h"
+#include "accel/util/errors.h"
+#include "child_process.h"
+
+namespace fs = std::filesystem;
+
+namespace accel::report {
+namespace {
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+std::string percent(OptNum v) {
+  if (!v) return "n/a";
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2f%%", *v * 100);
+  return buf;
+}
+
+class Sweep {
+ public:
+  explicit Sweep(const SweepOptions& o)
+      : opts_(o), suite_(load_suite(o.suite)), progress_(o.log ? *o.log : null_, o.terminal) {}
+
+  SweepSummary run();
+
+ private:
+  Json plan_entry(const SuiteRung& r) const;
+  void run_rung(const SuiteRung& r, Json& entry, bool upstream);
+  // One run: reuse it (--resume, same config) or spawn it. Returns its record.
+  Json run_one(const SuiteRung& r, const std::vector<std::string>& sets, const std::string& rel,
+               const std::string& label, bool need_checkpoint);
+  std::string skip_reason(const SuiteRung& r, const Json& resolved) const;
+  std::string upstream_for(const SuiteRung& r, const Json& resolved) const;
+  void save() { metrics::write_json_atomic(set_dir_ / "sweep.json", manifest_); }
+
+  SweepOptions opts_;
+  Suite suite_;
+  std::ostringstream null_;
+  Progress progress_;
+  Json machine_, manifest_;
+  fs::path set_dir_;
+  SweepSummary summary_;
+};
+
+Json Sweep::plan_entry(const SuiteRung& r) const {
+  Json e = {{"id", r.id}, {"changes", r.changes}, {"config", r.config.string()},
+            {"status", "pending"}, {"runs", Json::array()}};
+  if (!r.article.empty()) e["article"] = r.article;
+  if (!r.init_from.empty()) e["init_from"] = r.init_from;
+  if (!r.needs.empty()) e["needs"] = r.needs;
+  return e;
+}
+
+std::string Sweep::skip_reason(const SuiteRung& r, const Json& resolved) const {
+  const bool cuda = machine_["env"].value("cuda_available", false);
+  const int gpus = machine_["env"].value("gpu_count", 0);
+  std::string needs = r.needs;
+  std::transform(needs.begin(), needs.end(), needs.begin(), ::toupper);
+  if (r.config.empty()) return r.needs.empty() ? "no config" : r.needs;
+  if (needs == "CUDA" && !cuda) return "CUDA";
+  if (resolved["runtime"].value("accelerator", "cpu") == "cuda") {
+    if (!cuda) return "CUDA";
+    const int devices = resolved["runtime"].value("devices", 1);
+    if (devices > gpus) return std::to_string(devices) + " GPUs";
+  }
+  return "";
+}
+
+std::string Sweep::upstream_for(const SuiteRung& r, const Json& resolved) const {
+  if (!r.init_from.empty()) return r.init_from;
+  if (resolved["model"].value("init", "random") != "checkpoint") return "";
+  const auto folder = fs::path(resolved["model"].value("init_path", "")).parent_path().filename();
+  for (const auto& u : suite_.upstream) {
+    if (u.id == folder.string()) return u.id;
+  }
+  return "";
+}
+
+Json Sweep::run_one(const SuiteRung& r, const std::vector<std::string>& sets,
+                    const std::string& rel, const std::string& label, bool need_checkpoint) {
+  const fs::path dir = set_dir_ / rel;
+  const Json resolved = config::load_config(r.config.string(), sets);
+  Json rec = {{"dir", rel}, {"config_hash", json_hash(resolved)}, {"sets", sets}};
+  const auto prior = read_run(dir);
+  if (opts_.resume && prior.ok() && json_hash(prior.config) == json_hash(resolved) &&
+      (!need_checkpoint || fs::exists(dir / "checkpoint.ckpt"))) {
+    rec["status"] = "reused";
+    progress_.note(label + ": reused (resolved config unchanged), test acc " +
+                   percent(prior.test_acc));
+    ++summary_.reused;
+    return rec;
+  }
+  fs::create_directories(dir);
+  fs::remove(dir / "result.json");  // a crash must not leave an older result in place
+  std::vector<std::string> argv = {opts_.exe.string(), "run", "-c", r.config.string(),
+                                   "--out", dir.string(), "--force"};
+  for (const auto& s : sets) {
+    argv.push_back("--set");
+    argv.push_back(s);
+  }
+  progress_.start(label, resolved["train"].value("batch_size", 1),
+                  resolved["train"].value("epochs", 1));
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto child = detail::run_child(argv, dir / "run.log",
+                                       [&](const std::string& l) { progress_.line(l); });
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const auto result = read_run(dir);
+  rec["exit_code"] = child.exit_code;
+  rec["wall_s"] = wall;
+  char took[64];
+  std::snprintf(took, sizeof(took), "%.1f s", wall);
+  if (child.exit_code == 0 && result.ok()) {
+    rec["status"] = "ok";
+    ++summary_.ok;
+    progress_.finish(std::string("ok in ") + took + ", test acc " + percent(result.test_acc));
+  } else {
+    rec["status"] = "failed";
+    rec["error"] = !result.error.empty() ? result.error : child.last_line;
+    ++summary_.failed;
+    progress_.finish("FAILED (exit " + std::to_string(child.exit_code) + ") after " + took +
+                     ": " + rec["error"].get<std::string>() + " [log: " +
+                     (dir / "run.log").string() + "]");
+  }
+  return rec;
+}
+
+void Sweep::run_rung(const SuiteRung& r, Json& entry, bool upstream) {
+  std::vector<std::string> sets = suite_.sets;
+  sets.insert(sets.end(), opts_.sets.begin(), opts_.sets.end());
+  auto fail = [&](const std::string& why) {
+    entry["status"] = "failed";
+    entry["error"] = why;
+    ++summary_.failed;
+    progress_.note(r.id + ": FAILED: " + why);
+  };
+  Json resolved;
+  if (!r.config.empty()) {
+    try {
+      resolved = config::load_config(r.config.string(), sets);
+    } catch (const ConfigError& e) {
+      return fail(e.what());
+    }
+  }
+  if (const auto why = skip_reason(r, resolved); !why.empty()) {
+    entry["status"] = "skipped";
+    entry["needs"] = why;
+    ++summary_.skipped;
+    progress_.note(r.id + ": skipped (needs " + why + ")");
+    return;
+  }
+  if (const auto up = upstream_for(r, resolved); !up.empty()) {
+    const Json* up_entry = nullptr;
+    for (const auto& u : manifest_["upstream"]) {
+      if (u["id"] == up) up_entry = &u;
+    }
+    if (up_entry == nullptr || (*up_entry)["status"] != "ok") {
+      return fail("upstream run " + up + " did not finish");
+    }
+    sets.push_back("model.init_path=" + (set_dir_ / up / "checkpoint.ckpt").string());
+  }
+  const int repeats = upstream ? 1
+                      : opts_.repeats > 0 ? opts_.repeats
+                                          : std::max<int>(1, int(opts_.seeds.size()));
+  bool all_ok = true;
+  for (int i = 0; i < repeats; ++i) {
+    auto run_sets = sets;
+    if (!upstream && !opts_.seeds.empty()) {
+      run_sets.push_back("train.seed=" + std::to_string(opts_.seeds[size_t(i) % opts_.seeds.size()]));
+    }
+    const std::string rel = repeats > 1 ? r.id + "/r" + std::to_string(i + 1) : r.id;
+    const std::string label = repeats > 1 ? r.id + " r" + std::to_string(i + 1) : r.id;
+    Json rec;
+    try {
+      rec = run_one(r, run_sets, rel, label, upstream);
+    } catch (const std::exception& e) {  // a config the --set made invalid, spawn failure
+      rec = {{"dir", rel}, {"status", "failed"}, {"error", e.what()}};
+      ++summary_.failed;
+      progress_.note(label + ": FAILED: " + e.what());
+    }
+    all_ok = all_ok && rec["status"] != "failed";
+    entry["runs"].push_back(rec);
+    save();
+  }
+  entry["status"] = all_ok ? "ok" : "failed";
+}
+
+SweepSummary Sweep::run() {
+  if (opts_.exe.empty()) opts_.exe = fs::read_symlink("/proc/self/exe");
+  machine_ = this_machine();
+  set_dir_ = sweep_set_dir(opts_.out, suite_.name, machine_["id"].get<std::string>());
+  summary_.set_dir = set_dir_;
+  fs::create_directories(set_dir_);
+  manifest_ = {{"schema_version", 1},
+               {"suite", suite_.name},
+               {"suite_file", suite_.file.string()},
+               {"description", suite_.description},
+               {"machine_id", machine_["id"]},
+               {"machine", machine_},
+               {"repeats", opts_.repeats},
+               {"seeds", opts_.seeds},
+               {"sets", opts_.sets},
+               {"suite_sets", suite_.sets},
+               {"started_at", utc_now()},
+               {"upstream", Json::array()},
+               {"rungs", Json::array()}};
+  manifest_["target_accuracy"] =
+      suite_.target_accuracy ? Json(*suite_.target_accuracy) : Json(nullptr);
+  manifest_["reference"] = suite_.reference;
+  for (const auto& u : suite_.upstream) manifest_["upstream"].push_back(plan_entry(u));
+  for (const auto& r : suite_.rungs) manifest_["rungs"].push_back(plan_entry(r));
+  save();
+  progress_.note("suite " + suite_.name + " on " + machine_["id"].get<std::string>() + " -> " +
+                 set_dir_.string());
+  for (size_t i = 0; i < suite_.upstream.size(); ++i) {
+    run_rung(suite_.upstream[i], manifest_["upstream"][i], true);
+    save();
+  }
+  for (size_t i = 0; i < suite_.rungs.size(); ++i) {
+    run_rung(suite_.rungs[i], manifest_["rungs"][i], false);
+    save();
+  }
+  manifest_["finished_at"] = utc_now();
+  save();
+  progress_.note(std::to_string(summary_.ok) + " ran ok, " + std::to_string(summary_.reused) +
+                 " reused, " + std::to_string(summary_.failed) + " failed, " +
+                 std::to_string(summary_.skipped) + " skipped; results in " + set_dir_.string());
+  return summary_;
+}
+
+}  // namespace
+
+fs::path sweep_set_dir(const fs::path& out, const std::string& suite,
+                       const std::string& machine_id) {
+  return out / suite / machine_id;
+}
+
+std::vector<uint64_t> parse_seeds(const std::string& text) {
+  std::vector<uint64_t> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    size_t used = 0;
+    try {
+      out.push_back(std::stoull(item, &used));
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size() || item[0] == '-') {
+      throw ConfigError("--seeds: \"" + text + "\": expected numbers separated by commas");
+    }
+  }
+  if (out.empty()) throw ConfigError("--seeds: give at least one seed");
+  return out;
+}
+
+SweepSummary run_sweep(const SweepOptions& opts) {
+  if (opts.repeats < 0) throw ConfigError("--repeats: must be at least 1");
+  Sweep sweep(opts);
+  return sweep.run();
+}
+
+}  // namespace accel::report
