@@ -1,0 +1,38 @@
+// Bar charts like the article's: training time per rung and test accuracy
+// per rung, this machine's bar beside the article's, values on the bars.
+// Written as data (runtime.csv, accuracy.csv) and drawn by gnuplot (Debian's
+// gnuplot-nox) as SVG and PNG; without gnuplot only the CSVs are written and
+// a one-line notice says so.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "accel/report/report.h"
+
+namespace accel::report {
+
+// One chart's data: header "rung,ours,ours_low,ours_high,article" (values in
+// the unit `unit` returns; empty fields are n/a), one row per rung in order.
+struct ChartData {
+  std::string name;    // "runtime" | "accuracy"
+  std::string title, ylabel;
+  std::string csv;
+};
+std::vector<ChartData> chart_data(const Report& r);
+
+struct ChartOutput {
+  std::vector<std::filesystem::path> files;  // written
+  std::string notice;                        // "" when the images were drawn
+};
+
+// Writes DIR/<name>.csv, .gp and, with gnuplot, .svg and .png. `gnuplot` is
+// a program name looked up on PATH or a path.
+ChartOutput write_charts(const Report& r, const std::filesystem::path& dir,
+                         const std::string& gnuplot = "gnuplot");
+
+// The gnuplot program's full path, or "" when absent.
+std::string find_program(const std::string& name);
+
+}  // namespace accel::report

@@ -1,0 +1,87 @@
+// The ladder report of one result set: per rung what changed, devices x
+// threads, precision, strategy, epochs, train time (median and min-max over
+// repeats), speedup vs scratch and vs the rung before, test accuracy, peak
+// memory per rank, images/s per device and in total, MFU, time to the
+// suite's target accuracy, status, and the article's figures beside them.
+// Only ok repeats enter the figures; a missing figure is "n/a", never 0.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "accel/report/peaks.h"
+#include "accel/report/result_set.h"
+
+namespace accel::report {
+
+struct Stat {
+  OptNum median, min, max;
+  int n = 0;
+};
+Stat stat_of(std::vector<double> values);
+
+// Time until val accuracy first reaches `target` (sum of epoch times, as
+// MLPerf times to a target); nullopt when never reached.
+OptNum time_to_target(const RunRecord& run, double target);
+
+struct RungRow {
+  std::string id, article, changes, status;
+  bool upstream = false;
+  int ok_runs = 0, runs = 0;
+  std::string devices_threads, precision, strategy;
+  OptNum epochs;
+  Stat time_s, acc, ips_total, ips_device, mfu, ttt_s;
+  int ttt_reached = 0;
+  std::vector<double> mem_per_rank;  // median over ok repeats, per rank
+  OptNum speedup_scratch, speedup_prev;
+  std::string peak_source;
+  // The article's figures for the same rung (nullopt when it has none).
+  OptNum ref_time_min, ref_acc_pct, ref_mem_gb, ref_speedup_scratch;
+};
+
+struct Report {
+  ResultSet set;
+  std::vector<RungRow> upstream, rungs;
+  std::vector<std::string> notes;  // peaks used, failures, machine facts
+};
+
+Report build_report(const ResultSet& set, const PeakTable& peaks);
+
+std::string report_markdown(const Report& r);
+std::string report_csv(const Report& r);
+
+// "12.3 s" / "4.56 min" / "n/a"; "77.08%"; "0.64 GB"; used by compare too.
+std::string fmt_time(OptNum seconds);
+std::string fmt_pct(OptNum fraction);
+std::string fmt_gb(OptNum bytes);
+std::string fmt_num(OptNum v, const char* format);
+
+}  // namespace accel::report
+
+namespace accel::report {
+
+// `accel-bench report DIR`: for each result set under DIR, report.md,
+// report.csv and charts/ (runtime and accuracy: CSV, and SVG + PNG with
+// gnuplot) written into the set's folder (or `out` when given, for one set).
+struct ReportOptions {
+  std::filesystem::path out;
+  // Published GPU peaks; and a CPU calibration file (default: SET/peaks.json,
+  // else results/peaks/<machine-id>.json).
+  std::filesystem::path published_peaks = "results/reference/dense-peaks.json";
+  std::filesystem::path calibration;
+  // The article's figures for a set whose manifest has none (a plain folder of runs).
+  std::filesystem::path reference;
+  std::string gnuplot = "gnuplot";
+};
+
+struct ReportFiles {
+  std::filesystem::path set_dir;
+  std::string markdown;
+  std::vector<std::filesystem::path> files;
+  std::string notice;  // charts without images, ...
+};
+
+std::vector<ReportFiles> write_reports(const std::filesystem::path& dir, const ReportOptions& opts);
+
+}  // namespace accel::report

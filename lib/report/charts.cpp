@@ -1,0 +1,175 @@
+#include "accel/report/charts.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <sstream>
+
+#include "accel/metrics/metrics.h"
+#include "child_process.h"
+
+namespace fs = std::filesystem;
+
+namespace accel::report {
+namespace {
+
+std::string csv_num(OptNum v) { return v ? fmt_num(v, "%.6g") : ""; }
+
+OptNum scaled(OptNum v, double k) { return v ? OptNum(*v * k) : v; }
+
+std::string csv_label(const std::string& s) {
+  std::string out;
+  for (const char c : s) out += (c == ',' || c == '"') ? ' ' : c;
+  return out;
+}
+
+ChartData runtime_chart(const Report& r) {
+  // Minutes as the article, unless every figure is under two minutes.
+  double largest = 0;
+  for (const auto& row : r.rungs) {
+    largest = std::max({largest, row.time_s.max.value_or(0), row.ref_time_min.value_or(0) * 60});
+  }
+  const bool minutes = largest >= 120;
+  const double k = minutes ? 1.0 / 60 : 1.0;
+  ChartData c;
+  c.name = "runtime";
+  c.ylabel = minutes ? "training time (min)" : "training time (s)";
+  c.title = "Training time per rung";
+  std::ostringstream csv;
+  csv << "rung,ours,ours_low,ours_high,article\n";
+  for (const auto& row : r.rungs) {
+    csv << csv_label(row.id) << "," << csv_num(scaled(row.time_s.median, k)) << ","
+        << csv_num(scaled(row.time_s.min, k)) << "," << csv_num(scaled(row.time_s.max, k)) << ","
+        << csv_num(scaled(row.ref_time_min, 60 * k)) << "\n";
+  }
+  c.csv = csv.str();
+  return c;
+}
+
+ChartData accuracy_chart(const Report& r) {
+  ChartData c;
+  c.name = "accuracy";
+  c.ylabel = "test accuracy (%)";
+  c.title = "Test accuracy per rung";
+  std::ostringstream csv;
+  csv << "rung,ours,ours_low,ours_high,article\n";
+  for (const auto& row : r.rungs) {
+    csv << csv_label(row.id) << "," << csv_num(scaled(row.acc.median, 100)) << ","
+        << csv_num(scaled(row.acc.min, 100)) << "," << csv_num(scaled(row.acc.max, 100)) << ","
+        << csv_num(row.ref_acc_pct) << "\n";
+  }
+  c.csv = csv.str();
+  return c;
+}
+
+bool has_article(const Report& r) {
+  return std::any_of(r.rungs.begin(), r.rungs.end(),
+                     [](const RungRow& row) { return row.ref_time_min || row.ref_acc_pct; });
+}
+
+std::string quoted(const std::string& s) {
+  std::string out = "\"";
+  for (const char c : s) out += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
+  return out + "\"";
+}
+
+// Clustered bars: ours (and the article's) per rung, each labelled with its
+// value. With two series and gap 1 the bars sit at x -/+ 1/6.
+std::string gnuplot_script(const ChartData& c, const fs::path& dir, const std::string& subtitle,
+                           const std::string& article_title) {
+  const std::string data = quoted((dir / (c.name + ".csv")).string());
+  const bool two = !article_title.empty();
+  const char* off_ours = two ? "-1.0/6" : "0";
+  std::ostringstream gp;
+  gp << "set datafile separator ','\n"
+     << "set style data histograms\nset style histogram clustered gap 1\n"
+     << "set style fill solid 0.85 border -1\nset boxwidth 0.9\n"
+     // Two title lines: gnuplot turns \n inside double quotes into a line break.
+     << "set title " << quoted(c.title).substr(0, quoted(c.title).size() - 1) << "\\n"
+     << quoted(subtitle).substr(1) << " noenhanced\n"
+     << "set ylabel " << quoted(c.ylabel) << "\nset xlabel \"rung\"\n"
+     << "set yrange [0:*]\nset offsets 0,0,graph 0.12,0\nset grid ytics\n"
+     << "set xtics rotate by -20 noenhanced nomirror\nset key top right noenhanced\n";
+  std::ostringstream plot;
+  plot << "plot " << data << " skip 1 using 2:xtic(1) title \"this machine\" lc rgb \"#2b6cb0\"";
+  if (two) {
+    plot << ", '' skip 1 using 5 title " << quoted(article_title) << " lc rgb \"#dd6b20\"";
+  }
+  // Values on the bars (2 decimals under 10, else 1); "n/a" where ours is missing.
+  auto label = [](int col) {
+    const std::string c = "$" + std::to_string(col);
+    return "(" + c + "<10 ? sprintf(\"%.2f\"," + c + ") : sprintf(\"%.1f\"," + c + "))";
+  };
+  plot << ", '' skip 1 using ($0" << off_ours << "):2:" << label(2)
+       << " with labels offset 0,0.8 font \",10\" notitle";
+  if (two) {
+    plot << ", '' skip 1 using ($0+1.0/6):5:" << label(5)
+         << " with labels offset 0,0.8 font \",10\" notitle";
+  }
+  plot << ", '' skip 1 using ($0" << off_ours
+       << "):(0):(strlen(strcol(2))==0 ? \"n/a\" : \"\") with labels offset 0,0.8 "
+          "font \",9\" tc rgb \"#555555\" notitle";
+  plot << "\n";
+  for (const auto& [term, ext] : {std::pair{"svg size 960,540 dynamic font \"sans,12\" "
+                                            "background \"white\"", "svg"},
+                                  std::pair{"pngcairo size 960,540 font \"sans,11\"", "png"}}) {
+    gp << "set terminal " << term << "\nset output "
+       << quoted((dir / (c.name + "." + ext)).string()) << "\n"
+       << plot.str() << "set output\n";
+  }
+  return gp.str();
+}
+
+}  // namespace
+
+std::vector<ChartData> chart_data(const Report& r) { return {runtime_chart(r), accuracy_chart(r)}; }
+
+std::string find_program(const std::string& name) {
+  if (name.find('/') != std::string::npos) {
+    return ::access(name.c_str(), X_OK) == 0 ? name : "";
+  }
+  const char* path = std::getenv("PATH");
+  std::stringstream ss(path ? path : "/usr/bin:/bin");
+  std::string d;
+  while (std::getline(ss, d, ':')) {
+    const auto p = fs::path(d.empty() ? "." : d) / name;
+    if (::access(p.c_str(), X_OK) == 0) return p.string();
+  }
+  return "";
+}
+
+ChartOutput write_charts(const Report& r, const fs::path& dir, const std::string& gnuplot) {
+  fs::create_directories(dir);
+  ChartOutput out;
+  const auto data = chart_data(r);
+  for (const auto& c : data) {
+    metrics::write_file_atomic(dir / (c.name + ".csv"), c.csv);
+    out.files.push_back(dir / (c.name + ".csv"));
+  }
+  const auto program = find_program(gnuplot);
+  if (program.empty()) {
+    out.notice = "charts: gnuplot not found (apt-get install gnuplot-nox): wrote the chart data "
+                 "as CSV only, in " + dir.string();
+    return out;
+  }
+  const std::string subtitle = r.set.suite + " on " + r.set.machine_id;
+  const std::string article =
+      has_article(r) ? "article (" + str_at(r.set.reference, "hardware_short", "A100") + ")" : "";
+  for (const auto& c : data) {
+    const auto script = dir / (c.name + ".gp");
+    metrics::write_file_atomic(script, gnuplot_script(c, fs::absolute(dir), subtitle, article));
+    out.files.push_back(script);
+    const auto res = detail::run_child({program, script.string()}, dir / (c.name + ".gnuplot.log"),
+                                       [](const std::string&) {});
+    if (res.exit_code != 0) {
+      out.notice = "charts: gnuplot failed on " + script.string() + ": " + res.last_line;
+      continue;
+    }
+    fs::remove(dir / (c.name + ".gnuplot.log"));
+    for (const char* ext : {".svg", ".png"}) out.files.push_back(dir / (c.name + ext));
+  }
+  return out;
+}
+
+}  // namespace accel::report

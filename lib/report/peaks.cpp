@@ -1,0 +1,147 @@
+#include "accel/report/peaks.h"
+
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+#include <vector>
+
+namespace fs = std::filesystem;
+
+namespace accel::report {
+namespace {
+
+std::vector<std::string> tokens(const std::string& text) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (const char c : text + " ") {
+    if (std::isalnum(static_cast<unsigned char>(c))) {
+      cur += char(std::toupper(static_cast<unsigned char>(c)));
+    } else if (!cur.empty()) {
+      out.push_back(cur);
+      cur.clear();
+    }
+  }
+  return out;
+}
+
+// Every token of the pattern is a whole token of the name: "L4" matches
+// "NVIDIA L4" but not "NVIDIA L40S".
+bool matches(const std::string& name, const Json& pattern) {
+  const auto have = tokens(name);
+  if (!pattern.is_array() || pattern.empty()) return false;
+  for (const auto& p : pattern) {
+    if (!p.is_string()) return false;
+    for (const auto& t : tokens(p.get<std::string>())) {
+      bool found = false;
+      for (const auto& h : have) found = found || h == t;
+      if (!found) return false;
+    }
+  }
+  return true;
+}
+
+std::string gflops_text(double flops) {
+  char buf[64];
+  if (flops >= 1e12) {
+    std::snprintf(buf, sizeof(buf), "%.1f TFLOP/s", flops / 1e12);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.1f GFLOP/s", flops / 1e9);
+  }
+  return buf;
+}
+
+Json load_if(const fs::path& file) {
+  if (file.empty() || !fs::exists(file)) return nullptr;
+  return read_json_file(file);
+}
+
+}  // namespace
+
+std::string matmul_dtype(const std::string& precision) {
+  if (precision.rfind("bf16", 0) == 0) return "bf16";
+  if (precision.rfind("16", 0) == 0) return "fp16";
+  if (precision.rfind("64", 0) == 0) return "fp64";
+  return "fp32";
+}
+
+PeakTable PeakTable::load(const fs::path& published, const fs::path& calibration) {
+  PeakTable t;
+  t.published_ = load_if(published);
+  t.calibration_ = load_if(calibration);
+  t.published_file_ = published.string();
+  t.calibration_file_ = calibration.string();
+  return t;
+}
+
+std::optional<Peak> PeakTable::published(const std::string& gpu_name,
+                                         const std::string& dtype) const {
+  if (!published_.is_object() || !published_.contains("gpus")) return std::nullopt;
+  for (const auto& g : published_["gpus"]) {
+    if (!matches(gpu_name, g.value("match", Json::array()))) continue;
+    const auto tflops = num_at(g, "dense_tflops/" + dtype);
+    if (!tflops) return std::nullopt;
+    Peak p;
+    p.flops_per_s = *tflops * 1e12;
+    p.source = g.value("name", gpu_name) + " " + dtype + " dense " + gflops_text(p.flops_per_s) +
+               ", published (" + g.value("source", "?") + "; " + published_file_ + ")";
+    return p;
+  }
+  return std::nullopt;
+}
+
+std::optional<Peak> PeakTable::calibrated_cpu(const std::string& dtype, int threads) const {
+  if (!calibration_.is_object()) return std::nullopt;
+  const auto& table = calibration_["cpu"];
+  if (!table.is_object() || !table.contains(dtype) || !table[dtype].is_object()) {
+    return std::nullopt;
+  }
+  int best = 0;
+  double gflops = 0;
+  for (const auto& [key, value] : table[dtype].items()) {
+    const int n = std::atoi(key.c_str());
+    if (n >= 1 && n <= std::max(threads, 1) && n > best && value.is_number()) {
+      best = n;
+      gflops = value.get<double>();
+    }
+  }
+  if (best == 0) return std::nullopt;
+  Peak p;
+  p.flops_per_s = gflops * 1e9;
+  std::ostringstream src;
+  src << "CPU " << dtype << " dense matmul " << gflops_text(p.flops_per_s) << " at " << best
+      << " thread" << (best > 1 ? "s" : "") << ", measured by accel-bench calibrate ("
+      << calibration_file_ << ", " << calibration_.value("measured_at", "?") << ")";
+  p.source = src.str();
+  return p;
+}
+
+std::optional<Peak> PeakTable::for_run(const RunRecord& run) const {
+  const auto precision = str_at(run.config, "runtime/precision", "32-true");
+  const auto dtype = matmul_dtype(precision);
+  const auto accel = str_at(run.config, "runtime/accelerator", "cpu");
+  const bool gpu = num_at(run.env, "gpu_count").value_or(0) > 0 && accel != "cpu";
+  if (gpu) {
+    for (const char* key : {"gpu_name", "gpu_model", "gpu/name"}) {
+      const auto name = str_at(run.env, key);
+      if (!name.empty()) return published(name, dtype);
+    }
+    if (run.env.contains("gpus") && run.env["gpus"].is_array() && !run.env["gpus"].empty()) {
+      const auto& g = run.env["gpus"][0];
+      return published(g.is_string() ? g.get<std::string>() : str_at(g, "name"), dtype);
+    }
+    return std::nullopt;
+  }
+  const int threads = int(num_at(run.env, "threads").value_or(1));
+  return calibrated_cpu(dtype, threads);
+}
+
+std::optional<double> run_mfu(const RunRecord& run, const PeakTable& peaks) {
+  const auto ips = run.per_device_images_per_s();
+  if (!run.ok() || !ips || !run.flops_per_sample) return std::nullopt;
+  const auto peak = peaks.for_run(run);
+  if (!peak || peak->flops_per_s <= 0) return std::nullopt;
+  return *run.flops_per_sample * 3.0 * *ips / peak->flops_per_s;
+}
+
+}  // namespace accel::report

@@ -1,0 +1,47 @@
+// `accel-bench report DIR`: the report and charts of each result set, as files.
+#include "accel/report/charts.h"
+#include "accel/report/report.h"
+#include "accel/metrics/metrics.h"
+#include "accel/util/errors.h"
+
+namespace fs = std::filesystem;
+
+namespace accel::report {
+
+std::vector<ReportFiles> write_reports(const fs::path& dir, const ReportOptions& opts) {
+  const auto sets = find_result_sets(dir);
+  if (!opts.out.empty() && sets.size() > 1) {
+    throw ConfigError("--out: " + dir.string() + " holds " + std::to_string(sets.size()) +
+                      " result sets; report them without --out (each into its own folder)");
+  }
+  std::vector<ReportFiles> out;
+  for (const auto& set_dir : sets) {
+    auto set = load_result_set(set_dir);
+    if (set.reference.is_null() && !opts.reference.empty()) {
+      set.reference = read_json_file(opts.reference);
+    }
+    fs::path calibration = opts.calibration;
+    if (calibration.empty()) {
+      calibration = fs::exists(set_dir / "peaks.json")
+                        ? set_dir / "peaks.json"
+                        : fs::path("results") / "peaks" / (set.machine_id + ".json");
+    }
+    const auto peaks = PeakTable::load(opts.published_peaks, calibration);
+    const auto rep = build_report(set, peaks);
+    ReportFiles f;
+    f.set_dir = set_dir;
+    const fs::path target = opts.out.empty() ? set_dir : opts.out;
+    fs::create_directories(target);
+    f.markdown = report_markdown(rep);
+    metrics::write_file_atomic(target / "report.md", f.markdown);
+    metrics::write_file_atomic(target / "report.csv", report_csv(rep));
+    f.files = {target / "report.md", target / "report.csv"};
+    const auto charts = write_charts(rep, target / "charts", opts.gnuplot);
+    f.files.insert(f.files.end(), charts.files.begin(), charts.files.end());
+    f.notice = charts.notice;
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+}  // namespace accel::report
