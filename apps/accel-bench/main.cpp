@@ -15,6 +15,12 @@
 #include "accel/config/run_config.h"
 #include "accel/models/vit.h"
 #include "accel/report/losses.h"
+#include "accel/metrics/metrics.h"
+#include "accel/report/calibrate.h"
+#include "accel/report/compare.h"
+#include "accel/report/machine.h"
+#include "accel/report/report.h"
+#include "accel/report/sweep.h"
 #include "accel/report/summary.h"
 #include "accel/train/trainer.h"
 #include "accel/util/errors.h"
@@ -126,6 +132,112 @@ int cmd_compare_losses(const std::string& a, const std::string& b, double tolera
   return d.max_abs <= tolerance ? 0 : 1;
 }
 
+// --- sweep, report, compare, calibrate (logic in lib/report) -------------------
+struct LadderArgs {
+  accel::report::SweepOptions sweep;
+  std::string seeds;
+  bool machine_id = false;
+  std::string report_dir;
+  accel::report::ReportOptions report;
+  std::vector<std::string> compare_sets;
+  accel::report::CompareBounds bounds;
+  accel::report::CalibrateOptions calibrate;
+  std::string calibrate_out;
+};
+
+int cmd_sweep(LadderArgs& a) {
+  if (a.machine_id) {
+    std::cout << accel::report::this_machine()["id"].get<std::string>() << "\n";
+    return 0;
+  }
+  if (a.sweep.suite.empty()) throw accel::ConfigError("sweep: --suite FILE is required");
+  if (!a.seeds.empty()) a.sweep.seeds = accel::report::parse_seeds(a.seeds);
+  a.sweep.log = &std::cout;
+  a.sweep.terminal = ::isatty(STDOUT_FILENO) != 0;
+  const auto s = accel::report::run_sweep(a.sweep);
+  return s.failed > 0 ? 1 : 0;
+}
+
+int cmd_report(const LadderArgs& a) {
+  for (const auto& f : accel::report::write_reports(a.report_dir, a.report)) {
+    std::cout << f.markdown << "\n";
+    if (!f.notice.empty()) std::cerr << f.notice << "\n";
+    std::cerr << "report: wrote " << f.files.size() << " files under "
+              << (a.report.out.empty() ? f.set_dir : a.report.out).string() << "\n";
+  }
+  return 0;
+}
+
+int cmd_compare(const LadderArgs& a) {
+  for (const auto& b : {a.bounds.slower_pct, a.bounds.acc_drop_points,
+                        a.bounds.memory_growth_pct, a.bounds.acc_band_points}) {
+    if (b && !(*b >= 0)) throw accel::ConfigError("compare: bounds must be numbers >= 0");
+  }
+  if (a.compare_sets.size() < 2) throw accel::ConfigError("compare: give BASE and at least one OTHER");
+  const auto base = accel::report::load_result_set(
+      accel::report::single_result_set(a.compare_sets.front()));
+  int regressions = 0;
+  for (size_t i = 1; i < a.compare_sets.size(); ++i) {
+    const auto other =
+        accel::report::load_result_set(accel::report::single_result_set(a.compare_sets[i]));
+    const auto out = accel::report::compare_sets(base, other, a.bounds);
+    std::cout << out.markdown << "\n";
+    regressions += out.regressions;
+  }
+  return regressions > 0 ? 1 : 0;
+}
+
+int cmd_calibrate(LadderArgs& a) {
+  a.calibrate.log = &std::cerr;
+  const auto doc = accel::report::calibrate(a.calibrate);
+  const std::filesystem::path out =
+      a.calibrate_out.empty() ? accel::report::default_peaks_file(doc["machine_id"])
+                              : std::filesystem::path(a.calibrate_out);
+  if (out.has_parent_path()) std::filesystem::create_directories(out.parent_path());
+  accel::metrics::write_json_atomic(out, doc);
+  std::cout << out.string() << "\n";
+  return 0;
+}
+
+void add_ladder_commands(CLI::App& app, LadderArgs& a) {
+  auto* sweep = app.add_subcommand("sweep", "Run a suite's rungs (each as a child run) into OUT/<suite>/<machine-id>/");
+  sweep->add_option("--suite", a.sweep.suite, "Suite file (JSON)");
+  sweep->add_option("--repeats", a.sweep.repeats, "Runs per rung (default 1, or one per seed)");
+  sweep->add_option("--seeds", a.seeds, "Comma-separated train.seed per repeat, e.g. 1,2,3");
+  sweep->add_option("-o,--out", a.sweep.out, "Output root (default runs/sweep)");
+  sweep->add_flag("--resume", a.sweep.resume, "Reuse finished runs whose resolved config is unchanged");
+  sweep->add_option("-s,--set", a.sweep.sets, "Override a field in every run (repeatable)");
+  sweep->add_flag("--machine-id", a.machine_id, "Print this machine's id and exit");
+  auto* report = app.add_subcommand("report", "Report a result set: report.md, report.csv, charts/");
+  report->add_option("dir", a.report_dir, "Result set, or a folder of sets")->required();
+  report->add_option("-o,--out", a.report.out, "Write here instead of the set's folder");
+  report->add_option("--peaks", a.report.published_peaks, "Published GPU peaks (JSON)");
+  report->add_option("--calibration", a.report.calibration, "CPU peaks from accel-bench calibrate");
+  report->add_option("--reference", a.report.reference, "The article's figures, for sets without a sweep.json");
+  report->add_option("--gnuplot", a.report.gnuplot, "gnuplot program (charts as CSV only without it)");
+  auto* compare = app.add_subcommand("compare", "Compare result sets rung by rung; exit 1 on a regression");
+  compare->add_option("sets", a.compare_sets, "BASE OTHER...")->required();
+  compare->add_option("--fail-slower", a.bounds.slower_pct, "Fail when a rung is PCT % slower");
+  compare->add_option("--fail-accuracy-drop", a.bounds.acc_drop_points, "Fail when test accuracy drops by POINTS");
+  compare->add_option("--fail-memory-growth", a.bounds.memory_growth_pct, "Fail when peak memory grows by PCT %");
+  compare->add_option("--accuracy-band", a.bounds.acc_band_points, "Fail when accuracy differs by more than POINTS either way");
+  compare->add_flag("--require-same-config", a.bounds.require_same_config, "Fail on rungs whose configs differ");
+  auto* calibrate = app.add_subcommand("calibrate", "Measure dense matmul GFLOP/s (fp32, bf16) per thread count");
+  calibrate->add_option("-o,--out", a.calibrate_out, "Output (default results/peaks/<machine-id>.json)");
+  calibrate->add_option("--max-threads", a.calibrate.max_threads, "Up to this many threads (default: all cores)");
+  calibrate->add_option("--size", a.calibrate.size, "Matrix side (default 1024)");
+  calibrate->add_option("--min-seconds", a.calibrate.min_seconds, "Time per case (default 0.3)");
+}
+
+// The ladder command that parsed, run; -1 when none of them.
+int dispatch_ladder_commands(CLI::App& app, LadderArgs& a) {
+  if (app.got_subcommand("sweep")) return cmd_sweep(a);
+  if (app.got_subcommand("report")) return cmd_report(a);
+  if (app.got_subcommand("compare")) return cmd_compare(a);
+  if (app.got_subcommand("calibrate")) return cmd_calibrate(a);
+  return -1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -171,6 +283,9 @@ int main(int argc, char** argv) {
   size_t first_steps = 0;
   compare_losses->add_option("--first", first_steps, "Compare only the first N logged steps");
 
+  LadderArgs ladder_args;
+  add_ladder_commands(app, ladder_args);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -187,6 +302,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (compare_losses->parsed()) return cmd_compare_losses(loss_a, loss_b, tolerance, first_steps);
+    if (const int rc = dispatch_ladder_commands(app, ladder_args); rc >= 0) return rc;
   } catch (const accel::ConfigError& e) {
     std::cerr << "accel-bench: error: " << e.what() << "\n";
     return 2;
