@@ -6,7 +6,7 @@ PKGS=(
   build-essential cmake ninja-build pkg-config
   libtorch-dev libgloo-dev libcli11-dev nlohmann-json3-dev doctest-dev
   libbenchmark-dev zlib1g-dev
-  dataset-fashion-mnist libopenblas0-openmp
+  dataset-fashion-mnist libopenblas0-openmp gnuplot-nox
 )
 
 missing=()
