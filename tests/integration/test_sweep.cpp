@@ -1,0 +1,207 @@
+// The sweep, report, compare and calibrate commands through the real CLI:
+// a tiny synthetic suite (an upstream run, two rungs that run, one that
+// fails, one this machine cannot run), --resume, repeats, exit codes, and the
+// smoke suite checked against the committed smoke baseline.
+// torch first: glog (through torch) defines CHECK, doctest must win.
+#include <torch/torch.h>
+
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "integration/cli_helpers.h"
+#include "support/temp_dir.h"
+
+namespace fs = std::filesystem;
+using namespace cli_test;
+using Json = nlohmann::json;
+
+namespace {
+
+bool has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+Json read(const fs::path& f) {
+  std::ifstream in(f);
+  return Json::parse(in);
+}
+
+// A ViT of one block on 64 synthetic images, two batches per epoch.
+const char* kTiny = R"({
+  "name": "tiny",
+  "model": { "preset": "vit_tiny_fmnist", "depth": 1 },
+  "data": { "dataset": "synthetic", "synthetic_train": 64, "synthetic_test": 32 },
+  "optim": { "lr": 1e-3 },
+  "train": { "epochs": 2, "batch_size": 8, "limit_train_batches": 2, "limit_eval_batches": 1,
+             "log_every": 1, "warmup_steps": 0 },
+  "runtime": { "threads": 1 }
+})";
+
+// The suite: upstream "up", rung 00 from scratch, 01 failing (its init
+// checkpoint does not exist), 02 needing CUDA, 03 finetuning from "up".
+fs::path write_tiny_suite(const accel_test::TempDir& tmp) {
+  tmp.write("suite/tiny.json", kTiny);
+  tmp.write("suite/broken.json",
+            R"({"extends": "tiny.json", "model": {"init": {"checkpoint": "no-such.ckpt"}}})");
+  tmp.write("suite/from-up.json",
+            R"({"extends": "tiny.json", "model": {"init": {"checkpoint": "runs/up/checkpoint.ckpt"},
+                "init_head": "replace"}, "train": {"epochs": 1}})");
+  return tmp.write("suite/suite.json", R"({
+    "suite": "tiny",
+    "target_accuracy": 0.01,
+    "upstream": [ { "id": "up", "config": "tiny.json", "changes": "upstream" } ],
+    "rungs": [
+      { "id": "00-scratch", "article": "00", "config": "tiny.json", "changes": "scratch" },
+      { "id": "01-broken", "article": "01", "config": "broken.json", "changes": "fails" },
+      { "id": "02-gpu", "article": "02", "needs": "CUDA", "changes": "needs a GPU" },
+      { "id": "03-finetune", "article": "03", "config": "from-up.json", "init_from": "up",
+        "changes": "from the upstream run" }
+    ]
+  })");
+}
+
+fs::path the_set(const fs::path& out) {
+  for (const auto& s : fs::directory_iterator(out / "tiny")) return s.path();
+  FAIL("no result set under " << out);
+  throw;
+}
+
+}  // namespace
+
+TEST_CASE("sweep: a failing rung is recorded and the sweep goes on; exit 1; report and resume") {
+  accel_test::TempDir tmp;
+  const auto suite = write_tiny_suite(tmp);
+  const auto out = tmp / "out";
+  auto r = run_cli("sweep --suite " + suite.string() + " --out " + out.string());
+  INFO(r.output);
+  CHECK(r.code == 1);  // one rung failed
+  const auto set = the_set(out);
+  const auto manifest = read(set / "sweep.json");
+  CHECK(manifest["upstream"][0]["status"] == "ok");
+  CHECK(manifest["rungs"][0]["status"] == "ok");
+  CHECK(manifest["rungs"][1]["status"] == "failed");
+  CHECK(manifest["rungs"][2]["status"] == "skipped");
+  CHECK(manifest["rungs"][3]["status"] == "ok");  // ran after the failure
+  CHECK(has(manifest["rungs"][1]["runs"][0]["error"].get<std::string>(), "no-such.ckpt"));
+  // The finetune rung started from the upstream run's checkpoint in this set.
+  const auto ft = read(set / "03-finetune/result.json");
+  CHECK(ft["config"]["model"]["init_path"] == (set / "up/checkpoint.ckpt").string());
+  CHECK(fs::exists(set / "00-scratch/run.log"));
+  CHECK(has(r.output, "sweep: 00-scratch: Epoch: 0002/0002"));  // plain lines: not a terminal
+
+  r = run_cli("report " + out.string());
+  INFO(r.output);
+  CHECK(r.code == 0);
+  CHECK(has(r.output, "| 01-broken | 01 | fails |"));
+  CHECK(has(r.output, "| needs CUDA |"));
+  CHECK(has(r.output, "time to 1.00% val"));
+  CHECK(fs::exists(set / "report.md"));
+  CHECK(fs::exists(set / "report.csv"));
+  CHECK(fs::exists(set / "charts/runtime.csv"));
+  CHECK(fs::exists(set / "charts/accuracy.csv"));
+
+  // --resume reuses every finished run whose resolved config is unchanged.
+  const auto before = fs::last_write_time(set / "00-scratch/result.json");
+  r = run_cli("sweep --suite " + suite.string() + " --out " + out.string() + " --resume");
+  CHECK(r.code == 1);  // the broken rung still fails
+  CHECK(has(r.output, "00-scratch: reused"));
+  CHECK(has(r.output, "up: reused"));
+  CHECK(fs::last_write_time(set / "00-scratch/result.json") == before);
+  // A changed config is run again.
+  r = run_cli("sweep --suite " + suite.string() + " --out " + out.string() +
+              " --resume --set train.seed=7");
+  CHECK_FALSE(has(r.output, "00-scratch: reused"));
+  CHECK(read(set / "00-scratch/result.json")["config"]["train"]["seed"] == 7);
+}
+
+TEST_CASE("sweep: repeats with seeds land in r1, r2 and the report shows their median") {
+  accel_test::TempDir tmp;
+  tmp.write("s/tiny.json", kTiny);
+  const auto suite = tmp.write("s/suite.json", R"({"suite": "tiny", "rungs": [
+      {"id": "00-scratch", "article": "00", "config": "tiny.json"}]})");
+  const auto out = tmp / "out";
+  auto r = run_cli("sweep --suite " + suite.string() + " --out " + out.string() +
+                   " --seeds 1,2 --set train.epochs=1");
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  const auto set = the_set(out);
+  CHECK(read(set / "00-scratch/r1/result.json")["config"]["train"]["seed"] == 1);
+  CHECK(read(set / "00-scratch/r2/result.json")["config"]["train"]["seed"] == 2);
+  r = run_cli("report " + set.string());
+  CHECK(r.code == 0);
+  CHECK(has(r.output, "| ok |"));
+}
+
+TEST_CASE("sweep and compare: bad arguments exit 2 and write nothing") {
+  accel_test::TempDir tmp;
+  CHECK(run_cli("sweep --suite " + (tmp / "none.json").string()).code == 2);
+  tmp.write("bad.json", R"({"suite": "x", "rungs": [], "oops": 1})");
+  const auto r = run_cli("sweep --suite " + (tmp / "bad.json").string() + " --out " +
+                         (tmp / "o").string());
+  CHECK(r.code == 2);
+  CHECK(has(r.output, "unknown key \"oops\""));
+  CHECK_FALSE(fs::exists(tmp / "o"));
+  CHECK(run_cli("sweep --suite x.json --seeds 1,a").code == 2);
+  CHECK(run_cli("compare " + tmp.path.string()).code == 2);  // one set only
+  CHECK(run_cli("compare a b --fail-slower -5").code == 2);
+  CHECK(run_cli("report " + (tmp / "nothing").string()).code == 2);
+}
+
+TEST_CASE("compare: exit 0 within bounds, 1 on a regression, through the CLI") {
+  accel_test::TempDir tmp;
+  auto result = [](double time, double acc) {
+    return Json{{"schema_version", 1}, {"status", "ok"}, {"train_time_s", time},
+                {"test_acc", acc}, {"peak_memory_bytes", {1e9}},
+                {"config", {{"train", {{"epochs", 1}}}}}, {"env", {{"cpu_model", "x"}}}}
+        .dump();
+  };
+  tmp.write("base/00-scratch/result.json", result(100, 0.8));
+  tmp.write("same/00-scratch/result.json", result(104, 0.8));
+  tmp.write("slow/00-scratch/result.json", result(150, 0.8));
+  const auto base = (tmp / "base").string();
+  auto r = run_cli("compare " + base + " " + (tmp / "same").string() + " --fail-slower 10");
+  INFO(r.output);
+  CHECK(r.code == 0);
+  r = run_cli("compare " + base + " " + (tmp / "slow").string() + " --fail-slower 10");
+  CHECK(r.code == 1);
+  CHECK(has(r.output, "REGRESSION: slower by 50.0%"));
+}
+
+TEST_CASE("calibrate: measures fp32 and bf16 matmul per thread count into a peaks file") {
+  accel_test::TempDir tmp;
+  const auto out = tmp / "peaks.json";
+  const auto r = run_cli("calibrate --size 64 --max-threads 1 --min-seconds 0.01 --out " +
+                         out.string());
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  const auto doc = read(out);
+  CHECK(doc["cpu"]["fp32"]["1"].get<double>() > 0);
+  CHECK(doc["cpu"]["bf16"]["1"].get<double>() > 0);
+  CHECK(doc["machine_id"].is_string());
+}
+
+TEST_CASE("smoke suite: every rung runs and matches the committed baseline (config, status, accuracy band)") {
+  if (!have_fashion_mnist()) {
+    MESSAGE("dataset-fashion-mnist not installed; skipped");
+    return;
+  }
+  accel_test::TempDir tmp;
+  auto r = run_cli("sweep --suite " + source("configs/smoke/suite.json") + " --out " +
+                   tmp.path.string());
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  fs::path set;
+  for (const auto& s : fs::directory_iterator(tmp / "smoke")) set = s.path();
+  // Correctness only, never wall-clock time: the same resolved configs, every
+  // rung ok, test accuracy within 5 points of the baseline's.
+  r = run_cli("compare " + source("results/baselines/smoke") + " " + set.string() +
+              " --require-same-config --accuracy-band 5");
+  INFO(r.output);
+  CHECK(r.code == 0);
+  CHECK(has(r.output, "0 not comparable, 0 regressions"));
+}

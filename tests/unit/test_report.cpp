@@ -1,0 +1,269 @@
+// The ladder report on result sets the tests write: repeats (median, min-max),
+// failed / missing / needs-CUDA rungs, figures that are absent, speedups,
+// time to target, MFU and its peak, the article's figures beside ours.
+// torch first: glog (through torch) defines CHECK, doctest must win.
+#include <torch/torch.h>
+
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "accel/report/machine.h"
+#include "accel/report/peaks.h"
+#include "accel/report/progress.h"
+#include "accel/report/report.h"
+#include "support/temp_dir.h"
+#include "unit/test_report_fixtures.h"
+
+using namespace accel::report;
+using report_test::FakeRun;
+using report_test::SetBuilder;
+
+namespace {
+
+bool has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+const RungRow& row(const Report& r, const std::string& id) {
+  for (const auto& x : r.rungs) {
+    if (x.id == id) return x;
+  }
+  for (const auto& x : r.upstream) {
+    if (x.id == id) return x;
+  }
+  FAIL("no row " << id);
+  throw;
+}
+
+Json reference() {
+  return {{"source", "test source"},
+          {"hardware", "A100"},
+          {"rungs",
+           {{"00", {{"time_min", 60.0}, {"test_acc_pct", 62.5}, {"memory_gb", 3.7}}},
+            {"01", {{"time_min", 20.0}, {"test_acc_pct", 95.0}, {"memory_gb", 3.7}}}}}};
+}
+
+}  // namespace
+
+TEST_CASE("report: stat_of gives the median and the min-max of repeats") {
+  const auto odd = stat_of({3, 1, 2});
+  CHECK(*odd.median == 2);
+  CHECK(*odd.min == 1);
+  CHECK(*odd.max == 3);
+  CHECK(odd.n == 3);
+  CHECK(*stat_of({4, 1, 2, 3}).median == doctest::Approx(2.5));
+  CHECK_FALSE(stat_of({}).median.has_value());
+}
+
+TEST_CASE("report: repeats show the median train time and accuracy with their min-max") {
+  accel_test::TempDir tmp;
+  FakeRun a, b, c;
+  a.time_s = 100, b.time_s = 300, c.time_s = 200;
+  a.acc = 0.70, b.acc = 0.90, c.acc = 0.80;
+  SetBuilder(tmp.path).rung("00-scratch", "00", {a, b, c}).write();
+  const auto rep = build_report(load_result_set(tmp.path), PeakTable{});
+  const auto& r = row(rep, "00-scratch");
+  CHECK(r.runs == 3);
+  CHECK(*r.time_s.median == 200);
+  CHECK(*r.acc.median == doctest::Approx(0.80));
+  const auto md = report_markdown(rep);
+  CHECK(has(md, "| 3.33 min (1.67-5.00) |"));  // one unit: minutes
+  CHECK(has(md, "| 80.00% (70.00-90.00) |"));
+  CHECK(has(report_csv(rep), ",200,100,300,"));
+}
+
+TEST_CASE("report: failed, missing and needs-CUDA rungs keep their place with their status") {
+  accel_test::TempDir tmp;
+  FakeRun failed;
+  failed.status = "failed";
+  SetBuilder(tmp.path)
+      .rung("00-scratch", "00", {FakeRun{}})
+      .rung("01-finetune", "01", {failed})
+      .needs("02-compile", "02", "CUDA")
+      .rung("03-fabric", "03", {FakeRun{}}, /*missing=*/true)
+      .rung("04-bf16", "04", {FakeRun{}})
+      .write();
+  const auto rep = build_report(load_result_set(tmp.path), PeakTable{});
+  REQUIRE(rep.rungs.size() == 5);
+  CHECK(row(rep, "00-scratch").status == "ok");
+  CHECK(row(rep, "01-finetune").status == "failed");
+  CHECK(row(rep, "02-compile").status == "needs CUDA");
+  CHECK(row(rep, "03-fabric").status == "missing");
+  CHECK(row(rep, "04-bf16").status == "ok");
+  CHECK_FALSE(row(rep, "01-finetune").time_s.median.has_value());
+  const auto md = report_markdown(rep);
+  CHECK(has(md, "| needs CUDA |"));
+  CHECK(has(md, "01-finetune failed"));  // the error in the notes
+  // The rung after a failed one is compared with the last rung that has a time.
+  CHECK(*row(rep, "04-bf16").speedup_prev == doctest::Approx(1.0));
+}
+
+TEST_CASE("report: one ok repeat of two is 'ok 1/2' and only it enters the figures") {
+  accel_test::TempDir tmp;
+  FakeRun ok, bad;
+  ok.time_s = 50;
+  bad.status = "failed";
+  SetBuilder(tmp.path).rung("00-scratch", "00", {ok, bad}).write();
+  const auto rep = build_report(load_result_set(tmp.path), PeakTable{});
+  CHECK(row(rep, "00-scratch").status == "ok 1/2");
+  CHECK(*row(rep, "00-scratch").time_s.median == 50);
+}
+
+TEST_CASE("report: a result without figures shows n/a, never 0") {
+  accel_test::TempDir tmp;
+  FakeRun bare;
+  bare.drop_figures = true;
+  SetBuilder(tmp.path).rung("00-scratch", "00", {bare}).write();
+  const auto rep = build_report(load_result_set(tmp.path), PeakTable{});
+  const auto& r = row(rep, "00-scratch");
+  CHECK_FALSE(r.time_s.median.has_value());
+  CHECK_FALSE(r.acc.median.has_value());
+  CHECK(r.mem_per_rank.empty());
+  const auto md = report_markdown(rep);
+  CHECK(has(md, "| n/a | n/a | n/a | n/a |"));
+  CHECK_FALSE(has(md, "0.00%"));
+}
+
+TEST_CASE("report: speedups vs scratch and vs the rung before, and the article's beside them") {
+  accel_test::TempDir tmp;
+  FakeRun scratch, finetune, bf16;
+  scratch.time_s = 600, finetune.time_s = 200, bf16.time_s = 100;
+  SetBuilder(tmp.path)
+      .reference(reference())
+      .rung("00-scratch", "00", {scratch})
+      .rung("01-finetune", "01", {finetune})
+      .rung("04-bf16", "04", {bf16})
+      .write();
+  const auto rep = build_report(load_result_set(tmp.path), PeakTable{});
+  CHECK(*row(rep, "01-finetune").speedup_scratch == doctest::Approx(3.0));
+  CHECK(*row(rep, "04-bf16").speedup_scratch == doctest::Approx(6.0));
+  CHECK(*row(rep, "04-bf16").speedup_prev == doctest::Approx(2.0));
+  CHECK(*row(rep, "01-finetune").ref_time_min == 20.0);
+  CHECK(*row(rep, "01-finetune").ref_speedup_scratch == doctest::Approx(3.0));
+  CHECK_FALSE(row(rep, "04-bf16").ref_time_min.has_value());  // not in the reference
+  const auto md = report_markdown(rep);
+  CHECK(has(md, "| 20.00 min | 3.00x | 95.00% | 3.70 GB |"));
+  CHECK(has(md, "Article figures: test source"));
+}
+
+TEST_CASE("report: time to target sums epoch times until val accuracy first reaches it") {
+  FakeRun f;
+  f.epoch_time = {10, 20, 30};
+  f.epoch_val = {0.5, 0.76, 0.74};
+  accel_test::TempDir tmp;
+  report_test::write_json(tmp / "r/result.json", report_test::fake_result(f));
+  const auto run = read_run(tmp / "r");
+  CHECK(*time_to_target(run, 0.75) == 30);
+  CHECK(*time_to_target(run, 0.5) == 10);
+  CHECK_FALSE(time_to_target(run, 0.9).has_value());
+}
+
+TEST_CASE("report: time to target over repeats, and 'not reached'") {
+  accel_test::TempDir tmp;
+  FakeRun fast, slow, never;
+  fast.epoch_val = {0.9, 0.9, 0.9};  // 200 s
+  slow.epoch_val = {0.1, 0.9, 0.9};  // 400 s
+  never.epoch_val = {0.1, 0.2, 0.3};
+  SetBuilder(tmp.path).target(0.85).rung("a", "00", {fast, slow}).rung("b", "01", {never}).write();
+  const auto rep = build_report(load_result_set(tmp.path), PeakTable{});
+  CHECK(*row(rep, "a").ttt_s.median == 300);
+  CHECK(row(rep, "b").ttt_reached == 0);
+  const auto md = report_markdown(rep);
+  CHECK(has(md, "time to 85.00% val"));
+  CHECK(has(md, "| 5.00 min (3.33-6.67) |"));
+  CHECK(has(md, "| not reached |"));
+}
+
+TEST_CASE("report: memory per rank and images/s per device for a multi-rank run") {
+  accel_test::TempDir tmp;
+  FakeRun ddp;
+  ddp.mem = {2e9, 1.5e9};
+  ddp.images_per_s = 300;
+  ddp.config_patch = {{"runtime", {{"devices", 2}, {"strategy", "ddp"}}}};
+  SetBuilder(tmp.path).rung("05-ddp", "05", {ddp}).write();
+  const auto rep = build_report(load_result_set(tmp.path), PeakTable{});
+  const auto& r = row(rep, "05-ddp");
+  CHECK(*r.ips_device.median == 150);  // total / world size when the field is absent
+  CHECK(r.mem_per_rank.size() == 2);
+  CHECK(r.devices_threads == "2 cpu x 2 thr");
+  CHECK(has(report_markdown(rep), "| 2.00 / 1.50 GB |"));
+}
+
+TEST_CASE("report: CPU MFU from a calibration file, at the run's thread count, source stated") {
+  accel_test::TempDir tmp;
+  FakeRun fp32, bf16;
+  fp32.images_per_s = 100;  // 1e8 FLOPs/sample x 3 x 100 = 30 GFLOP/s
+  bf16.config_patch = {{"runtime", {{"precision", "bf16-mixed"}}}};
+  SetBuilder(tmp.path).rung("a", "00", {fp32}).rung("b", "04", {bf16}).write();
+  report_test::write_json(tmp / "peaks.json",
+                          {{"measured_at", "today"},
+                           {"cpu", {{"fp32", {{"1", 40.0}, {"2", 60.0}, {"4", 999.0}}},
+                                    {"bf16", {{"1", 150.0}, {"2", 300.0}}}}}});
+  const auto peaks = PeakTable::load("", tmp / "peaks.json");
+  const auto rep = build_report(load_result_set(tmp.path), peaks);
+  CHECK(*row(rep, "a").mfu.median == doctest::Approx(0.5));  // 30 / 60 (2 threads)
+  CHECK(*row(rep, "b").mfu.median == doctest::Approx(0.1));  // 30 / 300
+  CHECK(has(row(rep, "a").peak_source, "fp32 dense matmul 60.0 GFLOP/s at 2 threads"));
+  CHECK(has(report_markdown(rep), "| 50.0% |"));
+}
+
+TEST_CASE("peaks: published GPU figures match whole words of the device name") {
+  accel_test::TempDir tmp;
+  report_test::write_json(
+      tmp / "p.json",
+      {{"gpus",
+        {{{"name", "H100 PCIe"}, {"match", {"H100", "PCIe"}}, {"dense_tflops", {{"bf16", 756}}}},
+         {{"name", "H100 SXM"}, {"match", {"H100"}}, {"dense_tflops", {{"bf16", 989.5}}}},
+         {{"name", "L40S"}, {"match", {"L40S"}}, {"dense_tflops", {{"bf16", 362}}}},
+         {{"name", "L4"}, {"match", {"L4"}}, {"dense_tflops", {{"bf16", 121}}}}}}});
+  const auto t = PeakTable::load(tmp / "p.json", "");
+  CHECK(t.published("NVIDIA H100 PCIe", "bf16")->flops_per_s == doctest::Approx(756e12));
+  CHECK(t.published("NVIDIA H100 80GB HBM3", "bf16")->flops_per_s == doctest::Approx(989.5e12));
+  CHECK(t.published("NVIDIA L4", "bf16")->flops_per_s == doctest::Approx(121e12));
+  CHECK(t.published("NVIDIA L40S", "bf16")->flops_per_s == doctest::Approx(362e12));
+  CHECK_FALSE(t.published("NVIDIA L4", "fp64").has_value());
+  CHECK_FALSE(t.published("Some Other GPU", "bf16").has_value());
+  CHECK(matmul_dtype("bf16-mixed") == "bf16");
+  CHECK(matmul_dtype("16-mixed") == "fp16");
+  CHECK(matmul_dtype("32-true") == "fp32");
+}
+
+TEST_CASE("peaks: the committed data file gives H100/H200 SXM bf16 989.5 and A100 312 TFLOP/s") {
+  const auto t = PeakTable::load(std::string(ACCEL_SOURCE_DIR) +
+                                     "/results/reference/dense-peaks.json", "");
+  CHECK(t.published("NVIDIA H200", "bf16")->flops_per_s == doctest::Approx(989.5e12));
+  CHECK(t.published("NVIDIA H100 80GB HBM3", "bf16")->flops_per_s == doctest::Approx(989.5e12));
+  CHECK(t.published("NVIDIA A100-SXM4-80GB", "bf16")->flops_per_s == doctest::Approx(312e12));
+  CHECK(t.published("NVIDIA A100-SXM4-80GB", "fp32")->flops_per_s == doctest::Approx(19.5e12));
+  CHECK(has(t.published("NVIDIA L4", "bf16")->source, "datasheet"));
+}
+
+TEST_CASE("machine id: hardware, precision-relevant ISA and LibTorch version") {
+  CHECK(slug("Intel(R) Xeon(R) Platinum 8480+ CPU @ 2.00GHz") == "intel-xeon-platinum-8480");
+  CHECK(isa_tag("fpu avx2 avx512f avx512_bf16 amx_bf16") == "amx");
+  CHECK(isa_tag("fpu avx2 avx512f avx512_bf16") == "avx512bf16");
+  CHECK(isa_tag("fpu avx2") == "avx2");
+  const Json cpu = {{"cpu_model", "Intel(R) Xeon(R) Processor"}, {"cores", 2},
+                    {"gpu_count", 0}, {"libtorch_version", "1.13.0"}};
+  CHECK(machine_id(cpu, "amx") == "intel-xeon-processor-2c-amx-lt1.13.0");
+  const Json gpu = {{"cpu_model", "AMD EPYC"}, {"cores", 16}, {"gpu_count", 8},
+                    {"gpu_name", "NVIDIA H200"}, {"libtorch_version", "2.6.0"},
+                    {"cuda_version", "12.4"}};
+  CHECK(machine_id(gpu, "avx2") == "nvidia-h200-x8-lt2.6.0-cu12.4");
+}
+
+TEST_CASE("progress: the bar shows epoch, step, ETA and images/s") {
+  const auto b = Progress::bar("01-finetune", 2, 4, 50, 100, 125, 61.4, 8);
+  CHECK(has(b, "[###.....]"));  // 1.5 of 4 epochs
+  CHECK(has(b, "epoch 2/4 step 50/100 ETA 2m05s 61 img/s"));
+  std::ostringstream plain;
+  Progress p(plain, /*terminal=*/false);
+  p.start("00-scratch", 16, 2);
+  p.line("Epoch: 0001/0002 | Batch 0010/0020 | Loss: 1.0");
+  p.line("Epoch: 0001/0002 | Train acc.: 50.00% | Val acc.: 40.00%");
+  p.finish("ok");
+  CHECK(has(plain.str(), "sweep: 00-scratch: Epoch: 0001/0002 | Train acc.: 50.00%"));
+  CHECK_FALSE(has(plain.str(), "Batch"));  // no per-step lines in CI logs
+  CHECK_FALSE(has(plain.str(), "\r"));
+}

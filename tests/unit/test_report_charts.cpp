@@ -1,0 +1,169 @@
+// The bar charts: their data (one row per rung, the right values), the CSV-only
+// fallback without gnuplot, and -- where gnuplot is installed -- an SVG that
+// parses, with one bar per rung whose height is proportional to its value and
+// the value written on it.
+// torch first: glog (through torch) defines CHECK, doctest must win.
+#include <torch/torch.h>
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "accel/report/charts.h"
+#include "support/temp_dir.h"
+#include "unit/test_report_fixtures.h"
+
+using namespace accel::report;
+using report_test::FakeRun;
+using report_test::SetBuilder;
+
+namespace {
+
+std::string slurp(const std::filesystem::path& f) {
+  std::ifstream in(f);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Well-formed XML, enough for what gnuplot writes: every element closed in
+// order, quotes balanced inside tags; comments, <?...?> and <!...> skipped.
+bool well_formed_xml(const std::string& x, std::string& why) {
+  std::vector<std::string> open;
+  size_t i = 0;
+  while ((i = x.find('<', i)) != std::string::npos) {
+    if (x.compare(i, 4, "<!--") == 0) {
+      i = x.find("-->", i);
+      if (i == std::string::npos) return why = "unclosed comment", false;
+      continue;
+    }
+    size_t j = i + 1;
+    char quote = 0;
+    while (j < x.size() && (quote || x[j] != '>')) {
+      if (quote && x[j] == quote) quote = 0;
+      else if (!quote && (x[j] == '"' || x[j] == '\'')) quote = x[j];
+      ++j;
+    }
+    if (j >= x.size()) return why = "unclosed tag at " + std::to_string(i), false;
+    const std::string tag = x.substr(i + 1, j - i - 1);
+    i = j;
+    if (tag.empty() || tag[0] == '?' || tag[0] == '!') continue;
+    if (tag.back() == '/') continue;
+    const auto name_end = tag.find_first_of(" \t\r\n/");
+    if (tag[0] == '/') {
+      const auto name = tag.substr(1, tag.find_first_of(" \t\r\n") - 1);
+      if (open.empty() || open.back() != name) return why = "mismatched </" + name + ">", false;
+      open.pop_back();
+    } else {
+      open.push_back(tag.substr(0, name_end));
+    }
+  }
+  if (!open.empty()) return why = "unclosed <" + open.back() + ">", false;
+  return true;
+}
+
+// The filled bars of one plot group (gnuplot_plot_N): heights in pixels, in
+// order, without the legend's sample box (the group's first polygon).
+std::vector<double> bar_heights(const std::string& svg, int plot) {
+  const auto start = svg.find("<g id=\"gnuplot_plot_" + std::to_string(plot) + "\"");
+  const auto end = svg.find("<g id=\"gnuplot_plot_" + std::to_string(plot + 1) + "\"");
+  REQUIRE(start != std::string::npos);
+  const std::string g = svg.substr(start, end == std::string::npos ? end : end - start);
+  std::vector<double> heights;
+  size_t i = 0;
+  while ((i = g.find("points", i)) != std::string::npos) {
+    const auto q = g.find_first_of("'\"", i);
+    const auto e = g.find(g[q], q + 1);
+    std::string pts = g.substr(q + 1, e - q - 1);
+    std::replace(pts.begin(), pts.end(), ',', ' ');
+    std::istringstream in(pts);
+    double x, y, lo = 1e9, hi = -1e9;
+    while (in >> x >> y) lo = std::min(lo, y), hi = std::max(hi, y);
+    heights.push_back(hi - lo);
+    i = e;
+  }
+  if (!heights.empty()) heights.erase(heights.begin());  // the legend sample
+  return heights;
+}
+
+accel::report::Report sample_report(const std::filesystem::path& dir) {
+  FakeRun a, b, c;
+  a.time_s = 600, b.time_s = 300, c.time_s = 150;
+  a.acc = 0.60, b.acc = 0.90, c.acc = 0.85;
+  SetBuilder(dir)
+      .reference({{"source", "s"},
+                  {"rungs", {{"00", {{"time_min", 20.0}, {"test_acc_pct", 62.85}}},
+                             {"02", {{"time_min", 6.0}, {"test_acc_pct", 93.0}}}}}})
+      .rung("00-scratch", "00", {a})
+      .rung("01-finetune", "01", {b})
+      .needs("02-compile", "02", "CUDA")
+      .rung("04-bf16", "04", {c})
+      .write();
+  return build_report(load_result_set(dir), PeakTable{});
+}
+
+}  // namespace
+
+TEST_CASE("charts: the data has one row per rung with our value and the article's") {
+  accel_test::TempDir tmp;
+  const auto data = chart_data(sample_report(tmp.path));
+  REQUIRE(data.size() == 2);
+  CHECK(data[0].name == "runtime");
+  CHECK(data[0].ylabel == "training time (min)");
+  CHECK(data[0].csv ==
+        "rung,ours,ours_low,ours_high,article\n00-scratch,10,10,10,20\n01-finetune,5,5,5,\n"
+        "02-compile,,,,6\n04-bf16,2.5,2.5,2.5,\n");
+  CHECK(data[1].csv ==
+        "rung,ours,ours_low,ours_high,article\n00-scratch,60,60,60,62.85\n01-finetune,90,90,90,\n"
+        "02-compile,,,,93\n04-bf16,85,85,85,\n");
+}
+
+TEST_CASE("charts: without gnuplot only the CSVs are written, with a one-line notice") {
+  accel_test::TempDir tmp;
+  const auto rep = sample_report(tmp / "set");
+  const auto out = write_charts(rep, tmp / "charts", "/nonexistent/gnuplot");
+  CHECK(out.notice.find("gnuplot not found") != std::string::npos);
+  CHECK(out.notice.find('\n') == std::string::npos);
+  CHECK(std::filesystem::exists(tmp / "charts/runtime.csv"));
+  CHECK(std::filesystem::exists(tmp / "charts/accuracy.csv"));
+  CHECK_FALSE(std::filesystem::exists(tmp / "charts/runtime.svg"));
+}
+
+TEST_CASE("charts: gnuplot's SVG parses, one bar per rung in proportion, values on the bars") {
+  if (find_program("gnuplot").empty()) {
+    MESSAGE("gnuplot not installed (scripts/setup.sh installs gnuplot-nox); skipped");
+    return;
+  }
+  accel_test::TempDir tmp;
+  const auto rep = sample_report(tmp / "set");
+  const auto out = write_charts(rep, tmp / "charts");
+  REQUIRE_MESSAGE(out.notice.empty(), out.notice);
+  for (const char* name : {"runtime", "accuracy"}) {
+    INFO(name);
+    const auto svg = slurp(tmp / "charts" / (std::string(name) + ".svg"));
+    std::string why;
+    CHECK_MESSAGE(well_formed_xml(svg, why), why);
+    CHECK(std::filesystem::file_size(tmp / "charts" / (std::string(name) + ".png")) > 1000);
+    for (const char* rung : {"00-scratch", "01-finetune", "02-compile", "04-bf16"}) {
+      CHECK(svg.find(std::string(">") + rung + "<") != std::string::npos);
+    }
+  }
+  const auto svg = slurp(tmp / "charts/runtime.svg");
+  // Ours: 10, 5, (none), 2.5 min; the article's: 20 and 6 min.
+  const auto ours = bar_heights(svg, 1);
+  REQUIRE(ours.size() == 3);
+  CHECK(ours[1] / ours[0] == doctest::Approx(0.5).epsilon(0.02));
+  CHECK(ours[2] / ours[0] == doctest::Approx(0.25).epsilon(0.02));
+  const auto article = bar_heights(svg, 2);
+  REQUIRE(article.size() == 2);
+  CHECK(article[0] / ours[0] == doctest::Approx(2.0).epsilon(0.02));
+  for (const char* label : {">10.0<", ">5.00<", ">2.50<", ">20.0<", ">6.00<", ">n/a<"}) {
+    CHECK_MESSAGE(svg.find(label) != std::string::npos, label);
+  }
+  CHECK(svg.find("training time (min)") != std::string::npos);
+  CHECK(svg.find("article (A100)") != std::string::npos);
+}

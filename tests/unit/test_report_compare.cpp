@@ -1,0 +1,156 @@
+// compare: like with like, and a regression beyond each bound is counted
+// (the CLI turns a count above zero into exit 1; tests/integration checks that).
+// torch first: glog (through torch) defines CHECK, doctest must win.
+#include <torch/torch.h>
+
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "accel/report/compare.h"
+#include "support/temp_dir.h"
+#include "unit/test_report_fixtures.h"
+
+using namespace accel::report;
+using report_test::FakeRun;
+using report_test::SetBuilder;
+
+namespace {
+
+bool has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// Base and other sets with one rung each, other's figures from `o`.
+CompareOutcome compare_one(const FakeRun& b, const FakeRun& o, const CompareBounds& bounds) {
+  accel_test::TempDir tmp;
+  SetBuilder(tmp / "base").rung("01-finetune", "01", {b}).write();
+  SetBuilder(tmp / "other", "other-machine").rung("01-finetune", "01", {o}).write();
+  return compare_sets(load_result_set(tmp / "base"), load_result_set(tmp / "other"), bounds);
+}
+
+CompareBounds all_bounds() {
+  CompareBounds b;
+  b.slower_pct = 10;
+  b.acc_drop_points = 1;
+  b.memory_growth_pct = 20;
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("compare: within every bound is ok, with the ratios and the delta shown") {
+  FakeRun b, o;
+  o.time_s = 630;  // 5% slower
+  o.acc = 0.795;   // 0.5 points down
+  o.mem = {1.1e9};
+  const auto out = compare_one(b, o, all_bounds());
+  INFO(out.markdown);
+  CHECK(out.regressions == 0);
+  CHECK(out.compared == 1);
+  CHECK(has(out.markdown, "| 1.050x |"));
+  CHECK(has(out.markdown, "| -0.50 |"));
+  CHECK(has(out.markdown, "| 1.100x | ok |"));
+  CHECK(has(out.markdown, "other-machine"));
+}
+
+TEST_CASE("compare: slower beyond --fail-slower is a regression") {
+  FakeRun b, o;
+  o.time_s = 700;
+  const auto out = compare_one(b, o, all_bounds());
+  CHECK(out.regressions == 1);
+  CHECK(has(out.markdown, "REGRESSION: slower by 16.7% (> 10%)"));
+  CHECK(compare_one(b, o, CompareBounds{}).regressions == 0);  // no bound, no failure
+}
+
+TEST_CASE("compare: an accuracy drop beyond --fail-accuracy-drop is a regression; a gain is not") {
+  FakeRun b, worse, better;
+  worse.acc = 0.78;
+  better.acc = 0.90;
+  const auto out = compare_one(b, worse, all_bounds());
+  CHECK(out.regressions == 1);
+  CHECK(has(out.markdown, "accuracy down 2.00 points (> 1)"));
+  CHECK(compare_one(b, better, all_bounds()).regressions == 0);
+}
+
+TEST_CASE("compare: --accuracy-band fails either way beyond the band") {
+  FakeRun b, better;
+  better.acc = 0.90;
+  CompareBounds band;
+  band.acc_band_points = 5;
+  CHECK(compare_one(b, better, band).regressions == 1);
+  better.acc = 0.83;
+  CHECK(compare_one(b, better, band).regressions == 0);
+}
+
+TEST_CASE("compare: memory growth beyond --fail-memory-growth is a regression (largest rank)") {
+  FakeRun b, o;
+  o.mem = {0.5e9, 1.3e9};
+  const auto out = compare_one(b, o, all_bounds());
+  CHECK(out.regressions == 1);
+  CHECK(has(out.markdown, "memory up 30.0% (> 20%)"));
+}
+
+TEST_CASE("compare: configs that differ are not comparable, not compared") {
+  FakeRun b, o;
+  o.time_s = 10000;  // would be a regression if compared
+  o.config_patch = {{"train", {{"epochs", 10}}}};
+  const auto out = compare_one(b, o, all_bounds());
+  CHECK(out.regressions == 0);
+  CHECK(out.not_comparable == 1);
+  CHECK(has(out.markdown, "not comparable (config differs: train.epochs: 3 vs 10)"));
+  auto strict = all_bounds();
+  strict.require_same_config = true;
+  CHECK(compare_one(b, o, strict).regressions == 1);
+}
+
+TEST_CASE("compare: threads, accelerator, paths and names are machine facts, not the experiment") {
+  FakeRun b, o;
+  o.config_patch = {{"name", "other"},
+                    {"runtime", {{"threads", 16}, {"accelerator", "cuda"}}},
+                    {"model", {{"init_path", "/elsewhere/pretrain/checkpoint.ckpt"}}},
+                    {"data", {{"root", "/data"}}}};
+  const auto out = compare_one(b, o, all_bounds());
+  CHECK(out.not_comparable == 0);
+  CHECK(out.compared == 1);
+  FakeRun ddp = o;
+  ddp.config_patch["runtime"]["devices"] = 4;  // devices change the experiment
+  CHECK(compare_one(b, ddp, all_bounds()).not_comparable == 1);
+}
+
+TEST_CASE("compare: a rung ok in base that failed or is missing in other is a regression") {
+  accel_test::TempDir tmp;
+  FakeRun failed;
+  failed.status = "failed";
+  SetBuilder(tmp / "base").rung("a", "00", {FakeRun{}}).rung("b", "01", {FakeRun{}}).write();
+  SetBuilder(tmp / "other").rung("a", "00", {failed}).write();
+  const auto out =
+      compare_sets(load_result_set(tmp / "base"), load_result_set(tmp / "other"), CompareBounds{});
+  INFO(out.markdown);
+  CHECK(out.regressions == 2);
+  CHECK(has(out.markdown, "REGRESSION: failed (ok in base)"));
+  CHECK(has(out.markdown, "REGRESSION: missing (ok in base)"));
+}
+
+TEST_CASE("compare: medians of repeats are compared") {
+  accel_test::TempDir tmp;
+  FakeRun f1, f2, f3;
+  f1.time_s = 100, f2.time_s = 200, f3.time_s = 900;  // median 200
+  FakeRun o;
+  o.time_s = 210;
+  SetBuilder(tmp / "base").rung("a", "00", {f1, f2, f3}).write();
+  SetBuilder(tmp / "other").rung("a", "00", {o}).write();
+  CompareBounds b;
+  b.slower_pct = 10;
+  const auto out = compare_sets(load_result_set(tmp / "base"), load_result_set(tmp / "other"), b);
+  CHECK(out.regressions == 0);
+  CHECK(has(out.markdown, "| 1.050x |"));
+}
+
+TEST_CASE("compare: config_difference names the differing paths") {
+  const Json a = {{"train", {{"epochs", 3}, {"seed", 1}}}};
+  const Json b = {{"train", {{"epochs", 3}, {"seed", 2}}}, {"extra", true}};
+  const auto d = config_difference(a, b);
+  CHECK(has(d, "train.seed: 1 vs 2"));
+  CHECK(has(d, "extra: (none) vs true"));
+}

@@ -1,0 +1,116 @@
+// Result sets written by the tests themselves: a sweep.json manifest and
+// result.json files with the fields a run writes, figures chosen per test.
+#pragma once
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace report_test {
+
+using Json = nlohmann::json;
+namespace fs = std::filesystem;
+
+struct FakeRun {
+  std::string status = "ok";
+  double time_s = 600;
+  double acc = 0.80;
+  std::vector<double> mem = {1e9};
+  double images_per_s = 100;
+  int threads = 2;
+  Json config_patch = Json::object();       // merged into the base config
+  std::vector<double> epoch_time = {200, 200, 200};
+  std::vector<double> epoch_val = {0.5, 0.7, 0.8};
+  bool drop_figures = false;                // a result.json without figures (n/a)
+};
+
+inline Json base_config() {
+  return {{"name", "rung"},
+          {"model", {{"preset", "vit_tiny_fmnist"}, {"init", "random"}, {"init_path", ""}}},
+          {"data", {{"dataset", "synthetic"}, {"root", ""}}},
+          {"train", {{"epochs", 3}, {"batch_size", 16}, {"seed", 123}}},
+          {"runtime",
+           {{"accelerator", "cpu"}, {"devices", 1}, {"num_nodes", 1}, {"strategy", "auto"},
+            {"precision", "32-true"}, {"threads", 0}}}};
+}
+
+inline Json fake_result(const FakeRun& f) {
+  Json cfg = base_config();
+  cfg.merge_patch(f.config_patch);
+  Json r = {{"schema_version", 1},
+            {"status", f.status},
+            {"config", cfg},
+            {"env",
+             {{"cpu_model", "Test CPU"}, {"cores", 2}, {"threads", f.threads},
+              {"libtorch_version", "1.13.0"}, {"gpu_count", 0}, {"accel_bench_version", "0.1.0"},
+              {"git_sha", "abc"}}},
+            {"flops_per_sample", 1e8}};
+  if (f.status != "ok") {
+    r["error"] = "diverged";
+    return r;
+  }
+  if (f.drop_figures) return r;
+  r["train_time_s"] = f.time_s;
+  r["test_acc"] = f.acc;
+  r["images_per_s"] = f.images_per_s;
+  r["peak_memory_bytes"] = f.mem;
+  r["epochs"] = Json::array();
+  for (size_t i = 0; i < f.epoch_time.size(); ++i) {
+    r["epochs"].push_back({{"epoch", i + 1}, {"time_s", f.epoch_time[i]},
+                           {"val_acc", f.epoch_val[i]}});
+  }
+  return r;
+}
+
+inline void write_json(const fs::path& file, const Json& doc) {
+  fs::create_directories(file.parent_path());
+  std::ofstream(file) << doc.dump(2);
+}
+
+// A set under `dir` with a manifest; rungs in the order added.
+struct SetBuilder {
+  fs::path dir;
+  Json manifest;
+
+  explicit SetBuilder(fs::path d, const std::string& machine = "test-cpu-2c-lt1.13.0")
+      : dir(std::move(d)) {
+    manifest = {{"schema_version", 1}, {"suite", "t"}, {"machine_id", machine},
+                {"upstream", Json::array()}, {"rungs", Json::array()}};
+  }
+  SetBuilder& target(double t) {
+    manifest["target_accuracy"] = t;
+    return *this;
+  }
+  SetBuilder& reference(const Json& ref) {
+    manifest["reference"] = ref;
+    return *this;
+  }
+  // repeats.size() > 1 writes <id>/r1, r2, ...; `missing` lists the run but writes nothing.
+  SetBuilder& rung(const std::string& id, const std::string& article,
+                   const std::vector<FakeRun>& repeats, bool missing = false,
+                   const std::string& key = "rungs") {
+    Json e = {{"id", id}, {"article", article}, {"changes", "change " + id},
+              {"status", "ok"}, {"runs", Json::array()}};
+    for (size_t i = 0; i < repeats.size(); ++i) {
+      const std::string rel = repeats.size() > 1 ? id + "/r" + std::to_string(i + 1) : id;
+      e["runs"].push_back({{"dir", rel}});
+      if (!missing) write_json(dir / rel / "result.json", fake_result(repeats[i]));
+    }
+    manifest[key].push_back(e);
+    return *this;
+  }
+  SetBuilder& needs(const std::string& id, const std::string& article, const std::string& what) {
+    manifest["rungs"].push_back({{"id", id}, {"article", article}, {"changes", "x"},
+                                 {"status", "skipped"}, {"needs", what}, {"runs", Json::array()}});
+    return *this;
+  }
+  fs::path write() {
+    write_json(dir / "sweep.json", manifest);
+    return dir;
+  }
+};
+
+}  // namespace report_test
