@@ -114,6 +114,31 @@ if(ACCEL_WITH_CUDA)
   endif()
 endif()
 
+# --- libstdc++ symbols exported by the LibTorch ---------------------------------------
+# PyPI's LibTorch (manylinux_2_28, built with a newer GCC than its base system)
+# links parts of libstdc++ statically and exports them: libtorch.so defines
+# std::filesystem::remove_all and 60-odd others (pytorch/pytorch#133437). An
+# executable that lists libtorch.so before libstdc++.so in DT_NEEDED binds its
+# own std::filesystem calls to those copies, which crash here (a null call in
+# remove_all). Where the LibTorch exports them, ACCEL_TORCH_LINK_OPTIONS puts
+# libstdc++.so first, so the system's definitions win.
+set(ACCEL_TORCH_LINK_OPTIONS "")
+set(_accel_exports_std OFF)
+foreach(_accel_t IN ITEMS torch torch_cpu)
+  if(TARGET ${_accel_t} AND NOT _accel_exports_std)
+    accel_imported_file(_accel_file ${_accel_t})
+    if(_accel_file AND EXISTS "${_accel_file}")
+      accel_exports(_accel_exports_std "${_accel_file}" "_ZNSt10filesystem")
+      if(_accel_exports_std)
+        message(STATUS "accel-bench: ${_accel_file} exports std::filesystem; libstdc++ linked first")
+      endif()
+    endif()
+  endif()
+endforeach()
+if(_accel_exports_std)
+  set(ACCEL_TORCH_LINK_OPTIONS "SHELL:-Wl,--push-state,--no-as-needed -lstdc++ -Wl,--pop-state")
+endif()
+
 # --- c10d parts reported for information -------------------------------------------
 accel_torch_header(_accel_pg_gloo torch/csrc/distributed/c10d/ProcessGroupGloo.hpp)
 accel_torch_header(_accel_reducer torch/csrc/distributed/c10d/reducer.hpp)
