@@ -4,6 +4,7 @@
 // messages point at the right place.
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -11,6 +12,7 @@
 
 #include "accel/config/run_config.h"
 #include "accel/util/errors.h"
+#include "json_text.h"
 #include "schema.h"
 
 namespace accel::config {
@@ -60,6 +62,8 @@ void merge(json& base, const json& over, const std::string& at, Origins& o,
   }
 }
 
+constexpr size_t kMaxConfigBytes = size_t{16} << 20;
+
 bool read_text(const fs::path& p, std::string& text, std::string& why) {
   std::error_code ec;
   if (fs::is_directory(p, ec)) {
@@ -71,53 +75,21 @@ bool read_text(const fs::path& p, std::string& text, std::string& why) {
     why = std::strerror(errno);
     return false;
   }
-  std::ostringstream ss;
-  ss << in.rdbuf();
+  // Read with a bound, not "whole file": a config named /dev/zero (or a
+  // FIFO nobody closes) must not eat the machine's memory.
+  text.clear();
+  char buf[1 << 16];
+  while (text.size() <= kMaxConfigBytes && in.read(buf, sizeof buf).gcount() > 0)
+    text.append(buf, static_cast<size_t>(in.gcount()));
   if (in.bad()) {
     why = "read error";
     return false;
   }
-  text = ss.str();
+  if (text.size() > kMaxConfigBytes) {
+    why = "larger than " + std::to_string(kMaxConfigBytes >> 20) + " MiB; a run config is a few KB";
+    return false;
+  }
   return true;
-}
-
-// nlohmann reports the byte count read when it failed; turn it into the
-// 1-based line and column of the last character read.
-std::pair<size_t, size_t> line_col(const std::string& text, size_t byte) {
-  size_t end = std::min(byte == 0 ? 0 : byte - 1, text.size());
-  size_t line = 1, col = 1;
-  for (size_t k = 0; k < end; ++k) {
-    if (text[k] == '\n') {
-      ++line;
-      col = 1;
-    } else {
-      ++col;
-    }
-  }
-  return {line, col};
-}
-
-// nlohmann's message without its "[json.exception...] parse error at line
-// L, column C: " preamble, which we replace with our own position.
-std::string reason(const std::string& what) {
-  auto col = what.find("column ");
-  auto sep = what.find(": ", col == std::string::npos ? 0 : col);
-  return sep == std::string::npos ? what : what.substr(sep + 2);
-}
-
-json parse(const std::string& text, const std::string& display) {
-  // Said here, not by nlohmann: its wording for empty input differs between
-  // 3.11.2 (Debian 12) and 3.11.3 (Debian 13).
-  if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
-    throw ConfigError(display + ": malformed JSON at line 1, column 1: the file is empty");
-  }
-  try {
-    return json::parse(text);
-  } catch (const json::parse_error& e) {
-    auto [line, col] = line_col(text, e.byte);
-    throw ConfigError(display + ": malformed JSON at line " + std::to_string(line) +
-                      ", column " + std::to_string(col) + ": " + reason(e.what()));
-  }
 }
 
 Loaded load_file(const fs::path& file, std::vector<Link>& chain, const std::string& context);
@@ -191,11 +163,23 @@ Loaded load_file(const fs::path& file, std::vector<Link>& chain, const std::stri
   if (!read_text(file, text, why))
     throw ConfigError(context.empty() ? display + ": cannot read config file (" + why + ")"
                                       : context + "cannot read " + display + " (" + why + ")");
-  json doc = parse(text, display);
+  json doc = parse_config_text(text, display);
   chain.push_back({canonical, display});
   Loaded out = resolve_doc(doc, display, file.parent_path(), chain);
   chain.pop_back();
   return out;
+}
+
+// Command-line text as messages show it: control characters (a newline
+// would split the one-line message) as \xNN.
+std::string escaped(const std::string& text) {
+  std::string shown;
+  for (char c : text) {
+    char esc[8];
+    std::snprintf(esc, sizeof esc, "\\x%02x", static_cast<unsigned>(static_cast<unsigned char>(c)));
+    shown += static_cast<unsigned char>(c) < 0x20 ? std::string(esc) : std::string(1, c);
+  }
+  return shown;
 }
 
 // Why `path` is not a --set target, for the error message.
@@ -222,28 +206,43 @@ std::string bad_set_path(const std::string& path) {
 // optim.lr=1e-4 and runtime.precision=bf16-mixed work unquoted. A string
 // field always takes the text (name=123 is the name "123", precision=16 is
 // the alias "16"); null restores the default.
-json set_value(const Field& f, const std::string& text) {
-  json v = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (v.is_discarded()) return text;
-  if (f.type == Type::String && !v.is_string() && !v.is_null()) return text;
-  return v;
+json set_value(const Field& f, const std::string& text, const std::string& where) {
+  std::optional<json> v = parse_set_value(text, where);
+  if (!v || (f.type == Type::String && !v->is_string() && !v->is_null())) {
+    // Plain text must be UTF-8 like everything in a JSON document (the
+    // resolved config is printed and saved as JSON).
+    try {
+      (void)json(text).dump();
+    } catch (const json::exception&) {
+      throw ConfigError(where + "the value is not valid UTF-8");
+    }
+    return text;
+  }
+  return *v;
+}
+
+// An assignment as messages show it: a long one (a pasted list, or garbage)
+// is cut so the message stays one readable line.
+std::string set_label(const std::string& a) {
+  return "--set \"" + escaped(a.size() > 60 ? a.substr(0, 57) : a) + (a.size() > 60 ? "...\"" : "\"");
 }
 
 void apply_sets(Loaded& l, const std::vector<std::string>& sets) {
   for (const auto& a : sets) {
+    const std::string label = set_label(a);
     auto eq = a.find('=');
     if (eq == std::string::npos || eq == 0)
-      throw ConfigError("--set \"" + a + "\": expected section.key=value");
+      throw ConfigError(label + ": expected section.key=value");
     std::string path = a.substr(0, eq);
     const Field* f = find_field(path);
-    if (!f) throw ConfigError("--set \"" + a + "\": " + bad_set_path(path));
+    if (!f) throw ConfigError(label + ": " + bad_set_path(escaped(path)));
     json patch = json::object();
-    json value = set_value(*f, a.substr(eq + 1));
+    json value = set_value(*f, a.substr(eq + 1), label + ": ");
     if (f->section.empty())
       patch[f->key] = value;
     else
       patch[f->section][f->key] = value;
-    merge(l.doc, patch, "", l.origins, "--set \"" + a + "\"");
+    merge(l.doc, patch, "", l.origins, label);
   }
 }
 
