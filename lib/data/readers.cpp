@@ -2,8 +2,6 @@
 // binary version), the synthetic generator, and where each dataset's files
 // are expected. Everything here produces uint8 tensors; conversion to float
 // happens per batch in the loader so a whole dataset never exists as float.
-#include <zlib.h>
-
 #include <array>
 #include <cerrno>
 #include <cmath>
@@ -12,9 +10,11 @@
 
 #include "accel/data/dataset.h"
 #include "accel/util/errors.h"
+#include "byte_reader.h"
 
 namespace accel::data {
 namespace fs = std::filesystem;
+using detail::ByteReader;
 
 namespace {
 
@@ -29,83 +29,6 @@ void require_file(const fs::path& file) {
   if (!fs::exists(file, ec)) throw ConfigError("data.root: missing file " + file.string());
   if (!fs::is_regular_file(file, ec)) data_error(file, "not a regular file");
 }
-
-bool has_gzip_magic(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) data_error(file, std::string("cannot open for reading: ") + std::strerror(errno));
-  std::array<unsigned char, 2> m{};
-  in.read(reinterpret_cast<char*>(m.data()), 2);
-  return in.gcount() == 2 && m[0] == 0x1f && m[1] == 0x8b;
-}
-
-// Sequential reader over a gzip or raw file. zlib's gz* functions read raw
-// files transparently, so one code path serves both; the gzip flag only
-// matters for telling a cut-off download ("unexpected end of file" inside the
-// compressed stream) from a short raw file. Truncation itself is detected by
-// the callers, which know how many bytes the header promises.
-class ByteReader {
- public:
-  explicit ByteReader(const fs::path& file) : file_(file), gzip_(has_gzip_magic(file)) {
-    gz_ = gzopen(file.c_str(), "rb");
-    if (gz_ == nullptr) data_error(file, std::string("cannot open: ") + std::strerror(errno));
-    gzbuffer(gz_, 1U << 18);  // fewer syscalls for the 47 MB Fashion-MNIST images
-  }
-  ~ByteReader() { gzclose(gz_); }
-  ByteReader(const ByteReader&) = delete;
-  ByteReader& operator=(const ByteReader&) = delete;
-
-  // Appends up to n bytes to out; returns how many were appended (fewer only
-  // at the end of the data). Reads in chunks so a header that lies about its
-  // size costs only the memory of the data that actually exists.
-  int64_t read(std::vector<uint8_t>& out, int64_t n) {
-    int64_t got = 0;
-    while (got < n) {
-      const int64_t chunk = std::min<int64_t>(n - got, int64_t{1} << 24);
-      const size_t old = out.size();
-      out.resize(old + static_cast<size_t>(chunk));
-      const int r = gzread(gz_, out.data() + old, static_cast<unsigned>(chunk));
-      const int kept = r > 0 ? r : 0;
-      out.resize(old + static_cast<size_t>(kept));
-      got += kept;
-      if (r < static_cast<int>(chunk)) {
-        check_stream();
-        break;
-      }
-    }
-    return got;
-  }
-
-  // The header states the exact size: anything after it means the file is not
-  // what we think it is (e.g. images and labels swapped, or concatenated).
-  void expect_end(int64_t expected) {
-    std::vector<uint8_t> extra;
-    if (read(extra, 1) != 0)
-      data_error(file_, "unexpected data after the " + std::to_string(expected) +
-                            " bytes the header promises");
-    if (cut_off_)  // all data present but the gzip trailer (CRC, size) is missing
-      data_error(file_, "truncated gzip stream (unexpected end of file)");
-  }
-
- private:
-  void check_stream() {
-    int err = Z_OK;
-    const char* msg = gzerror(gz_, &err);
-    if (err == Z_OK) return;
-    if (err == Z_BUF_ERROR && gzip_) {  // compressed stream ends early
-      cut_off_ = true;
-      return;
-    }
-    std::string detail = msg != nullptr ? msg : "unknown zlib error";
-    const std::string prefix = file_.string() + ": ";  // zlib prepends the path itself
-    if (detail.compare(0, prefix.size(), prefix) == 0) detail.erase(0, prefix.size());
-    data_error(file_, (gzip_ ? "corrupt gzip data: " : "read error: ") + detail);
-  }
-
-  fs::path file_;
-  bool gzip_;
-  bool cut_off_ = false;
-  gzFile gz_ = nullptr;
-};
 
 uint32_t be32(const uint8_t* p) {
   return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
@@ -191,6 +114,9 @@ ImageSet read_idx(const fs::path& images_file, const fs::path& labels_file, int 
   const int64_t n = idims[0], h = idims[1], w = idims[2];
   if (h <= 0 || w <= 0 || h > 65536 || w > 65536)
     data_error(images_file, "implausible image size " + std::to_string(h) + "x" + std::to_string(w));
+  if (n > (int64_t{1} << 40) / (h * w))  // no signed overflow below; 1 TB is not an image set
+    data_error(images_file, "implausible image count " + std::to_string(n) + " of " +
+                                std::to_string(h) + "x" + std::to_string(w));
   std::vector<uint8_t> pixels;
   read_payload(ri, images_file, pixels, n * h * w, "pixel");
 
