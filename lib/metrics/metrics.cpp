@@ -124,29 +124,4 @@ nlohmann::json environment(int threads) {
   return env;
 }
 
-void write_file_atomic(const std::filesystem::path& path, const std::string& content) {
-  auto tmp = path;
-  tmp += ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw RunError(path.string() + ": cannot open for writing");
-    out << content;
-    out.flush();
-    if (!out) {
-      std::filesystem::remove(tmp);
-      throw RunError(path.string() + ": write failed");
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp);
-    throw RunError(path.string() + ": cannot move into place: " + ec.message());
-  }
-}
-
-void write_json_atomic(const std::filesystem::path& path, const nlohmann::json& doc) {
-  write_file_atomic(path, doc.dump(2) + "\n");
-}
-
 }  // namespace accel::metrics

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -32,9 +33,28 @@ int default_threads(int local_ranks);
 // cores, threads, BLAS library in use, GPU if any.
 nlohmann::json environment(int threads);
 
-// Writes via a temp file in the same folder and a rename, so a reader never
-// sees a half-written file. Throws accel::RunError naming the path.
+// --- atomic output files (lib/metrics/files.cpp) --------------------------
+// Every output goes through one helper: the bytes go to a temp file in the
+// same folder, named <name>.tmp.<pid>.<random>, which is fsynced, renamed
+// over `path` and then the folder is fsynced. A reader (or the run after a
+// kill -9 or power cut) sees the old file or the whole new one, never a part.
+// `pieces` are written one after the other (e.g. header, payload, trailer).
+// With IfExists::Keep an existing `path` is left alone (no race: link(2),
+// not rename) and false is returned; otherwise true. Throws accel::RunError
+// naming `path`; the temp file never survives a failure.
+enum class IfExists { Replace, Keep };
+bool write_bytes_atomic(const std::filesystem::path& path,
+                        const std::vector<std::string_view>& pieces,
+                        IfExists if_exists = IfExists::Replace);
 void write_file_atomic(const std::filesystem::path& path, const std::string& content);
 void write_json_atomic(const std::filesystem::path& path, const nlohmann::json& doc);
+
+// Deletes temp files left by killed writers under `dir` (and its
+// subfolders): names <name>.tmp.<pid>[.<hex>] (also the checkpoint writer's
+// ".<name>.tmp.<pid>.<n>") whose pid is not a live process. Files of live
+// writers, of this process and anything else are kept. Returns what it
+// removed; a missing `dir` is not an error. Pids are per host: do not call
+// it on a folder that processes on other hosts write into at the same time.
+std::vector<std::filesystem::path> remove_stale_temp_files(const std::filesystem::path& dir);
 
 }  // namespace accel::metrics
