@@ -15,9 +15,9 @@
 namespace {
 
 void BM_TrainStep(benchmark::State& state, const std::string& precision, int batch) {
-  accel::train::FabricOptions options;
-  options.precision = precision;
-  accel::train::Fabric fabric(options);
+  accel::config::RuntimeConfig runtime;
+  runtime.precision = precision;
+  accel::train::Fabric fabric(runtime);
   fabric.launch();
   fabric.seed_everything(0);
   auto spec = accel::models::vit_preset("vit_tiny_fmnist");

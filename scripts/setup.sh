@@ -6,6 +6,7 @@ PKGS=(
   build-essential cmake ninja-build pkg-config
   libtorch-dev libgloo-dev libcli11-dev nlohmann-json3-dev doctest-dev
   libbenchmark-dev zlib1g-dev
+  iproute2
   dataset-fashion-mnist libopenblas0-openmp gnuplot-nox
 )
 

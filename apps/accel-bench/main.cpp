@@ -1,6 +1,7 @@
 // accel-bench: the command line. Parses arguments, dispatches to the library,
 // and maps exceptions to one-line messages and exit codes:
-//   0 ok, 2 usage/config/input errors (nothing written), 1 run failures.
+//   0 ok, 2 usage/config/input errors (ConfigError, DataError: nothing
+//   written), 1 run failures.
 #include <unistd.h>
 
 #include <cstdio>
@@ -22,6 +23,7 @@
 #include "accel/report/report.h"
 #include "accel/report/sweep.h"
 #include "accel/report/summary.h"
+#include "accel/dist/launcher.h"
 #include "accel/train/trainer.h"
 #include "accel/util/errors.h"
 #include "accel/util/torch_compat.h"
@@ -45,21 +47,56 @@ std::filesystem::path default_out_dir(const accel::config::RunConfig& cfg,
   return std::filesystem::path("runs") / name;
 }
 
-int cmd_run(const RunArgs& a) {
+// Several ranks and no launcher around us: start them here, as Fabric's
+// launcher does (each re-runs this command line and joins as its rank).
+int launch_ranks(const accel::config::RunConfig& cfg, int argc, char** argv) {
+  const auto& rt = cfg.runtime;
+  if (rt.num_nodes > 1) {
+    throw accel::ConfigError(
+        "runtime.num_nodes: " + std::to_string(rt.num_nodes) +
+        " nodes need one launcher per node that sets RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT "
+        "(torchrun --nnodes N --nproc-per-node " + std::to_string(rt.devices) +
+        " accel-bench run ..., or srun); this process found none");
+  }
+  accel::dist::LaunchOptions o;
+  o.nprocs = rt.devices;
+  o.argv.assign(argv, argv + argc);
+  o.argv[0] = "/proc/self/exe";
+  if (!rt.master_addr.empty()) o.master_addr = rt.master_addr;
+  o.master_port = rt.master_port;
+  o.grace = std::chrono::seconds(std::min(rt.timeout_s, 30));
+  o.log = &std::cerr;
+  const auto outcome = accel::dist::launch_local(o);
+  if (outcome.exit_code == 0) return 0;
+  std::cerr << "accel-bench: " << outcome.message << "\n";
+  // A rank's own code (2 input error, 3 interrupted, 1 failed); a signal -> 1.
+  return outcome.exit_code <= 3 ? outcome.exit_code : 1;
+}
+
+int cmd_run(const RunArgs& a, int argc, char** argv) {
   const auto resolved = accel::config::load_config(a.config, a.sets);
   const auto cfg = accel::config::to_run_config(resolved);
   accel::train::RunOptions opts;
   opts.out_dir = a.out.empty() ? default_out_dir(cfg, a.config) : std::filesystem::path(a.out);
   opts.dry_run = a.dry_run;
   opts.overwrite = a.force;
-  opts.resume = a.resume;
   opts.log = a.quiet ? nullptr : &std::cout;
-  for (const char* kept : {"result.json", "checkpoint.ckpt"}) {
-    if (!a.dry_run && !a.force && std::filesystem::exists(opts.out_dir / kept)) {
-      throw accel::ConfigError("--out " + opts.out_dir.string() + ": already holds a " + kept +
-                               "; choose another --out or pass --force to replace it");
+  if (a.resume == "auto") {
+    opts.resume = accel::train::find_resume_checkpoint(opts.out_dir);
+    if (opts.resume.empty() && std::cout.good() && !a.quiet) {
+      std::cout << "== --resume auto: no valid checkpoint in " << opts.out_dir.string()
+                << "; starting from the beginning\n";
     }
+  } else {
+    opts.resume = a.resume;
   }
+  const bool ranked = accel::dist::launch_env_from_environment().present();
+  if (cfg.runtime.world_size() > 1 && !ranked) {
+    accel::train::check_runnable(cfg);  // errors once, before any rank starts
+    if (!a.dry_run) accel::train::check_out_dir(opts);
+    return launch_ranks(cfg, argc, argv);
+  }
+  accel::train::install_stop_handlers();
   accel::train::run(cfg, resolved, opts);
   return 0;
 }
@@ -102,6 +139,17 @@ int cmd_presets() {
   return 0;
 }
 
+// "accel-bench: error: ", naming the rank inside a multi-rank job (every
+// rank may report its own failure; rank 0 alone prints progress).
+std::string error_prefix() {
+  const char* rank = std::getenv("RANK");
+  const char* world = std::getenv("WORLD_SIZE");
+  if (rank && world && std::string(world) != "1") {
+    return std::string("accel-bench: rank ") + rank + ": error: ";
+  }
+  return "accel-bench: error: ";
+}
+
 // libgomp reads OMP_WAIT_POLICY once, when it is loaded, so it cannot be set
 // from main(): re-exec once with it set. Spinning OpenMP workers (the default)
 // collapse when anything else runs on the cores: a 2-thread ViT step of the
@@ -115,6 +163,8 @@ void ensure_passive_omp_wait(char** argv) {
 
 int cmd_compare_losses(const std::string& a, const std::string& b, double tolerance,
                        size_t first) {
+  if (!(tolerance >= 0))  // also NaN, with which every comparison would pass
+    throw accel::ConfigError("--tolerance: must be a number >= 0, got " + std::to_string(tolerance));
   auto ta = accel::report::read_loss_trace(a);
   auto tb = accel::report::read_loss_trace(b);
   for (auto* t : {&ta, &tb}) {
@@ -253,7 +303,7 @@ int main(int argc, char** argv) {
   run->add_option("-s,--set", run_args.sets, "Override a field: section.key=value (repeatable)");
   run->add_option("-o,--out", run_args.out, "Output folder (default: runs/<name>)");
   run->add_option("--resume", run_args.resume,
-                  "Continue the run saved in this checkpoint (same model/data/optim config)");
+                  "Continue from this checkpoint (same model/data/optim config), or \"auto\": the newest valid one in --out");
   run->add_flag("--force", run_args.force, "Replace an existing result or checkpoint in --out");
   run->add_flag("--dry-run", run_args.dry_run,
                 "Validate, load data, build the model and print the banner; train nothing");
@@ -294,7 +344,7 @@ int main(int argc, char** argv) {
   }
 
   try {
-    if (run->parsed()) return cmd_run(run_args);
+    if (run->parsed()) return cmd_run(run_args, argc, argv);
     if (config->parsed()) return cmd_config(explain, check, check_sets);
     if (presets->parsed()) return cmd_presets();
     if (summary->parsed()) {
@@ -304,10 +354,16 @@ int main(int argc, char** argv) {
     if (compare_losses->parsed()) return cmd_compare_losses(loss_a, loss_b, tolerance, first_steps);
     if (const int rc = dispatch_ladder_commands(app, ladder_args); rc >= 0) return rc;
   } catch (const accel::ConfigError& e) {
-    std::cerr << "accel-bench: error: " << e.what() << "\n";
+    std::cerr << error_prefix() << e.what() << "\n";
     return 2;
+  } catch (const accel::DataError& e) {  // a corrupt input file: an input error like the above
+    std::cerr << error_prefix() << e.what() << "\n";
+    return 2;
+  } catch (const accel::Interrupted& e) {  // a graceful stop on request: resumable
+    std::cerr << error_prefix() << e.what() << " (resume with --resume auto)\n";
+    return accel::kInterruptedExitCode;
   } catch (const std::exception& e) {
-    std::cerr << "accel-bench: error: " << e.what() << "\n";
+    std::cerr << error_prefix() << e.what() << "\n";
     return 1;
   }
   return 2;

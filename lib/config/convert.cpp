@@ -55,6 +55,9 @@ OptimConfig optim_of(const json& o) {
   c.beta1 = o["beta1"].get<double>();
   c.beta2 = o["beta2"].get<double>();
   c.eps = o["eps"].get<double>();
+  c.scheduler = o["scheduler"].get<std::string>();
+  c.warmup_steps = o["warmup_steps"].get<int64_t>();
+  c.min_lr = o["min_lr"].get<double>();
   return c;
 }
 
@@ -73,6 +76,7 @@ TrainConfig train_of(const json& t) {
   c.max_steps = t["max_steps"].get<int64_t>();
   c.checkpoint_every = t["checkpoint_every"].get<int64_t>();
   c.save_checkpoint = t["save_checkpoint"].get<bool>();
+  c.accumulate = t["accumulate"].get<int>();
   return c;
 }
 
@@ -84,6 +88,13 @@ RuntimeConfig runtime_of(const json& r) {
   c.strategy = r["strategy"].get<std::string>();
   c.precision = r["precision"].get<std::string>();
   c.threads = r["threads"].get<int>();
+  c.backend = r["backend"].get<std::string>();
+  c.timeout_s = r["timeout_s"].get<int>();
+  c.master_addr = r["master_addr"].get<std::string>();
+  c.master_port = r["master_port"].get<int>();
+  c.bucket_mb = r["bucket_mb"].get<double>();
+  c.fsdp_sharding = r["fsdp_sharding"].get<std::string>();
+  c.fsdp_prefetch = r["fsdp_prefetch"].get<bool>();
   return c;
 }
 

@@ -86,6 +86,13 @@ std::vector<Field> build_table() {
       d("optim.beta1", 0.9, "Adam beta1").at_least(0).below(1),
       d("optim.beta2", 0.999, "Adam beta2").at_least(0).below(1),
       d("optim.eps", 1e-8, "Adam epsilon").above(0),
+      s("optim.scheduler", "none",
+        "learning-rate schedule over the run's optimizer steps: none = constant; cosine = "
+        "linear warm-up then cosine decay to optim.min_lr (the article's rung 07)")
+          .one_of({"none", "cosine"}),
+      i("optim.warmup_steps", 0, "cosine: optimizer steps of linear warm-up from 0 to optim.lr")
+          .at_least(0).kind(IntKind::I64),
+      d("optim.min_lr", 0.0, "cosine: learning rate at the last step").at_least(0),
 
       i("train.epochs", 10, "passes over the training set").at_least(1),
       i("train.batch_size", 16, "training batch size per device").at_least(1),
@@ -107,12 +114,34 @@ std::vector<Field> build_table() {
       i("train.checkpoint_every", 0, "save a checkpoint every N steps; 0 = only the final one")
           .at_least(0).kind(IntKind::I64),
       b("train.save_checkpoint", true, "save OUT/checkpoint.ckpt at the end of the run"),
+      i("train.accumulate", 1,
+        "gradient accumulation: batches per optimizer step (ddp/fsdp reduce only on the last, "
+        "as Fabric's no_backward_sync)").at_least(1),
 
       s("runtime.accelerator", "cpu", "device type; auto = cuda when this build has the GPU path and a GPU, else cpu").one_of({"cpu", "cuda", "auto"}),
-      i("runtime.devices", 1, "devices per node").at_least(1),
-      i("runtime.num_nodes", 1, "nodes").at_least(1),
-      s("runtime.strategy", "auto", "parallel strategy")
+      i("runtime.devices", 1, "devices (ranks) per node; above 1, `accel-bench run` starts one "
+        "process per device").at_least(1).at_most(1024),
+      i("runtime.num_nodes", 1, "nodes; above 1, start each node's ranks with torchrun or srun "
+        "(their RANK/WORLD_SIZE/MASTER_ADDR variables are read)").at_least(1).at_most(4096),
+      s("runtime.strategy", "auto", "parallel strategy; auto = single on one rank, ddp on several")
           .one_of({"auto", "single", "ddp", "fsdp"}),
+      s("runtime.backend", "auto", "process-group backend; auto = nccl on cuda, gloo on cpu")
+          .one_of({"auto", "gloo", "nccl"}),
+      i("runtime.timeout_s", 180,
+        "seconds a rank waits for the others (rendezvous, any collective) before failing")
+          .at_least(1).at_most(86400),
+      s("runtime.master_addr", "",
+        "rank 0's address; \"\" = MASTER_ADDR from the environment, else 127.0.0.1"),
+      i("runtime.master_port", 0,
+        "rank 0's store port; 0 = MASTER_PORT from the environment, else a free port")
+          .at_least(0).at_most(65535),
+      d("runtime.bucket_mb", 25.0, "ddp: gradient bucket size in MiB (PyTorch's default 25)")
+          .above(0),
+      s("runtime.fsdp_sharding", "FULL_SHARD",
+        "fsdp: FULL_SHARD = ZeRO-3 (params, grads, optimizer state); SHARD_GRAD_OP = ZeRO-2 "
+        "(params kept gathered from forward to backward); NO_SHARD = DDP-like")
+          .one_of({"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD"}),
+      b("runtime.fsdp_prefetch", true, "fsdp: all-gather the next unit while this one computes"),
       s("runtime.precision", "32-true", "numeric precision (Lightning names)")
           .one_of({"32-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true", "64-true"})
           .alias("16", "16-mixed").alias("bf16", "bf16-mixed")

@@ -128,6 +128,7 @@ Batch Loader::make_batch(int64_t b) const {
   Batch batch;
   batch.x = transform_images(set_->images.index_select(0, idx), *set_, opts_.resize, opts_.normalize);
   batch.y = set_->labels.index_select(0, idx);
+  batch.valid = std::clamp<int64_t>(real_ - begin, 0, end - begin);
   return batch;
 }
 
@@ -147,6 +148,10 @@ void Loader::start_epoch(int epoch, int64_t skip_batches) {
   stop();
   order_ = epoch_indices(set_->size(), opts_.shuffle, opts_.seed, epoch, opts_.rank,
                          opts_.world_size);
+  // Rank r holds global positions r, r + W, ...; those at or past n wrap
+  // around (padding), and they come last in the rank's order.
+  const int64_t n = set_->size();
+  real_ = n > opts_.rank ? (n - opts_.rank + opts_.world_size - 1) / opts_.world_size : 0;
   epoch_ = epoch;
   next_batch_ = std::clamp<int64_t>(skip_batches, 0, num_batches());
   produced_ = 0;

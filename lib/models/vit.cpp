@@ -216,11 +216,50 @@ void VisionTransformerImpl::replace_head(int num_classes) {
 
 torch::Tensor VisionTransformerImpl::forward(const torch::Tensor& x) {
   const auto B = x.size(0);
-  // [B,C,H,W] -> [B,D,H/p,W/p] -> [B,P,D]
+  // Unit 0, the stem: [B,C,H,W] -> [B,D,H/p,W/p] -> [B,P,D], class token,
+  // position embedding (EncoderImpl::forward's first lines, inlined so the
+  // stem's parameters form one unit).
+  unit_begin(0, x);
   auto tokens = conv_proj->forward(x).flatten(2).transpose(1, 2);
   tokens = torch::cat({class_token.expand({B, -1, -1}), tokens}, 1);
-  auto encoded = encoder->forward(tokens);
-  return head->forward(encoded.select(1, 0));
+  tokens = tokens + encoder->pos_embedding;
+  tokens = F::dropout(tokens, F::DropoutFuncOptions().p(spec_.dropout).training(is_training()));
+  tokens = unit_end(0, tokens);
+  int unit = 1;
+  for (auto& block : encoder->blocks) {
+    unit_begin(unit, tokens);
+    tokens = unit_end(unit, block->forward(tokens));
+    ++unit;
+  }
+  unit_begin(unit, tokens);
+  auto logits = head->forward(encoder->ln->forward(tokens).select(1, 0));
+  return unit_end(unit, logits);
+}
+
+std::vector<dist::WrapUnit> VisionTransformerImpl::wrap_units() {
+  std::vector<dist::WrapUnit> units;
+  units.push_back({"stem",
+                   {{"conv_proj.weight", conv_proj->weight},
+                    {"conv_proj.bias", conv_proj->bias},
+                    {"class_token", class_token},
+                    {"encoder.pos_embedding", encoder->pos_embedding}}});
+  for (size_t i = 0; i < encoder->blocks.size(); ++i) {
+    const std::string prefix = "encoder.layers.encoder_layer_" + std::to_string(i) + ".";
+    dist::WrapUnit u{"encoder_layer_" + std::to_string(i), {}};
+    for (const auto& kv : encoder->blocks[i]->named_parameters()) {
+      u.params.emplace_back(prefix + kv.key(), kv.value());
+    }
+    units.push_back(std::move(u));
+  }
+  dist::WrapUnit head_unit{"head", {}};
+  for (const auto& kv : encoder->ln->named_parameters()) {
+    head_unit.params.emplace_back("encoder.ln." + kv.key(), kv.value());
+  }
+  for (const auto& kv : head->named_parameters()) {
+    head_unit.params.emplace_back("heads.head." + kv.key(), kv.value());
+  }
+  units.push_back(std::move(head_unit));
+  return units;
 }
 
 int64_t count_parameters(const torch::nn::Module& module) {

@@ -1,34 +1,46 @@
 #include "accel/train/fabric.h"
 
+#include "accel/dist/launcher.h"
 #include "accel/metrics/metrics.h"
 #include "accel/util/errors.h"
 
 namespace accel::train {
 
-torch::Device resolve_device(const std::string& accelerator) {
-  if (accelerator == "cpu" || accelerator == "auto") return torch::Device(torch::kCPU);
+torch::Device resolve_device(const std::string& accelerator, int local_rank) {
+  if (accelerator == "cpu") return torch::Device(torch::kCPU);
+  const bool cuda = torch::cuda::is_available();
+  if (accelerator == "auto") {
+    return cuda ? torch::Device(torch::kCUDA, int8_t(local_rank % int(torch::cuda::device_count())))
+                : torch::Device(torch::kCPU);
+  }
   if (accelerator == "cuda") {
-    // The CUDA path (device placement, NCCL, CUDA memory stats) is its own
-    // issue; until it lands a cuda request must not silently train on CPU.
-    throw ConfigError(std::string("runtime.accelerator: \"cuda\" is not in this build yet") +
-                      (torch::cuda::is_available() ? "" : " (and this LibTorch sees no CUDA device)") +
-                      "; use \"cpu\" or \"auto\"");
+    if (!cuda) {
+      throw ConfigError("runtime.accelerator: \"cuda\" but this LibTorch sees no CUDA device "
+                        "(a CPU-only build, or no GPU visible); use \"cpu\" or \"auto\"");
+    }
+    const int n = int(torch::cuda::device_count());
+    if (local_rank >= n) {
+      throw ConfigError("runtime.devices: local rank " + std::to_string(local_rank) +
+                        " needs cuda:" + std::to_string(local_rank) + " but only " +
+                        std::to_string(n) + " GPU(s) are visible");
+    }
+    return torch::Device(torch::kCUDA, int8_t(local_rank));
   }
   throw ConfigError("runtime.accelerator: unknown accelerator \"" + accelerator + "\"");
 }
 
-namespace {
-
-std::unique_ptr<dist::Strategy> make_strategy(const FabricOptions& o) {
-  if (o.devices != 1 || o.num_nodes != 1 || o.strategy == "ddp" || o.strategy == "fsdp") {
-    throw ConfigError("runtime.strategy: \"" + o.strategy + "\" on " +
-                      std::to_string(o.devices) + " device(s) x " + std::to_string(o.num_nodes) +
-                      " node(s) is not in this build yet; use one device with \"auto\"/\"single\"");
+std::string resolve_backend(const config::RuntimeConfig& rt, const torch::Device& device) {
+  std::string b = rt.backend;
+  if (b == "auto") b = device.is_cuda() && dist::backend_available("nccl") ? "nccl" : "gloo";
+  if (!dist::backend_available(b)) {
+    throw ConfigError("runtime.backend: \"" + b + "\" is not in this build (LibTorch " +
+                      "without the NCCL process group); use \"gloo\" or \"auto\"");
   }
-  return std::make_unique<dist::SingleDeviceStrategy>(resolve_device(o.accelerator));
+  if (b == "nccl" && !device.is_cuda()) {
+    throw ConfigError("runtime.backend: \"nccl\" needs runtime.accelerator \"cuda\"");
+  }
+  return b;
 }
-
-}  // namespace
 
 // ---------------------------------------------------------------------------
 
@@ -37,14 +49,13 @@ torch::Tensor FabricModule::forward(const torch::Tensor& x) {
   auto input = precision::cast_input(policy, fabric_->to_device(x));
   torch::Tensor out;
   {
-    precision::AutocastGuard autocast(policy, fabric_->device().type());
-    out = module_->forward(input);
+    const auto autocast = fabric_->autocast();
+    out = forward_(input);
   }
   return precision::cast_output(policy, out);
 }
 
 bool FabricOptimizer::step() {
-  fabric_->strategy().before_optimizer_step(*fabric_->strategy_module());
   auto& scaler = fabric_->scaler();
   if (!scaler.enabled()) {
     inner_->step();
@@ -55,34 +66,98 @@ bool FabricOptimizer::step() {
   return stepped;
 }
 
-// ---------------------------------------------------------------------------
-
-Fabric::Fabric(FabricOptions options, std::ostream* log)
-    : options_(std::move(options)),
-      log_(log),
-      policy_(precision::make_policy(options_.precision)),
-      scaler_(policy_.use_grad_scaler),
-      strategy_(make_strategy(options_)) {
-  precision::check_supported(policy_, strategy_->device().type());
+std::vector<torch::Tensor> FabricOptimizer::params() const {
+  std::vector<torch::Tensor> out;
+  for (const auto& g : inner_->param_groups()) {
+    for (const auto& p : g.params()) out.push_back(p);
+  }
+  return out;
 }
 
-void Fabric::launch() {
-  threads_ = options_.threads > 0
-                 ? options_.threads
-                 : metrics::default_threads(options_.devices);
+// ---------------------------------------------------------------------------
+
+Fabric::Fabric(config::RuntimeConfig runtime, std::ostream* log)
+    : runtime_(std::move(runtime)),
+      log_(log),
+      policy_(precision::make_policy(runtime_.precision)),
+      scaler_(policy_.use_grad_scaler) {
+  // The device type is known before launch (the index comes with the rank).
+  precision::check_supported(policy_, resolve_device(runtime_.accelerator).type());
+}
+
+Fabric::~Fabric() = default;
+
+const dist::DistContext& Fabric::context() const { return ctx_; }
+
+dist::Strategy& Fabric::strategy() {
+  if (!strategy_) throw RunError("Fabric: call launch() first");
+  return *strategy_;
+}
+
+void Fabric::launch(const std::string& config_hash) {
+  const auto env = dist::launch_env_from_environment();
+  const int want = runtime_.world_size();
+  if (env.present()) {
+    if (env.world_size != want) {
+      throw ConfigError("runtime.devices x runtime.num_nodes is " + std::to_string(want) +
+                        " but the launcher (" + env.source + ") started WORLD_SIZE=" +
+                        std::to_string(env.world_size) + " ranks");
+    }
+    ctx_.rank = env.rank;
+    ctx_.local_rank = env.local_rank;
+    ctx_.world_size = env.world_size;
+    ctx_.local_world_size = env.local_world_size;
+    ctx_.node_rank = env.node_rank;
+    ctx_.num_nodes = env.num_nodes;
+  } else if (want > 1) {
+    throw ConfigError("runtime.devices x runtime.num_nodes asks for " + std::to_string(want) +
+                      " ranks but this process was started as one: run it through "
+                      "`accel-bench run` (it starts the local ranks) or torchrun/srun");
+  }
+  ctx_.device = resolve_device(runtime_.accelerator, ctx_.local_rank);
+  threads_ = runtime_.threads > 0 ? runtime_.threads
+                                  : metrics::default_threads(ctx_.local_world_size);
   at::set_num_threads(threads_);
+  if (ctx_.world_size > 1) {
+    dist::CommOptions o;
+    o.backend = resolve_backend(runtime_, ctx_.device);
+    o.master_addr = !runtime_.master_addr.empty() ? runtime_.master_addr : env.master_addr;
+    o.master_port = runtime_.master_port > 0 ? runtime_.master_port : env.master_port;
+    o.rank = ctx_.rank;
+    o.world_size = ctx_.world_size;
+    o.timeout = std::chrono::seconds(runtime_.timeout_s);
+    o.device = ctx_.device;
+    ctx_.comm = dist::connect(o);
+    const auto hashes = ctx_.comm->all_gather_strings(config_hash);
+    for (int r = 1; r < ctx_.world_size; ++r) {
+      if (hashes[size_t(r)] != hashes[0]) {
+        throw ConfigError("rank " + std::to_string(r) +
+                          " runs another resolved config than rank 0 (hash " + hashes[size_t(r)] +
+                          " vs " + hashes[0] + "): every rank must get the same config and --set");
+      }
+    }
+    scaler_.reduce_found_inf = [this](torch::Tensor& flag) {
+      strategy_->all_reduce(flag, dist::ReduceOp::Max);
+    };
+  }
+  dist::StrategyOptions so;
+  so.name = runtime_.strategy;
+  so.bucket_mb = runtime_.bucket_mb;
+  so.fsdp_sharding = runtime_.fsdp_sharding;
+  so.fsdp_prefetch = runtime_.fsdp_prefetch;
+  so.comm_dtype = policy_.autocast ? policy_.autocast_dtype : policy_.param_dtype;
+  strategy_ = dist::make_strategy(so, ctx_);
 }
 
 void Fabric::seed_everything(uint64_t seed) { torch::manual_seed(seed); }
 
-Fabric::Setup Fabric::setup(models::VisionTransformer model,
-                            const OptimizerFactory& make_optimizer) {
-  model->to(device());
-  precision::cast_module(policy_, *model);
-  strategy_->setup_module(*model);
-  module_ = model.ptr();
-  auto optimizer = make_optimizer(model->parameters());
-  return Setup{FabricModule(*this, std::move(model)),
+Fabric::Setup Fabric::setup_module(std::shared_ptr<torch::nn::Module> module,
+                                   FabricModule::Forward forward,
+                                   const dist::OptimizerFactory& make_optimizer) {
+  module->to(device());
+  precision::cast_module(policy_, *module);
+  auto optimizer = strategy().setup(module, make_optimizer);
+  return Setup{FabricModule(*this, std::move(module), std::move(forward)),
                FabricOptimizer(*this, std::move(optimizer))};
 }
 
@@ -97,11 +172,23 @@ torch::Tensor Fabric::to_device(const torch::Tensor& t) const {
   return t.device() == device() ? t : t.to(device(), /*non_blocking=*/true);
 }
 
-void Fabric::backward(const torch::Tensor& loss) { scaler_.scale(loss).backward(); }
+void Fabric::backward(const torch::Tensor& loss) {
+  auto& s = strategy();
+  s.pre_backward();
+  scaler_.scale(loss).backward();
+  s.finish_gradient_sync();
+}
 
-double Fabric::clip_gradients(FabricModule& model, FabricOptimizer& optimizer, double max_norm) {
+Fabric::NoBackwardSync::NoBackwardSync(Fabric& f, bool enabled)
+    : f_(&f), prev_(f.strategy().backward_sync()) {
+  if (enabled) f_->strategy().set_backward_sync(false);
+}
+Fabric::NoBackwardSync::~NoBackwardSync() { f_->strategy().set_backward_sync(prev_); }
+
+double Fabric::clip_gradients(FabricModule& /*model*/, FabricOptimizer& optimizer,
+                              double max_norm) {
   if (scaler_.enabled()) scaler_.unscale_(optimizer.inner());
-  return torch::nn::utils::clip_grad_norm_(model.module()->parameters(), max_norm);
+  return strategy().clip_grad_norm(optimizer.params(), max_norm);
 }
 
 std::unique_ptr<precision::AutocastGuard> Fabric::autocast() const {
@@ -111,27 +198,43 @@ std::unique_ptr<precision::AutocastGuard> Fabric::autocast() const {
 void Fabric::save(const std::filesystem::path& file, FabricModule& model,
                   FabricOptimizer& optimizer, const TrainProgress& progress,
                   const nlohmann::json& config, bool overwrite) {
+  auto& s = strategy();
+  auto full = s.gather_full_state(optimizer.inner());
+  std::exception_ptr error;
   if (is_global_zero()) {
-    save_checkpoint(file, *model.module(), optimizer.inner(), scaler_.state_dict(), progress,
-                    config, overwrite);
+    try {
+      save_checkpoint(file, model.module(), *full.optimizer, scaler_.state_dict(), progress,
+                      config, overwrite);
+    } catch (...) {
+      error = std::current_exception();
+    }
   }
-  barrier();
+  s.release_full_state(full);
+  // Every rank learns whether rank 0's write worked, so none runs on alone.
+  auto failed = torch::full({1}, error ? 1.0f : 0.0f);
+  s.all_reduce(failed, dist::ReduceOp::Max);
+  if (error) std::rethrow_exception(error);
+  if (failed.item<float>() > 0) throw RunError("rank 0 failed to write checkpoint " + file.string());
 }
 
 Checkpoint Fabric::load(const std::filesystem::path& file, FabricModule& model,
                         FabricOptimizer& optimizer) {
   auto ckpt = read_checkpoint(file);
-  restore_for_resume(ckpt, *model.module(), optimizer.inner());
+  auto& s = strategy();
+  auto full = s.gather_full_state(optimizer.inner());
+  restore_for_resume(ckpt, model.module(), *full.optimizer);
+  s.scatter_full_state(full, optimizer.inner());
+  s.release_full_state(full);
   if (scaler_.enabled() && !ckpt.grad_scaler.empty()) scaler_.load_state_dict(ckpt.grad_scaler);
   return ckpt;
 }
 
 torch::Tensor Fabric::all_reduce(torch::Tensor t, dist::ReduceOp op) {
-  strategy_->all_reduce(t, op);
+  strategy().all_reduce(t, op);
   return t;
 }
 
-void Fabric::barrier() { strategy_->barrier(); }
+void Fabric::barrier() { strategy().barrier(); }
 
 void Fabric::print(const std::string& line) const {
   if (log_ && is_global_zero()) *log_ << line << std::endl;

@@ -12,6 +12,7 @@
 #include "accel/metrics/metrics.h"
 #include "accel/precision/precision.h"
 #include "accel/train/fabric.h"
+#include "accel/train/checkpoint.h"
 #include "accel/util/errors.h"
 
 namespace accel::train {
@@ -88,11 +89,6 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(
   throw ConfigError("optim.name: unknown optimizer \"" + o.name + "\"");
 }
 
-int resolve_threads(const config::RuntimeConfig& runtime, int local_ranks) {
-  if (runtime.threads > 0) return runtime.threads;
-  return metrics::default_threads(local_ranks);
-}
-
 void check_runnable(const config::RunConfig& cfg, bool check_environment) {
   if (cfg.model.preset != "custom") models::vit_preset(cfg.model.preset);
   const auto& rt = cfg.runtime;
@@ -107,40 +103,77 @@ void check_runnable(const config::RunConfig& cfg, bool check_environment) {
   if (cfg.train.loop == "plain" && cfg.train.grad_clip > 0) {
     throw ConfigError("train.grad_clip: gradient clipping needs train.loop \"fabric\"");
   }
+  const int world = rt.world_size();
+  if (cfg.train.loop == "plain" && (world > 1 || rt.strategy == "ddp" || rt.strategy == "fsdp")) {
+    throw ConfigError("runtime.strategy: \"" + rt.strategy + "\" on " + std::to_string(world) +
+                      " rank(s) needs train.loop \"fabric\" (the plain loop is the article's "
+                      "one-device script)");
+  }
+  if (rt.strategy == "single" && world > 1) {
+    throw ConfigError("runtime.strategy: \"single\" runs one process, but runtime.devices x "
+                      "runtime.num_nodes is " + std::to_string(world) + "; use \"ddp\" or \"fsdp\"");
+  }
+  const int k = cfg.train.accumulate;
+  if (k > 1 && cfg.train.checkpoint_every % k != 0) {
+    throw ConfigError("train.checkpoint_every: " + std::to_string(cfg.train.checkpoint_every) +
+                      " must be a multiple of train.accumulate " + std::to_string(k) +
+                      " (a checkpoint cannot hold half-accumulated gradients)");
+  }
+  if (k > 1 && cfg.train.max_steps % k != 0) {
+    throw ConfigError("train.max_steps: " + std::to_string(cfg.train.max_steps) +
+                      " must be a multiple of train.accumulate " + std::to_string(k));
+  }
   if (!check_environment) return;
   const auto device = resolve_device(rt.accelerator);
-  if (rt.devices != 1 || rt.num_nodes != 1 || rt.strategy == "ddp" || rt.strategy == "fsdp") {
-    throw ConfigError("runtime.strategy: \"" + rt.strategy + "\" on " +
-                      std::to_string(rt.devices) + " device(s) x " +
-                      std::to_string(rt.num_nodes) +
-                      " node(s) is not in this build yet; use one device with \"auto\"");
-  }
   precision::check_supported(precision::make_policy(rt.precision), device.type());
+  if (world > 1) resolve_backend(rt, device);
   if (cfg.model.init != "random" && !std::filesystem::is_regular_file(cfg.model.init_path)) {
     throw ConfigError("model.init_path: no such file: " + cfg.model.init_path);
   }
   data::check_data_files(cfg.data);
 }
 
+namespace {
+
+// Leaf paths (a.b.c) under `ptr` where the two documents differ.
+void diff_paths(const nlohmann::json& a, const nlohmann::json& b, const std::string& path,
+                std::vector<std::string>& out) {
+  if (a.is_object() && b.is_object()) {
+    std::vector<std::string> keys;
+    for (const auto& kv : a.items()) keys.push_back(kv.key());
+    for (const auto& kv : b.items())
+      if (!a.contains(kv.key())) keys.push_back(kv.key());
+    for (const auto& k : keys) {
+      const auto none = nlohmann::json();
+      diff_paths(a.contains(k) ? a.at(k) : none, b.contains(k) ? b.at(k) : none,
+                 path.empty() ? k : path + "." + k, out);
+    }
+    return;
+  }
+  if (a != b) out.push_back(path + " (" + a.dump() + " in the checkpoint, " + b.dump() + " now)");
+}
+
+}  // namespace
+
 std::vector<std::string> resume_incompatibilities(const nlohmann::json& saved,
                                                   const nlohmann::json& current) {
-  // What decides the trajectory; epochs, limits, logging and threads may change.
-  static const char* kMustMatch[] = {
-      "/model",           "/data",          "/optim",          "/train/seed",
-      "/train/batch_size", "/train/loop",   "/train/grad_clip", "/runtime/precision",
-      "/runtime/devices", "/runtime/num_nodes", "/runtime/strategy"};
+  // What decides the trajectory; epochs, limits, logging, threads, and the
+  // rank layout and strategy (checkpoints hold the full single-device state)
+  // may change.
+  static const char* kMustMatch[] = {"/model",      "/data",           "/optim",
+                                     "/train/seed", "/train/batch_size", "/train/loop",
+                                     "/train/grad_clip", "/train/accumulate",
+                                     "/runtime/precision"};
   std::vector<std::string> differ;
   for (const char* ptr : kMustMatch) {
     const nlohmann::json::json_pointer p(ptr);
-    const bool a = saved.contains(p), b = current.contains(p);
-    if (a != b || (a && saved.at(p) != current.at(p))) {
-      std::string path = std::string(ptr).substr(1);
-      std::replace(path.begin(), path.end(), '/', '.');
-      differ.push_back(path);
-    }
+    const auto none = nlohmann::json();
+    std::string path = std::string(ptr).substr(1);
+    std::replace(path.begin(), path.end(), '/', '.');
+    diff_paths(saved.contains(p) ? saved.at(p) : none, current.contains(p) ? current.at(p) : none,
+               path, differ);
   }
   return differ;
 }
-
 
 }  // namespace accel::train

@@ -54,12 +54,15 @@ const std::vector<std::string> kAllPaths = {
     "data.dataset", "data.root", "data.classes", "data.train_subset", "data.val_fraction",
     "data.resize", "data.normalize", "data.synthetic_train", "data.synthetic_test",
     "data.prefetch", "optim.name", "optim.lr", "optim.weight_decay", "optim.momentum",
-    "optim.beta1", "optim.beta2", "optim.eps", "train.epochs", "train.batch_size",
+    "optim.beta1", "optim.beta2", "optim.eps", "optim.scheduler", "optim.warmup_steps",
+    "optim.min_lr", "train.epochs", "train.batch_size",
     "train.eval_batch_size", "train.seed", "train.log_every", "train.limit_train_batches",
     "train.limit_eval_batches", "train.warmup_steps", "train.loop", "train.grad_clip",
-    "train.max_steps", "train.checkpoint_every", "train.save_checkpoint",
+    "train.max_steps", "train.checkpoint_every", "train.save_checkpoint", "train.accumulate",
     "runtime.accelerator", "runtime.devices",
-    "runtime.num_nodes", "runtime.strategy", "runtime.precision", "runtime.threads"};
+    "runtime.num_nodes", "runtime.strategy", "runtime.precision", "runtime.threads",
+    "runtime.backend", "runtime.timeout_s", "runtime.master_addr", "runtime.master_port",
+    "runtime.bucket_mb", "runtime.fsdp_sharding", "runtime.fsdp_prefetch"};
 
 const json& at_path(const json& doc, const std::string& path) {
   auto dot = path.find('.');
@@ -228,7 +231,7 @@ TEST_CASE("config: unknown key names the file and the path and lists the valid k
   fs::path file = dir.write("x.json", R"({"train": {"epoch": 3}})");
   std::string msg = config_error([&] { load_config(file); });
   check_message(msg, {file.string() + ": unknown key \"train.epoch\"",
-                      "valid keys in \"train\": batch_size, checkpoint_every, epochs, eval_batch_size",
+                      "valid keys in \"train\": accumulate, batch_size, checkpoint_every, epochs, eval_batch_size",
                       "did you mean \"train.epochs\"?"});
   // The same key in another section is suggested.
   check_message(resolve_error({{"train", {{"lr", 0.1}}}}),
@@ -270,7 +273,7 @@ TEST_CASE("config: out-of-range values are reported with the bound") {
   check_message(resolve_error({{"data", {{"val_fraction", 1.0}}}}),
                 {"data.val_fraction: expected a number in [0, 1), got 1.0"});
   check_message(resolve_error({{"model", {{"dropout", -0.1}}}}), {"model.dropout", "[0, 1)"});
-  check_message(resolve_error({{"runtime", {{"devices", 0}}}}), {"runtime.devices", ">= 1"});
+  check_message(resolve_error({{"runtime", {{"devices", 0}}}}), {"runtime.devices", "in [1, 1024]"});
   check_message(resolve_error({{"runtime", {{"num_nodes", 0}}}}), {"runtime.num_nodes"});
   check_message(resolve_error({{"runtime", {{"threads", -1}}}}), {"runtime.threads", ">= 0"});
   check_message(resolve_error({{"train", {{"log_every", 0}}}}), {"train.log_every"});

@@ -55,6 +55,9 @@ struct OptimConfig {
   double beta1 = 0.9;
   double beta2 = 0.999;
   double eps = 1e-8;
+  std::string scheduler = "none";  // none | cosine
+  int64_t warmup_steps = 0;        // cosine: linear warm-up steps
+  double min_lr = 0.0;             // cosine: final learning rate
 };
 
 struct TrainConfig {
@@ -71,6 +74,7 @@ struct TrainConfig {
   int64_t max_steps = 0;            // 0 = no limit
   int64_t checkpoint_every = 0;     // 0 = final checkpoint only
   bool save_checkpoint = true;
+  int accumulate = 1;               // batches per optimizer step
 };
 
 struct RuntimeConfig {
@@ -80,6 +84,14 @@ struct RuntimeConfig {
   std::string strategy = "auto";     // auto | single | ddp | fsdp
   std::string precision = "32-true"; // Lightning names; aliases resolved
   int threads = 0;                   // 0 = cores available per local rank
+  std::string backend = "auto";      // auto | gloo | nccl
+  int timeout_s = 180;               // rendezvous and collectives
+  std::string master_addr;           // "" = MASTER_ADDR or 127.0.0.1
+  int master_port = 0;               // 0 = MASTER_PORT or a free port
+  double bucket_mb = 25.0;           // ddp
+  std::string fsdp_sharding = "FULL_SHARD";
+  bool fsdp_prefetch = true;
+  int world_size() const { return devices * num_nodes; }
 };
 
 struct RunConfig {

@@ -22,6 +22,10 @@ namespace accel::data {
 struct Batch {
   torch::Tensor x;  // float32 [B, C, H, W]
   torch::Tensor y;  // int64 [B]
+  // The leading rows that are real samples of this rank; the rest pad the
+  // rank's share to the common length (DistributedSampler's wrap-around), so
+  // metrics count every sample once over all ranks.
+  int64_t valid = 0;
 };
 
 struct LoaderOptions {
@@ -72,6 +76,7 @@ class Loader {
   std::shared_ptr<const ImageSet> set_;
   LoaderOptions opts_;
   std::vector<int64_t> order_;
+  int64_t real_ = 0;  // samples of order_ that are not padding (they come first)
   int64_t next_batch_ = 0;
   int epoch_ = -1;  // -1 until start_epoch; next() then starts epoch 0
   // prefetch state

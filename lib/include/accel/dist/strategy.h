@@ -1,46 +1,147 @@
-// The seam for parallel strategies (Lightning's names: single, ddp, fsdp).
-// A strategy owns the device, the rank/world layout and everything that
-// crosses processes: wrapping the model (DDP gradient hooks, FSDP sharding),
-// finishing gradient reduction before the optimizer step, collectives.
-// Today: SingleDeviceStrategy. The distributed issue adds DDP and FSDP on c10d
-// behind this interface without touching the training loop.
+// Parallel strategies (Lightning's names: single, ddp, fsdp). A strategy owns
+// the module once set up: it places and wraps it (DDP gradient hooks, FSDP
+// sharding), says which tensors the optimizer steps (FSDP: the local shards),
+// finishes gradient reduction before clipping and the optimizer step, and
+// turns sharded state into a single-device view for checkpoints, so a
+// checkpoint written by N ranks loads on 1 and on N.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <torch/torch.h>
 
+#include "accel/dist/comm.h"
+
 namespace accel::dist {
 
-enum class ReduceOp { Sum, Mean, Max };
+// Where this process sits: rank layout, its device, and the process group
+// (null for a one-process run).
+struct DistContext {
+  int rank = 0, local_rank = 0, world_size = 1, local_world_size = 1;
+  int node_rank = 0, num_nodes = 1;
+  torch::Device device = torch::kCPU;
+  std::shared_ptr<Comm> comm;  // null when world_size == 1
+  bool is_global_zero() const { return rank == 0; }
+};
+
+// The parts of a model a sharding strategy gathers and frees one at a time
+// (ViT: the patch stem, each encoder block, the final norm + head). The model
+// runs `hooks` around each unit's forward: before(i) must make unit i's
+// parameters usable; after(i, out) may release them and may wrap the unit's
+// output (an autograd node whose backward gathers them again). A model that
+// is not Wrappable is one unit: the whole module.
+struct WrapUnit {
+  std::string name;
+  std::vector<std::pair<std::string, torch::Tensor>> params;  // full names, forward order
+};
+struct UnitHooks {
+  std::function<void(int unit)> before;
+  std::function<torch::Tensor(int unit, torch::Tensor out)> after;
+};
+class Wrappable {
+ public:
+  virtual ~Wrappable() = default;
+  // Units in forward order; together they hold every parameter exactly once.
+  virtual std::vector<WrapUnit> wrap_units() = 0;
+  // Installed by the strategy; nullptr removes them.
+  virtual void set_unit_hooks(const UnitHooks* hooks) = 0;
+};
+
+// Bytes of model state this rank holds (what FSDP divides by N).
+struct StateBytes {
+  int64_t params = 0, grads = 0, optimizer = 0;
+  int64_t total() const { return params + grads + optimizer; }
+};
+
+using OptimizerFactory =
+    std::function<std::unique_ptr<torch::optim::Optimizer>(std::vector<torch::Tensor>)>;
 
 class Strategy {
  public:
+  explicit Strategy(DistContext ctx) : ctx_(std::move(ctx)) {}
   virtual ~Strategy() = default;
   virtual std::string name() const = 0;
-  virtual int global_rank() const { return 0; }
-  virtual int local_rank() const { return 0; }
-  virtual int world_size() const { return 1; }
-  virtual torch::Device device() const = 0;
-  // After the model is on its device and precision: register hooks or shard.
-  virtual void setup_module(torch::nn::Module& /*model*/) {}
-  // Between backward and optimizer step: wait for gradient reduction.
-  virtual void before_optimizer_step(torch::nn::Module& /*model*/) {}
-  // In place; one rank: identity.
-  virtual void all_reduce(torch::Tensor& /*t*/, ReduceOp /*op*/) {}
-  virtual void barrier() {}
+
+  const DistContext& context() const { return ctx_; }
+  int global_rank() const { return ctx_.rank; }
+  int local_rank() const { return ctx_.local_rank; }
+  int world_size() const { return ctx_.world_size; }
+  torch::Device device() const { return ctx_.device; }
+
+  // Takes the model (on its device, in its precision) and returns the
+  // optimizer built over the tensors this rank steps. Called once.
+  virtual std::unique_ptr<torch::optim::Optimizer> setup(std::shared_ptr<torch::nn::Module> model,
+                                                         const OptimizerFactory& make_optimizer) = 0;
+  // Before loss.backward(): arm gradient reduction for this backward
+  // (unless backward sync is off).
+  virtual void pre_backward() {}
+  // After backward, before unscaling, clipping and the optimizer step: wait
+  // until gradients are reduced. Must be called on every rank.
+  virtual void finish_gradient_sync() {}
+  // no_backward_sync (gradient accumulation): while off, backward
+  // accumulates local gradients and reduces nothing.
+  void set_backward_sync(bool on) { backward_sync_ = on; }
+  bool backward_sync() const { return backward_sync_; }
+  // Clips the global gradient norm of `params` (the optimizer's) to max_norm;
+  // returns the norm before clipping (FSDP: over all shards).
+  virtual double clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm);
+
+  // Checkpoints. gather_full_state makes `model` hold the full parameters on
+  // every rank and returns a single-device optimizer equivalent to this
+  // rank's (for single/ddp: `optimizer` itself, not owned). After a
+  // checkpoint was read into them, scatter_full_state copies the full model
+  // and optimizer state back into this rank's own. release_full_state frees
+  // what gather made (FSDP). All ranks call each of them.
+  struct FullState {
+    torch::optim::Optimizer* optimizer = nullptr;
+    std::unique_ptr<torch::optim::Optimizer> owned;
+  };
+  virtual FullState gather_full_state(torch::optim::Optimizer& optimizer);
+  virtual void scatter_full_state(FullState& full, torch::optim::Optimizer& optimizer);
+  virtual void release_full_state(FullState& full);
+
+  // Bytes of parameters, gradients and optimizer state held by this rank.
+  virtual StateBytes state_bytes(const torch::optim::Optimizer& optimizer) const;
+
+  // Collectives over all ranks (identity on one).
+  void all_reduce(torch::Tensor& t, ReduceOp op);
+  void broadcast(torch::Tensor& t, int root);
+  void barrier();
+  Comm* comm() const { return ctx_.comm.get(); }
+
+ protected:
+  std::shared_ptr<torch::nn::Module> module_;
+  DistContext ctx_;
+  bool backward_sync_ = true;
 };
 
-// One process, one device (cpu, or cuda:N once the GPU path lands).
+// One process, one device (cpu or cuda:N).
 class SingleDeviceStrategy : public Strategy {
  public:
-  explicit SingleDeviceStrategy(torch::Device device) : device_(device) {}
+  using Strategy::Strategy;
   std::string name() const override { return "single"; }
-  torch::Device device() const override { return device_; }
-
- private:
-  torch::Device device_;
+  std::unique_ptr<torch::optim::Optimizer> setup(std::shared_ptr<torch::nn::Module> model,
+                                                 const OptimizerFactory& make_optimizer) override;
 };
+
+struct StrategyOptions {
+  std::string name = "auto";            // auto | single | ddp | fsdp
+  double bucket_mb = 25.0;              // ddp: gradient bucket size
+  std::string fsdp_sharding = "FULL_SHARD";  // FULL_SHARD | SHARD_GRAD_OP | NO_SHARD
+  bool fsdp_prefetch = true;            // fsdp: all-gather the next unit ahead
+  // fsdp: dtype of all-gathers and reduce-scatters (bf16 under bf16-mixed);
+  // master shards stay in the parameters' dtype.
+  c10::ScalarType comm_dtype = c10::ScalarType::Float;
+};
+
+// "auto" is single on one rank and ddp on several. Throws ConfigError naming
+// runtime.strategy for a strategy this context cannot run.
+std::unique_ptr<Strategy> make_strategy(const StrategyOptions& options, DistContext ctx);
+
+// Bytes of the tensors an optimizer holds as state (moments, momentum).
+int64_t optimizer_state_bytes(const torch::optim::Optimizer& optimizer);
 
 }  // namespace accel::dist

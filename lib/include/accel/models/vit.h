@@ -10,6 +10,8 @@
 
 #include <torch/torch.h>
 
+#include "accel/dist/strategy.h"  // Wrappable
+
 namespace accel::models {
 
 struct ViTSpec {
@@ -96,7 +98,10 @@ class EncoderImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Encoder);
 
-class VisionTransformerImpl : public torch::nn::Module {
+// Wrap units (for FSDP): 0 = stem (conv_proj, class_token,
+// encoder.pos_embedding), 1..depth = encoder blocks, depth+1 = head
+// (encoder.ln, heads.head).
+class VisionTransformerImpl : public torch::nn::Module, public dist::Wrappable {
  public:
   explicit VisionTransformerImpl(const ViTSpec& spec);
   // x: [B, C, H, W] float -> logits [B, num_classes]
@@ -105,14 +110,26 @@ class VisionTransformerImpl : public torch::nn::Module {
   void replace_head(int num_classes);
   const ViTSpec& spec() const { return spec_; }
 
+  std::vector<dist::WrapUnit> wrap_units() override;
+  void set_unit_hooks(const dist::UnitHooks* hooks) override { hooks_ = hooks; }
+
   torch::nn::Conv2d conv_proj{nullptr};
   torch::Tensor class_token;
   Encoder encoder{nullptr};
   torch::nn::Linear head{nullptr};
 
  private:
+  torch::Tensor unit_begin(int unit, torch::Tensor x) {
+    if (hooks_) hooks_->before(unit);
+    return x;
+  }
+  torch::Tensor unit_end(int unit, torch::Tensor out) {
+    return hooks_ ? hooks_->after(unit, std::move(out)) : out;
+  }
+
   ViTSpec spec_;
   std::shared_ptr<torch::nn::Module> heads_;
+  const dist::UnitHooks* hooks_ = nullptr;
 };
 TORCH_MODULE(VisionTransformer);
 

@@ -1,12 +1,13 @@
 // A small C++ facade shaped like Lightning Fabric: the training loop stays a
-// plain loop and Fabric supplies device placement, precision (autocast,
-// GradScaler, true-precision casts), the parallel strategy, checkpointing and
-// rank-aware printing. The article's 03 script is its 01 script with four
-// lines changed; train::run's fabric loop is the plain loop with the same four.
+// plain loop and Fabric supplies the process context (rank, device, process
+// group), precision (autocast, GradScaler, true-precision casts), the
+// parallel strategy (single, ddp, fsdp), checkpointing and rank-aware
+// printing. The article's 03 script is its 01 script with four lines changed;
+// train::run's loop is the same loop for both, with those four lines.
 //
-//   Fabric fabric({.accelerator = "cpu", .precision = "bf16-mixed"});
-//   fabric.launch();
-//   auto [model, optimizer] = fabric.setup(vit, make_optimizer(...));
+//   Fabric fabric(cfg.runtime, &std::cout);
+//   fabric.launch();                     // joins the ranks the environment names
+//   auto [model, optimizer] = fabric.setup(vit, make_optimizer);
 //   auto loader = fabric.setup_dataloader(train_set, opts);
 //   ... logits = model.forward(x); loss = ...;
 //   optimizer.zero_grad(); fabric.backward(loss); optimizer.step();
@@ -21,44 +22,41 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include "accel/config/run_config.h"
 #include "accel/data/loader.h"
 #include "accel/dist/strategy.h"
-#include "accel/models/vit.h"
 #include "accel/precision/grad_scaler.h"
 #include "accel/precision/precision.h"
 #include "accel/train/checkpoint.h"
 
 namespace accel::train {
 
-struct FabricOptions {
-  std::string accelerator = "cpu";  // cpu | cuda | auto
-  int devices = 1;
-  int num_nodes = 1;
-  std::string strategy = "auto";    // auto | single | ddp | fsdp
-  std::string precision = "32-true";
-  int threads = 0;                  // intra-op threads; 0 = cores per local rank
-};
-
 class Fabric;
 
 // The model as set up by Fabric: forward runs under the precision's autocast,
-// inputs are cast for *-true precisions, outputs come back in float32.
+// inputs are cast for *-true precisions, outputs come back in float32. Works
+// on any torch::nn::Module with a forward(Tensor) -> Tensor.
 class FabricModule {
  public:
-  FabricModule(Fabric& fabric, models::VisionTransformer module)
-      : fabric_(&fabric), module_(std::move(module)) {}
+  using Forward = std::function<torch::Tensor(const torch::Tensor&)>;
+  FabricModule(Fabric& fabric, std::shared_ptr<torch::nn::Module> module, Forward forward)
+      : fabric_(&fabric), module_(std::move(module)), forward_(std::move(forward)) {}
   torch::Tensor forward(const torch::Tensor& x);
-  models::VisionTransformer& module() { return module_; }
+  // The wrapped module (for FSDP, its parameters are views of gathered units).
+  torch::nn::Module& module() { return *module_; }
+  std::shared_ptr<torch::nn::Module> module_ptr() { return module_; }
   void train() { module_->train(); }
   void eval() { module_->eval(); }
 
  private:
   Fabric* fabric_;
-  models::VisionTransformer module_;
+  std::shared_ptr<torch::nn::Module> module_;
+  Forward forward_;
 };
 
-// The optimizer as set up by Fabric: step() goes through the strategy (wait
-// for gradient reduction) and the GradScaler (skip on inf/NaN, update scale).
+// The optimizer as set up by Fabric: step() goes through the GradScaler
+// (skip on inf/NaN, update scale). Built over what the strategy says this
+// rank steps (FSDP: the local shards).
 class FabricOptimizer {
  public:
   FabricOptimizer(Fabric& fabric, std::unique_ptr<torch::optim::Optimizer> inner)
@@ -67,6 +65,7 @@ class FabricOptimizer {
   // Returns false when the GradScaler skipped the step.
   bool step();
   torch::optim::Optimizer& inner() { return *inner_; }
+  std::vector<torch::Tensor> params() const;
 
  private:
   Fabric* fabric_;
@@ -75,44 +74,67 @@ class FabricOptimizer {
 
 class Fabric {
  public:
-  // Validates the options (ConfigError naming the runtime.* field) and checks
-  // the precision is possible on the device before anything runs.
-  explicit Fabric(FabricOptions options, std::ostream* log = nullptr);
+  // Validates the runtime section (ConfigError naming the runtime.* field)
+  // and checks the precision is possible on the device before anything runs.
+  explicit Fabric(config::RuntimeConfig runtime, std::ostream* log = nullptr);
+  ~Fabric();
 
-  // Single process: sets the thread count. (The distributed issue spawns or
-  // joins ranks here.)
-  void launch();
+  // Joins the job: reads the rank layout the environment names (torchrun,
+  // Slurm, accel-bench's launcher; none: one process), sets the threads, and
+  // with several ranks connects the process group (Gloo on cpu, NCCL on cuda)
+  // and checks every rank runs the same config (config_hash; a rank whose
+  // hash differs fails every rank, naming it). Builds the strategy.
+  void launch(const std::string& config_hash = "");
   void seed_everything(uint64_t seed);
 
-  // Moves and casts the model, lets the strategy wrap it, wraps the optimizer.
-  // The optimizer must have been built over `model`'s parameters after any
-  // dtype cast: pass a factory so Fabric can build it at the right moment.
   struct Setup {
     FabricModule model;
     FabricOptimizer optimizer;
   };
-  using OptimizerFactory =
-      std::function<std::unique_ptr<torch::optim::Optimizer>(std::vector<torch::Tensor>)>;
-  Setup setup(models::VisionTransformer model, const OptimizerFactory& make_optimizer);
+  // Moves and casts the model, hands it to the strategy, wraps the optimizer
+  // the strategy builds (through make_optimizer, over the tensors it steps).
+  template <typename ModuleHolder>
+  Setup setup(ModuleHolder model, const dist::OptimizerFactory& make_optimizer) {
+    auto ptr = model.ptr();
+    auto* raw = ptr.get();
+    return setup_module(ptr, [raw](const torch::Tensor& x) { return raw->forward(x); },
+                        make_optimizer);
+  }
+  Setup setup_module(std::shared_ptr<torch::nn::Module> module, FabricModule::Forward forward,
+                     const dist::OptimizerFactory& make_optimizer);
 
   // A loader sharded for this rank (rank, world size), batches on the device.
   std::unique_ptr<data::Loader> setup_dataloader(std::shared_ptr<const data::ImageSet> set,
                                                  data::LoaderOptions options);
   torch::Tensor to_device(const torch::Tensor& t) const;
 
-  // loss -> (scaled) backward.
+  // loss -> (scaled) backward; gradients reduced across ranks on return
+  // (unless inside no_backward_sync).
   void backward(const torch::Tensor& loss);
+  // RAII: while alive, backward() accumulates local gradients only (the
+  // micro-batches of gradient accumulation before the last).
+  class NoBackwardSync {
+   public:
+    NoBackwardSync(Fabric& f, bool enabled);
+    ~NoBackwardSync();
+
+   private:
+    Fabric* f_;
+    bool prev_;
+  };
+  NoBackwardSync no_backward_sync(bool enabled = true) { return NoBackwardSync(*this, enabled); }
   // Unscales (if a GradScaler runs) and clips the global gradient norm;
   // returns the norm before clipping.
   double clip_gradients(FabricModule& model, FabricOptimizer& optimizer, double max_norm);
   // RAII autocast for code outside FabricModule::forward.
   std::unique_ptr<precision::AutocastGuard> autocast() const;
 
-  // Checkpoints: model, optimizer, GradScaler, progress, RNG, config.
+  // Checkpoints: the full (single-device) model and optimizer state, written
+  // by rank 0, readable by any number of ranks and any strategy.
   void save(const std::filesystem::path& file, FabricModule& model, FabricOptimizer& optimizer,
             const TrainProgress& progress, const nlohmann::json& config, bool overwrite);
-  // Restores model, optimizer, GradScaler and RNG from `file`; returns the
-  // checkpoint for its progress and config.
+  // Restores model, optimizer, GradScaler and RNG from `file` on every rank;
+  // returns the checkpoint for its progress and config.
   Checkpoint load(const std::filesystem::path& file, FabricModule& model,
                   FabricOptimizer& optimizer);
 
@@ -121,30 +143,34 @@ class Fabric {
   // Rank 0 prints; other ranks stay silent.
   void print(const std::string& line) const;
 
-  int global_rank() const { return strategy_->global_rank(); }
-  int world_size() const { return strategy_->world_size(); }
+  const dist::DistContext& context() const;
+  int global_rank() const { return context().rank; }
+  int world_size() const { return context().world_size; }
   bool is_global_zero() const { return global_rank() == 0; }
-  torch::Device device() const { return strategy_->device(); }
+  torch::Device device() const { return context().device; }
   int threads() const { return threads_; }
   const precision::Policy& precision() const { return policy_; }
   precision::GradScaler& scaler() { return scaler_; }
-  dist::Strategy& strategy() { return *strategy_; }
-  const FabricOptions& options() const { return options_; }
-  // The module set up last (what the strategy reduces gradients of).
-  torch::nn::Module* strategy_module() const { return module_.get(); }
+  dist::Strategy& strategy();
+  const config::RuntimeConfig& runtime() const { return runtime_; }
 
  private:
-  std::shared_ptr<torch::nn::Module> module_;
-  FabricOptions options_;
+  config::RuntimeConfig runtime_;
   std::ostream* log_;
   precision::Policy policy_;
   precision::GradScaler scaler_;
+  dist::DistContext ctx_;
   std::unique_ptr<dist::Strategy> strategy_;
   int threads_ = 1;
 };
 
-// Which device a runtime section asks for on this build (ConfigError when it
-// cannot be had).
-torch::Device resolve_device(const std::string& accelerator);
+// The device a runtime section asks for on this build, for the given local
+// rank (ConfigError when it cannot be had). "auto" = cuda when this build has
+// the GPU path and a GPU, else cpu.
+torch::Device resolve_device(const std::string& accelerator, int local_rank = 0);
+
+// The process-group backend for a runtime section: runtime.backend, or nccl
+// on cuda and gloo on cpu for "auto" (ConfigError when unavailable).
+std::string resolve_backend(const config::RuntimeConfig& runtime, const torch::Device& device);
 
 }  // namespace accel::train

@@ -17,6 +17,7 @@
 #include "accel/config/run_config.h"
 #include "accel/data/dataset.h"
 #include "accel/models/vit.h"
+#include "accel/train/result.h"
 
 namespace accel::train {
 
@@ -32,10 +33,6 @@ int resolve_image_size(const config::RunConfig& cfg, const models::ViTSpec& spec
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(
     const std::vector<torch::Tensor>& params, const config::OptimConfig& optim);
 
-// Threads for this process: runtime.threads, or the cores available per local
-// rank when 0.
-int resolve_threads(const config::RuntimeConfig& runtime, int local_ranks = 1);
-
 // Checks everything that can be checked before any work: the model preset and
 // the loop/precision pairing, and (check_environment) what depends on this
 // machine and build: accelerator, devices, strategy and precision support, and
@@ -45,22 +42,50 @@ void check_runnable(const config::RunConfig& cfg, bool check_environment = true)
 struct RunOptions {
   std::filesystem::path out_dir;  // result.json, config.json, metrics.csv, checkpoint.ckpt
   bool dry_run = false;           // validate, print the banner, train nothing
-  bool overwrite = false;         // replace checkpoints already in out_dir
+  bool overwrite = false;         // replace results and checkpoints already in out_dir
   std::filesystem::path resume;   // continue the run saved in this checkpoint
   std::ostream* log = nullptr;    // progress lines (rank 0); nullptr = silent
 };
 
+// The never-overwrite rule, checked before any work: out_dir must be a folder
+// (or creatable: its nearest existing ancestor a writable folder), and unless
+// overwrite or resume, hold no result.json, checkpoint.ckpt or
+// checkpoints/step-*.ckpt of an earlier run. Throws ConfigError naming --out.
+void check_out_dir(const RunOptions& opts);
+
+// `--resume auto`: the newest checkpoint in out_dir that reads and verifies
+// (checkpoint.ckpt or checkpoints/step-*.ckpt, the highest step first);
+// empty when there is none.
+std::filesystem::path find_resume_checkpoint(const std::filesystem::path& out_dir);
+
+// The learning rate of optimizer step `step` (0-based) of `total`:
+// optim.lr for scheduler "none"; "cosine": linear warm-up over
+// optim.warmup_steps from lr/warmup, then cosine decay to optim.min_lr.
+double scheduled_lr(const config::OptimConfig& optim, int64_t step, int64_t total);
+// Sets every param group's lr to scheduled_lr (nothing for "none").
+void set_learning_rate(torch::optim::Optimizer& optimizer, const config::OptimConfig& optim,
+                       int64_t step, int64_t total);
+
+// Stop requests (SIGTERM, SIGINT, SIGUSR1) for a graceful stop: the handler
+// sets a flag the loop checks after each step; a second SIGTERM/SIGINT ends
+// the process at once. install_stop_handlers is for the process entry point.
+void install_stop_handlers();
+bool stop_signal_received();
+void request_stop();  // as a signal would (tests)
+
 // The resolved-config paths that must match between a checkpoint and the run
 // resuming it (model, data, optimizer, seed, batch size, loop, precision).
-// Returns the paths that differ; empty when the run may resume.
+// Returns the paths that differ, down to the field (model.dim); empty when
+// the run may resume.
 std::vector<std::string> resume_incompatibilities(const nlohmann::json& saved,
                                                   const nlohmann::json& current);
 
-// Runs one config end to end and writes out_dir/{config.json, metrics.csv,
-// result.json}. Returns the result document. A failure after the outputs
-// folder was created writes result.json with status "failed" and rethrows as
-// RunError.
-nlohmann::json run(const config::RunConfig& cfg, const nlohmann::json& resolved,
-                   const RunOptions& opts);
+// Runs one config end to end on this rank (several ranks: each process calls
+// it; rank 0 writes) and writes out_dir/{config.json, metrics.csv,
+// result.json}. A failure after the outputs folder was created writes
+// result.json with status "failed" and rethrows as RunError; a stop request
+// writes a checkpoint and status "interrupted" and throws Interrupted.
+RunResult run(const config::RunConfig& cfg, const nlohmann::json& resolved,
+              const RunOptions& opts);
 
 }  // namespace accel::train

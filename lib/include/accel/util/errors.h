@@ -1,7 +1,7 @@
 // Exception types carried through the library. Only the CLI turns them into
 // messages and exit codes: ConfigError (bad config, bad command line, missing
-// input files) exits 2; everything else (DataError, RunError, std::exception)
-// exits 1.
+// or malformed input files) and DataError (a corrupt dataset file) exit 2,
+// the "input error" code; everything else (RunError, std::exception) exits 1.
 #pragma once
 
 #include <stdexcept>
@@ -16,7 +16,9 @@ class ConfigError : public std::runtime_error {
 };
 
 // An input data file that exists but cannot be read or is malformed
-// (bad magic, wrong sizes, truncated). The message names the file.
+// (bad magic, wrong sizes, truncated, a gzip stream cut or failing its CRC).
+// The message names the file. Exits 2 like a ConfigError: for the user both
+// are "fix your input", not a failed run.
 class DataError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
@@ -27,5 +29,14 @@ class RunError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+
+// A run stopped on request (SIGTERM, SIGINT, SIGUSR1): it finished its step,
+// wrote a checkpoint and result.json with status "interrupted". The CLI exits
+// with kInterruptedExitCode so a job script can requeue it (`--resume auto`).
+class Interrupted : public RunError {
+ public:
+  using RunError::RunError;
+};
+constexpr int kInterruptedExitCode = 3;
 
 }  // namespace accel

@@ -172,4 +172,60 @@ inline bool cpu_half_kernels() {
 #endif
 }
 
+// ---- c10d (process groups) -----------------------------------------------------
+// Only translation units that define ACCEL_COMPAT_C10D before including this
+// header get these (c10d's headers are heavy; lib/dist/comm.cpp is the user).
+// 1.13: ProcessGroupGloo/NCCL derive from c10d::ProcessGroup. 2.0+: they derive
+// from c10d::Backend, and c10d::ProcessGroup became a dispatching wrapper; the
+// collectives used here (allreduce, broadcast, allgather, _allgather_base,
+// _reduce_scatter_base, barrier) have the same signatures on both.
+// Gloo has no reduce-scatter in 1.13 (ProcessGroupGloo::reduce_scatter throws
+// "ProcessGroupGloo does not support reduce_scatter"); Comm emulates it there
+// with an all-reduce and a slice, and uses NCCL's own where it runs.
+#if defined(ACCEL_COMPAT_C10D) && !defined(ACCEL_COMPAT_C10D_DONE)
+#define ACCEL_COMPAT_C10D_DONE 1
+}  // namespace accel::compat
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#if defined(ACCEL_WITH_NCCL) && ACCEL_WITH_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+namespace accel::compat {
+
+#if ACCEL_TORCH_AT_LEAST(2, 0)
+using CommBackend = c10d::Backend;
+#else
+using CommBackend = c10d::ProcessGroup;
+#endif
+
+inline c10::intrusive_ptr<CommBackend> make_gloo_backend(
+    const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+    std::chrono::milliseconds timeout, const std::string& listen_addr) {
+  auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
+  opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(listen_addr));
+  opts->threads = 2;  // as torch.distributed's default: async work overlaps
+  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, opts);
+}
+
+#if defined(ACCEL_WITH_NCCL) && ACCEL_WITH_NCCL
+constexpr bool kHasNcclProcessGroup = true;
+inline c10::intrusive_ptr<CommBackend> make_nccl_backend(
+    const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+    std::chrono::milliseconds timeout) {
+  auto opts = c10d::ProcessGroupNCCL::Options::create();
+  opts->timeout = timeout;
+  return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, opts);
+}
+#else
+constexpr bool kHasNcclProcessGroup = false;
+inline c10::intrusive_ptr<CommBackend> make_nccl_backend(
+    const c10::intrusive_ptr<c10d::Store>&, int, int, std::chrono::milliseconds) {
+  throw std::runtime_error("this LibTorch has no NCCL process group");
+}
+#endif
+#endif  // ACCEL_COMPAT_C10D
+
 }  // namespace accel::compat

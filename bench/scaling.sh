@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# DDP/FSDP scaling on this machine: images/s of the CPU ladder's preset in
+# bf16-mixed (or PRECISION), 1 rank x 1 thread against 2 ranks x 1 thread,
+# measured back to back (ABAB..., REPEATS rounds) on the same build and data.
+# Scaling efficiency = img/s(2 ranks) / (2 x img/s(1 rank)), from the medians.
+#   bash bench/scaling.sh                 # ddp, bf16-mixed, 3 rounds
+#   STRATEGY=fsdp PRECISION=32-true REPEATS=5 bash bench/scaling.sh
+# Needs an idle machine: other load on the cores shows up as lost scaling.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+EXE=${EXE:-build/accel-bench}
+STRATEGY=${STRATEGY:-ddp}
+PRECISION=${PRECISION:-bf16-mixed}
+REPEATS=${REPEATS:-3}
+BATCHES=${BATCHES:-40}
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+common=(-c configs/ladder/cpu/00-scratch.json --set train.loop=fabric
+        --set runtime.precision="$PRECISION" --set runtime.threads=1
+        --set train.epochs=1 --set train.limit_train_batches="$BATCHES"
+        --set train.limit_eval_batches=1 --set train.warmup_steps=5
+        --set train.save_checkpoint=false -q)
+ips() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['images_per_s'])" "$1"; }
+one=(); two=()
+for r in $(seq 1 "$REPEATS"); do
+  "$EXE" run "${common[@]}" --out "$out/one-$r" >/dev/null
+  one+=("$(ips "$out/one-$r/result.json")")
+  "$EXE" run "${common[@]}" --set runtime.devices=2 --set runtime.strategy="$STRATEGY" \
+    --out "$out/two-$r" >/dev/null
+  two+=("$(ips "$out/two-$r/result.json")")
+  echo "round $r: 1 rank ${one[-1]} img/s | 2 ranks ${two[-1]} img/s"
+done
+python3 - "$STRATEGY" "$PRECISION" "${one[*]}" "${two[*]}" <<'PY'
+import statistics, sys
+strategy, precision, one, two = sys.argv[1], sys.argv[2], sys.argv[3].split(), sys.argv[4].split()
+a, b = statistics.median(map(float, one)), statistics.median(map(float, two))
+print(f"| strategy | precision | 1 rank x 1 thread img/s | 2 ranks x 1 thread img/s | speedup | scaling efficiency |")
+print(f"|---|---|---|---|---|---|")
+print(f"| {strategy} | {precision} | {a:.1f} | {b:.1f} | {b/a:.2f}x | {b/(2*a):.2f} |")
+PY

@@ -1,0 +1,13 @@
+// Factories of the strategies that live in their own files (internal).
+#pragma once
+
+#include <memory>
+
+#include "accel/dist/strategy.h"
+
+namespace accel::dist {
+
+std::unique_ptr<Strategy> make_ddp(const StrategyOptions& options, DistContext ctx);
+std::unique_ptr<Strategy> make_fsdp(const StrategyOptions& options, DistContext ctx);
+
+}  // namespace accel::dist

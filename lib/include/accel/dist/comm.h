@@ -1,0 +1,93 @@
+// The process group of a multi-process run: rendezvous through c10d's
+// TCPStore (hosted by rank 0), then PyTorch's ProcessGroupGloo (CPU) or
+// ProcessGroupNCCL (CUDA, where this LibTorch has it), behind a small
+// tensor-level API. c10d's headers stay inside comm.cpp: they are heavy and
+// differ between LibTorch versions (torch_compat.h, ACCEL_COMPAT_C10D part).
+//
+// Every collective is called by every rank in the same order. A collective
+// that cannot finish within the timeout (a peer died or hangs) throws
+// accel::RunError instead of blocking for Gloo's default 30 minutes.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+namespace accel::dist {
+
+enum class ReduceOp { Sum, Mean, Max, Min };
+
+// An asynchronous collective in flight. wait() blocks until it is done and
+// runs its completion step (e.g. the division of a Mean, the copy of a shard).
+// A default-constructed Handle is done already.
+class Handle {
+ public:
+  struct Impl {
+    virtual ~Impl() = default;
+    virtual void wait() = 0;
+  };
+  Handle() = default;
+  explicit Handle(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+  void wait() {
+    if (impl_) {
+      auto impl = std::move(impl_);
+      impl->wait();
+    }
+  }
+  bool pending() const { return impl_ != nullptr; }
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+struct CommOptions {
+  std::string backend = "gloo";          // gloo | nccl
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;                   // rank 0 listens here (must be given)
+  int rank = 0;
+  int world_size = 1;
+  std::chrono::milliseconds timeout{std::chrono::seconds(180)};
+  torch::Device device = torch::kCPU;    // NCCL: this rank's cuda device
+};
+
+class Comm {
+ public:
+  virtual ~Comm() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string backend() const = 0;
+
+  // In place on every rank. Mean = Sum / size (Gloo has no AVG).
+  virtual Handle all_reduce(torch::Tensor& t, ReduceOp op) = 0;
+  virtual void broadcast(torch::Tensor& t, int root) = 0;
+  // full (contiguous, size() * shard.numel() elements, same dtype) receives
+  // every rank's shard in rank order.
+  virtual Handle all_gather(const torch::Tensor& shard, torch::Tensor& full) = 0;
+  // shard (contiguous, full.numel() / size() elements) receives this rank's
+  // slice of the element-wise reduction of every rank's full. Sum or Mean.
+  // Where the backend has no reduce-scatter (Gloo) it is an all-reduce of
+  // full (which is then overwritten) followed by a slice copy.
+  virtual Handle reduce_scatter(torch::Tensor& full, torch::Tensor& shard, ReduceOp op) = 0;
+  virtual void barrier() = 0;
+  // Every rank's string, in rank order (through the store; small payloads).
+  virtual std::vector<std::string> all_gather_strings(const std::string& mine) = 0;
+  // Whether reduce_scatter is the backend's own collective.
+  virtual bool native_reduce_scatter() const = 0;
+};
+
+// Rendezvous and process group. Rank 0 hosts the TCPStore on
+// master_addr:master_port; every rank registers and waits until all
+// world_size ranks have joined. Throws accel::RunError with what went wrong:
+// "rendezvous at ADDR:PORT: port PORT is in use", "... only K of N ranks
+// joined within T s", "... could not reach rank 0's store within T s".
+std::unique_ptr<Comm> connect(const CommOptions& options);
+
+// Whether this build can create the named backend ("gloo" always; "nccl"
+// where LibTorch has CUDA and the NCCL process group).
+bool backend_available(const std::string& backend);
+
+}  // namespace accel::dist

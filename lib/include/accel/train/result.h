@@ -1,0 +1,88 @@
+// The typed record of one run, filled by the training core and turned into
+// result.json, metrics.csv and console lines by the reporters below (one
+// place each). A value that was not measured is std::nullopt and is written
+// as null / printed as "n/a", never as 0.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "accel/metrics/metrics.h"
+
+namespace accel::train {
+
+using Opt = std::optional<double>;
+
+// One row of metrics.csv: a logged step or an epoch summary.
+struct MetricRow {
+  std::string kind;  // "step" | "epoch"
+  int64_t step = 0;
+  int epoch = 0;
+  Opt loss, train_acc, val_acc, step_time_ms;
+};
+
+struct EpochResult {
+  int epoch = 0;
+  Opt train_acc, val_acc, val_loss, loss;
+  int64_t steps = 0;
+  double time_s = 0;
+};
+
+// What each rank holds and measured.
+struct RankResult {
+  int rank = 0;
+  int64_t peak_memory_bytes = 0;
+  int64_t param_bytes = 0, grad_bytes = 0, optimizer_bytes = 0;
+};
+
+struct RunResult {
+  static constexpr int kSchemaVersion = 2;
+  std::string name;
+  std::string status = "running";  // running | ok | failed | interrupted | dry-run
+  std::string error;
+  std::string started_at, finished_at;
+  nlohmann::json config;  // resolved
+  nlohmann::json env;     // metrics::environment + distributed layout
+  nlohmann::json init;    // model.init report (null for random)
+  nlohmann::json resumed_from;
+  nlohmann::json model;   // resolved dims
+  nlohmann::json data;    // split sizes, classes, batches per epoch
+  std::string loop;
+  std::string strategy;   // the strategy that ran (auto resolved)
+  std::string device;     // e.g. "cpu", "cuda:0"
+  int world_size = 1;
+  int threads = 1;
+  std::vector<EpochResult> epochs;
+  Opt test_acc, test_loss;
+  double train_time_s = 0;
+  double init_time_s = 0;
+  int64_t steps = 0;
+  metrics::Spread step_time_ms;  // the slowest rank's per-step times after warm-up
+  Opt images_per_s;              // all ranks together
+  Opt images_per_s_per_device;
+  Opt model_flops_per_s;
+  double flops_per_sample = 0;
+  int64_t params = 0;
+  std::string peak_memory_kind = "process_rss";
+  std::vector<RankResult> ranks;  // one per rank, in rank order
+  nlohmann::json grad_scaler;     // final GradScaler state (16-mixed)
+  std::vector<MetricRow> rows;    // metrics.csv
+};
+
+nlohmann::json to_json(const RunResult& r);
+std::string metrics_csv(const std::vector<MetricRow>& rows);
+
+// For checkpoints: the running record (rows, epochs) as JSON and back.
+nlohmann::json rows_to_json(const std::vector<MetricRow>& rows);
+std::vector<MetricRow> rows_from_json(const nlohmann::json& j);
+nlohmann::json epochs_to_json(const std::vector<EpochResult>& epochs);
+std::vector<EpochResult> epochs_from_json(const nlohmann::json& j);
+
+// "12.34%" or "n/a".
+std::string percent_or_na(const Opt& v);
+
+}  // namespace accel::train

@@ -1,0 +1,241 @@
+// Multi-process runs through the real CLI, 2 ranks over Gloo on real
+// Fashion-MNIST: DDP equals one process on the global batch, torchrun-style
+// environments join without spawning, a killed rank stops the job, a stop
+// signal makes every rank stop at the same step with a resumable checkpoint.
+// torch first: glog (through torch) defines CHECK, doctest must win.
+#include <torch/torch.h>
+
+#include <doctest/doctest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "accel/train/checkpoint.h"
+#include "integration/cli_helpers.h"
+
+namespace fs = std::filesystem;
+using namespace cli_test;
+
+namespace {
+
+// The smoke config, 8 batches, every step logged, one thread per rank.
+std::string smoke(int batch, int batches) {
+  return " -c " + source("configs/smoke/scratch-smoke.json") +
+         " --set train.loop=fabric --set train.batch_size=" + std::to_string(batch) +
+         " --set train.limit_train_batches=" + std::to_string(batches) +
+         " --set train.limit_eval_batches=2 --set runtime.threads=1 -q";
+}
+
+nlohmann::json result_of(const fs::path& dir) {
+  std::ifstream in(dir / "result.json");
+  return nlohmann::json::parse(in);
+}
+
+// Every model tensor of two checkpoints allclose (PyTorch's DDP test tolerance).
+void check_close_parameters(const fs::path& a, const fs::path& b, double rtol = 1.3e-6,
+                            double atol = 5e-5) {
+  const auto ta = accel::train::read_checkpoint(a).model_tensors();
+  const auto tb = accel::train::read_checkpoint(b).model_tensors();
+  REQUIRE(ta.size() == tb.size());
+  for (const auto& [name, tensor] : ta) {
+    INFO(name);
+    REQUIRE(tb.count(name) == 1);
+    CHECK(torch::allclose(tensor, tb.at(name), rtol, atol));
+  }
+}
+
+std::vector<pid_t> children_of(pid_t parent) {
+  std::vector<pid_t> kids;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const auto name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(e.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    const auto close = line.rfind(')');
+    std::istringstream rest(line.substr(close + 2));
+    char state;
+    pid_t ppid;
+    rest >> state >> ppid;
+    if (ppid == parent) kids.push_back(pid_t(std::stol(name)));
+  }
+  return kids;
+}
+
+// Starts the CLI in the background with its output in `log`.
+pid_t spawn_cli(const std::string& args, const fs::path& log) {
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    const std::string cmd = std::string("exec ") + ACCEL_BENCH_EXE + " " + args + " > " +
+                            log.string() + " 2>&1";
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), nullptr);
+    ::_exit(127);
+  }
+  return pid;
+}
+
+int wait_exit(pid_t pid, std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  int st = 0;
+  while (::waitpid(pid, &st, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &st, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+std::string slurp(const fs::path& f) {
+  std::ifstream in(f);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+}  // namespace
+
+TEST_CASE("cli: ddp on 2 ranks with half batches equals one process on the global batch") {
+  REQUIRE_MESSAGE(have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
+  const auto one = fresh_dir("ddp-one"), two = fresh_dir("ddp-two");
+  auto r = run_cli("run" + smoke(16, 6) + " --out " + one.string());
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  r = run_cli("run" + smoke(8, 6) +
+              " --set runtime.devices=2 --set runtime.strategy=ddp --out " + two.string());
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  // Same per-step (global-batch) losses, same weights, same accuracy.
+  r = run_cli("compare-losses " + one.string() + " " + two.string() + " --tolerance 5e-5");
+  CHECK_MESSAGE(r.code == 0, r.output);
+  check_close_parameters(one / "checkpoint.ckpt", two / "checkpoint.ckpt");
+  const auto a = result_of(one), b = result_of(two);
+  CHECK(b["world_size"] == 2);
+  CHECK(b["strategy"] == "ddp");
+  CHECK(b["peak_memory_bytes"].size() == 2);
+  CHECK(b["ranks"].size() == 2);
+  CHECK(a["test_acc"].get<double>() == doctest::Approx(b["test_acc"].get<double>()).epsilon(1e-3));
+  CHECK(a["epochs"][0]["val_acc"].get<double>() ==
+        doctest::Approx(b["epochs"][0]["val_acc"].get<double>()).epsilon(1e-3));
+  // Only rank 0 wrote: no second result, and one banner in the output.
+  CHECK(b["images_per_s"].get<double>() ==
+        doctest::Approx(2 * b["images_per_s_per_device"].get<double>()));
+}
+
+TEST_CASE("cli: evaluation over 2 ranks counts every test image once") {
+  REQUIRE_MESSAGE(have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
+  // 5 eval batches of 33 over 2 ranks: an odd count, so the sampler pads.
+  const auto one = fresh_dir("eval-one"), two = fresh_dir("eval-two");
+  const std::string eval = " --set train.eval_batch_size=33 --set train.limit_eval_batches=0"
+                           " --set data.train_subset=100";
+  auto r = run_cli("run" + smoke(8, 2) + eval + " --out " + one.string());
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  r = run_cli("run" + smoke(4, 2) + eval + " --set runtime.devices=2 --out " + two.string());
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  const auto a = result_of(one), b = result_of(two);
+  CHECK(b["strategy"] == "ddp");  // auto on 2 ranks
+  CHECK(a["test_acc"].get<double>() == doctest::Approx(b["test_acc"].get<double>()).epsilon(1e-4));
+  CHECK(a["test_loss"].get<double>() == doctest::Approx(b["test_loss"].get<double>()).epsilon(1e-4));
+}
+
+TEST_CASE("cli: ranks started with torchrun variables join without spawning") {
+  REQUIRE_MESSAGE(have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
+  const auto launched = fresh_dir("tr-launched"), joined = fresh_dir("tr-joined");
+  const auto logs = fresh_dir("tr-logs");
+  fs::create_directories(logs);
+  const std::string args = "run" + smoke(8, 3) + " --set runtime.devices=2";
+  auto r = run_cli(args + " --out " + launched.string());
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  const int port = 21000 + int(::getpid() % 20000);
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string env = "RANK=" + std::to_string(rank) + " LOCAL_RANK=" +
+                            std::to_string(rank) + " WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 "
+                            "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " ";
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      const std::string cmd = "exec env " + env + ACCEL_BENCH_EXE + " " + args + " --out " +
+                              joined.string() + " > " + (logs / std::to_string(rank)).string() +
+                              " 2>&1";
+      ::execl("/bin/sh", "sh", "-c", cmd.c_str(), nullptr);
+      ::_exit(127);
+    }
+    pids.push_back(pid);
+  }
+  for (int rank = 0; rank < 2; ++rank) {
+    INFO("rank " << rank << ": " << slurp(logs / std::to_string(rank)));
+    CHECK(wait_exit(pids[size_t(rank)], std::chrono::seconds(240)) == 0);
+  }
+  r = run_cli("compare-losses " + launched.string() + " " + joined.string() + " --tolerance 0");
+  CHECK_MESSAGE(r.code == 0, r.output);
+}
+
+TEST_CASE("cli: a rank killed by SIGKILL stops the job with a non-zero exit naming it") {
+  REQUIRE_MESSAGE(have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
+  const auto out = fresh_dir("kill"), logs = fresh_dir("kill-logs");
+  fs::create_directories(logs);
+  const pid_t launcher = spawn_cli("run" + smoke(8, 0) +
+                                       " --set train.epochs=50 --set runtime.devices=2"
+                                       " --set runtime.timeout_s=20 --out " + out.string(),
+                                   logs / "log");
+  // Wait until both ranks are up, then kill rank 1 (the second child).
+  std::vector<pid_t> ranks;
+  for (int i = 0; i < 600 && ranks.size() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ranks = children_of(launcher);
+  }
+  REQUIRE(ranks.size() == 2);
+  std::sort(ranks.begin(), ranks.end());
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  ::kill(ranks[1], SIGKILL);
+  const int code = wait_exit(launcher, std::chrono::seconds(90));
+  const auto log = slurp(logs / "log");
+  INFO(log);
+  CHECK(code != 0);
+  CHECK(code != -1);  // it ended by itself, within the bound
+  CHECK(log.find("rank 1") != std::string::npos);
+  CHECK(log.find("SIGKILL") != std::string::npos);
+  for (pid_t p : ranks) CHECK(::kill(p, 0) != 0);  // no rank left behind
+  if (fs::exists(out / "result.json")) CHECK(result_of(out)["status"] == "failed");
+}
+
+TEST_CASE("cli: SIGTERM stops every rank at the same step and --resume auto finishes the run") {
+  REQUIRE_MESSAGE(have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
+  const auto full = fresh_dir("term-full"), cut = fresh_dir("term-cut"), logs = fresh_dir("term-logs");
+  fs::create_directories(logs);
+  const std::string args = "run" + smoke(8, 12) + " --set runtime.devices=2 --set train.epochs=2";
+  auto r = run_cli(args + " --out " + full.string());
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  const pid_t launcher = spawn_cli(args + " --out " + cut.string(), logs / "log");
+  // Stop it once it has trained a little (config.json is written before step 1).
+  for (int i = 0; i < 600 && !fs::exists(cut / "config.json"); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  ::kill(launcher, SIGTERM);
+  const int code = wait_exit(launcher, std::chrono::seconds(120));
+  INFO(slurp(logs / "log"));
+  if (code == 0) {
+    MESSAGE("the run finished before the signal arrived; nothing to resume");
+    return;
+  }
+  REQUIRE(code == 3);
+  const auto res = result_of(cut);
+  CHECK(res["status"] == "interrupted");
+  REQUIRE(fs::exists(cut / "checkpoint.ckpt"));
+  r = run_cli(args + " --out " + cut.string() + " --resume auto");
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  r = run_cli("compare-losses " + full.string() + " " + cut.string() + " --tolerance 0");
+  CHECK_MESSAGE(r.code == 0, r.output);
+  check_close_parameters(full / "checkpoint.ckpt", cut / "checkpoint.ckpt", 0, 0);
+}
