@@ -123,7 +123,8 @@ TEST_CASE("cli: ddp on 2 ranks with half batches equals one process on the globa
   CHECK(b["strategy"] == "ddp");
   CHECK(b["peak_memory_bytes"].size() == 2);
   CHECK(b["ranks"].size() == 2);
-  CHECK(a["test_acc"].get<double>() == doctest::Approx(b["test_acc"].get<double>()).epsilon(1e-3));
+  // (test accuracy: limit_eval_batches counts per rank, so the sets differ;
+  // the next test compares a whole evaluation.)
   CHECK(a["epochs"][0]["val_acc"].get<double>() ==
         doctest::Approx(b["epochs"][0]["val_acc"].get<double>()).epsilon(1e-3));
   // Only rank 0 wrote: no second result, and one banner in the output.

@@ -73,7 +73,7 @@ fs::path the_set(const fs::path& out) {
 
 }  // namespace
 
-TEST_CASE("sweep: a failing rung is recorded and the sweep goes on; exit 1; report and resume") {
+TEST_CASE("sweep: a failing rung is recorded and the sweep goes on with exit 1 then report and resume") {
   accel_test::TempDir tmp;
   const auto suite = write_tiny_suite(tmp);
   const auto out = tmp / "out";

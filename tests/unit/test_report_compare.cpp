@@ -63,7 +63,7 @@ TEST_CASE("compare: slower beyond --fail-slower is a regression") {
   CHECK(compare_one(b, o, CompareBounds{}).regressions == 0);  // no bound, no failure
 }
 
-TEST_CASE("compare: an accuracy drop beyond --fail-accuracy-drop is a regression; a gain is not") {
+TEST_CASE("compare: an accuracy drop beyond --fail-accuracy-drop is a regression but a gain is not") {
   FakeRun b, worse, better;
   worse.acc = 0.78;
   better.acc = 0.90;
