@@ -467,6 +467,10 @@ RunResult Run::execute() {
   }
   if (zero_) {
     std::filesystem::create_directories(opts_.out_dir);
+    // Temp files a killed run left behind (their writer is gone).
+    for (const auto& f : metrics::remove_stale_temp_files(opts_.out_dir)) {
+      say("== removed " + f.string() + " (left by a killed run)");
+    }
     metrics::write_json_atomic(opts_.out_dir / "config.json", resolved_);
   }
   try {
