@@ -24,6 +24,7 @@
 #include "accel/report/sweep.h"
 #include "accel/report/summary.h"
 #include "accel/dist/launcher.h"
+#include "accel/train/checkpoint.h"
 #include "accel/train/trainer.h"
 #include "accel/util/errors.h"
 #include "accel/util/torch_compat.h"
@@ -256,6 +257,8 @@ void add_ladder_commands(CLI::App& app, LadderArgs& a) {
   sweep->add_option("--seeds", a.seeds, "Comma-separated train.seed per repeat, e.g. 1,2,3");
   sweep->add_option("-o,--out", a.sweep.out, "Output root (default runs/sweep)");
   sweep->add_flag("--resume", a.sweep.resume, "Reuse finished runs whose resolved config is unchanged");
+  sweep->add_flag("--rerun-upstream", a.sweep.rerun_upstream,
+                  "Run upstream runs even where the suite has a committed one");
   sweep->add_option("-s,--set", a.sweep.sets, "Override a field in every run (repeatable)");
   sweep->add_flag("--machine-id", a.machine_id, "Print this machine's id and exit");
   auto* report = app.add_subcommand("report", "Report a result set: report.md, report.csv, charts/");
@@ -333,6 +336,14 @@ int main(int argc, char** argv) {
   size_t first_steps = 0;
   compare_losses->add_option("--first", first_steps, "Compare only the first N logged steps");
 
+  std::string export_ckpt, export_out;
+  bool export_force = false;
+  auto* export_cmd = app.add_subcommand(
+      "export", "Write a checkpoint's model weights as safetensors (for model.init)");
+  export_cmd->add_option("checkpoint", export_ckpt, "Checkpoint file (checkpoint.ckpt)")->required();
+  export_cmd->add_option("-o,--out", export_out, "safetensors file to write")->required();
+  export_cmd->add_flag("--force", export_force, "Replace an existing file");
+
   LadderArgs ladder_args;
   add_ladder_commands(app, ladder_args);
 
@@ -352,6 +363,11 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (compare_losses->parsed()) return cmd_compare_losses(loss_a, loss_b, tolerance, first_steps);
+    if (export_cmd->parsed()) {
+      const auto n = accel::train::export_weights(export_ckpt, export_out, export_force);
+      std::cout << "wrote " << n << " tensors to " << export_out << "\n";
+      return 0;
+    }
     if (const int rc = dispatch_ladder_commands(app, ladder_args); rc >= 0) return rc;
   } catch (const accel::ConfigError& e) {
     std::cerr << error_prefix() << e.what() << "\n";

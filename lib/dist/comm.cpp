@@ -218,7 +218,7 @@ c10::intrusive_ptr<c10d::TCPStore> open_store(const CommOptions& o, const std::s
   so.waitWorkers = false;
   so.timeout = o.timeout;
   try {
-    return c10::make_intrusive<c10d::TCPStore>(o.master_addr, so);
+    return compat::make_tcp_store(o.master_addr, so);
   } catch (const std::exception& e) {
     const std::string msg = brief(e);
     if (o.rank == 0 && (msg.find("in use") != std::string::npos ||

@@ -15,8 +15,18 @@
 
 #include <torch/torch.h>
 
+#include "accel/metrics/hardware.h"
+#include "accel/util/build_features.h"
 #include "accel/util/errors.h"
 #include "accel/util/torch_compat.h"
+
+#if ACCEL_WITH_CUDA
+#include <ATen/detail/CUDAHooksInterface.h>
+#include <cuda_runtime_api.h>
+#endif
+#if ACCEL_WITH_NCCL
+#include <nccl.h>
+#endif
 
 
 namespace accel::metrics {
@@ -102,6 +112,51 @@ std::string blas_in_use() {
   return "none mapped";
 }
 
+#if ACCEL_WITH_CUDA
+std::string dotted(int v, int major_div, int minor_div) {
+  return std::to_string(v / major_div) + "." + std::to_string((v % major_div) / minor_div);
+}
+#endif
+
+// GPU facts that decide speed and numerics: each device's name, compute
+// capability and memory, and the CUDA runtime, driver, cuDNN and NCCL versions.
+void add_gpu_facts(nlohmann::json& env) {
+#if ACCEL_WITH_CUDA
+  nlohmann::json gpus = nlohmann::json::array();
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) count = 0;
+  for (int i = 0; i < count; ++i) {
+    cudaDeviceProp p{};
+    if (cudaGetDeviceProperties(&p, i) != cudaSuccess) continue;
+    gpus.push_back({{"name", p.name},
+                    {"compute_capability", std::to_string(p.major) + "." + std::to_string(p.minor)},
+                    {"memory_bytes", int64_t(p.totalGlobalMem)},
+                    {"multiprocessors", p.multiProcessorCount}});
+  }
+  env["gpus"] = gpus;
+  if (!gpus.empty()) {
+    env["gpu_name"] = gpus[0]["name"];
+    env["gpu_compute_capability"] = gpus[0]["compute_capability"];
+  }
+  int v = 0;
+  if (cudaRuntimeGetVersion(&v) == cudaSuccess) env["cuda_version"] = dotted(v, 1000, 10);
+  if (cudaDriverGetVersion(&v) == cudaSuccess) env["cuda_driver_version"] = dotted(v, 1000, 10);
+  try {
+    env["cudnn_version"] = std::to_string(at::detail::getCUDAHooks().versionCuDNN());
+  } catch (const std::exception&) {
+  }
+#if ACCEL_WITH_NCCL
+  int nccl = 0;
+  if (ncclGetVersion(&nccl) == ncclSuccess) {
+    env["nccl_version"] = std::to_string(nccl / 10000) + "." + std::to_string(nccl / 100 % 100) +
+                          "." + std::to_string(nccl % 100);
+  }
+#endif
+#else
+  (void)env;
+#endif
+}
+
 }  // namespace
 
 nlohmann::json environment(int threads) {
@@ -111,6 +166,8 @@ nlohmann::json environment(int threads) {
   env["libtorch_version"] = compat::torch_version();
   env["compiler"] = ACCEL_CXX_COMPILER;
   env["cpu_model"] = cpu_model();
+  env["cpu_features"] = cpu_features().names();
+  if (cpu_flags_overridden()) env["cpu_flags_overridden"] = true;
   env["cores"] = available_cores();
   env["threads"] = threads;
   env["blas"] = blas_in_use();
@@ -121,6 +178,7 @@ nlohmann::json environment(int threads) {
   const bool cuda = torch::cuda::is_available();
   env["cuda_available"] = cuda;
   env["gpu_count"] = cuda ? int(torch::cuda::device_count()) : 0;
+  if (cuda) add_gpu_facts(env);
   return env;
 }
 

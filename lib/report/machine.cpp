@@ -6,6 +6,7 @@
 #include <sstream>
 #include <vector>
 
+#include "accel/metrics/hardware.h"
 #include "accel/metrics/metrics.h"
 #include "accel/report/result_set.h"
 
@@ -24,27 +25,6 @@ std::vector<std::string> words(const std::string& text) {
     }
   }
   return out;
-}
-
-bool has_flag(const std::string& flags, const std::string& flag) {
-  std::istringstream in(flags);
-  std::string f;
-  while (in >> f) {
-    if (f == flag) return true;
-  }
-  return false;
-}
-
-std::string cpu_flags() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("flags", 0) == 0) {
-      const auto colon = line.find(':');
-      return colon == std::string::npos ? "" : line.substr(colon + 1);
-    }
-  }
-  return "";
 }
 
 // The GPU's name as the environment block gives it, under the names a
@@ -76,10 +56,11 @@ std::string nvidia_smi_name() {
 }  // namespace
 
 std::string isa_tag(const std::string& flags) {
-  if (has_flag(flags, "amx_bf16")) return "amx";
-  if (has_flag(flags, "avx512_bf16")) return "avx512bf16";
-  if (has_flag(flags, "avx512f")) return "avx512";
-  if (has_flag(flags, "avx2")) return "avx2";
+  const auto c = metrics::parse_cpu_flags(flags);
+  if (c.amx_bf16) return "amx";
+  if (c.avx512_bf16) return "avx512bf16";
+  if (c.avx512f) return "avx512";
+  if (c.avx2) return "avx2";
   return "";
 }
 
@@ -120,14 +101,9 @@ nlohmann::json this_machine() {
     const auto name = nvidia_smi_name();
     if (!name.empty()) env["gpu_name"] = name;
   }
-  const auto flags = cpu_flags();
   nlohmann::json m;
-  m["isa"] = isa_tag(flags);
-  nlohmann::json noted = nlohmann::json::array();
-  for (const char* f : {"avx2", "avx512f", "avx512_bf16", "amx_bf16", "avx512_fp16"}) {
-    if (has_flag(flags, f)) noted.push_back(f);
-  }
-  m["cpu_flags_of_note"] = noted;
+  m["isa"] = isa_tag(metrics::cpu_flags_line());
+  m["cpu_flags_of_note"] = metrics::cpu_features().names();
   m["env"] = env;
   m["id"] = machine_id(env, m["isa"].get<std::string>());
   return m;

@@ -173,6 +173,21 @@ Report build_report(const ResultSet& set, const PeakTable& peaks) {
   }
   for (const auto* rows : {&set.upstream, &set.rungs}) {
     for (const auto& r : *rows) {
+      if (!r.committed.empty()) {
+        rep.notes.push_back(r.id + ": the committed run in " + r.committed +
+                            " (same config), not rerun by this sweep.");
+      }
+      if (!r.emulated_note.empty()) {
+        std::string sets;
+        for (const auto& v : r.emulated_sets) sets += (sets.empty() ? "" : " ") + v;
+        rep.notes.push_back(r.id + ": " + r.emulated_note + " (ran with " + sets + ").");
+      }
+      std::set<std::string> seen;
+      for (const auto& run : r.repeats) {
+        for (const auto& w : run.warnings) {
+          if (seen.insert(w).second) rep.notes.push_back(r.id + ": " + w + ".");
+        }
+      }
       for (const auto& run : r.repeats) {
         if (run.present && !run.ok()) {
           rep.notes.push_back(r.id + " failed (" + run.dir.string() + "): " + run.error);

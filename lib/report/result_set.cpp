@@ -97,6 +97,11 @@ RunRecord read_run(const fs::path& dir) {
   r.images_per_s_per_device = num_at(doc, "images_per_s_per_device");
   r.flops_per_sample = num_at(doc, "flops_per_sample");
   r.step_ms_median = num_at(doc, "step_time_ms/median");
+  if (doc.contains("warnings") && doc["warnings"].is_array()) {
+    for (const auto& w : doc["warnings"]) {
+      if (w.is_string()) r.warnings.push_back(w.get<std::string>());
+    }
+  }
   if (auto w = num_at(doc, "world_size")) {
     r.world_size = std::max(1, int(*w));
   } else {
@@ -134,6 +139,17 @@ RungRuns rung_from_manifest(const fs::path& set, const Json& entry, bool upstrea
   r.needs = str_at(entry, "needs");
   r.sweep_status = str_at(entry, "status");
   r.upstream = upstream;
+  r.committed = str_at(entry, "committed");
+  if (entry.contains("where_emulated") && entry["where_emulated"].is_object()) {
+    const auto& w = entry["where_emulated"];
+    r.emulated_note = str_at(w, "note");
+    if (r.emulated_note.empty()) r.emulated_note = str_at(w, "precision") + " is emulated here";
+    if (w.contains("set") && w["set"].is_array()) {
+      for (const auto& v : w["set"]) {
+        if (v.is_string()) r.emulated_sets.push_back(v.get<std::string>());
+      }
+    }
+  }
   if (entry.contains("runs") && entry["runs"].is_array()) {
     for (const auto& run : entry["runs"]) {
       r.repeats.push_back(read_run(set / str_at(run, "dir", r.id)));

@@ -50,9 +50,10 @@ void check_id(const Suite& s, const std::string& where, const std::string& id) {
 
 SuiteRung read_rung(const Suite& s, const Json& obj, const std::string& where, bool upstream) {
   if (upstream) {
-    only_keys(s, obj, where, {"id", "config", "changes"});
+    only_keys(s, obj, where, {"id", "config", "changes", "committed"});
   } else {
-    only_keys(s, obj, where, {"id", "article", "config", "changes", "init_from", "needs"});
+    only_keys(s, obj, where,
+              {"id", "article", "config", "changes", "init_from", "needs", "where_emulated"});
   }
   SuiteRung r;
   r.id = text(s, obj, where, "id", true);
@@ -65,6 +66,25 @@ SuiteRung read_rung(const Suite& s, const Json& obj, const std::string& where, b
   if (!cfg.empty()) {
     r.config = s.file.parent_path() / cfg;
     if (!fs::exists(r.config)) bad(s, where + ".config: " + r.config.string() + ": no such file");
+  }
+  if (const auto dir = upstream ? text(s, obj, where, "committed", false) : ""; !dir.empty()) {
+    r.committed = s.file.parent_path() / dir;
+    if (!fs::is_directory(r.committed)) {
+      bad(s, where + ".committed: " + r.committed.string() + ": no such folder");
+    }
+  }
+  if (!upstream && obj.contains("where_emulated")) {
+    const std::string w = where + ".where_emulated";
+    const auto& we = obj["where_emulated"];
+    only_keys(s, we, w, {"set", "note"});
+    if (!we.contains("set") || !we["set"].is_array() || we["set"].empty()) {
+      bad(s, w + ".set: expected a non-empty list of \"section.key=value\" strings");
+    }
+    for (const auto& v : we["set"]) {
+      if (!v.is_string()) bad(s, w + ".set: expected a list of \"section.key=value\" strings");
+      r.where_emulated.push_back(v.get<std::string>());
+    }
+    r.where_emulated_note = text(s, we, w, "note", false);
   }
   return r;
 }

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "accel/config/run_config.h"
+#include "accel/metrics/hardware.h"
 #include "accel/metrics/metrics.h"
 #include "accel/report/machine.h"
 #include "accel/report/progress.h"
@@ -43,6 +44,8 @@ class Sweep {
  private:
   Json plan_entry(const SuiteRung& r) const;
   void run_rung(const SuiteRung& r, Json& entry, bool upstream);
+  // An upstream run committed with the suite: copied in when its config matches.
+  bool use_committed(const SuiteRung& r, const Json& resolved, Json& entry);
   // One run: reuse it (--resume, same config) or spawn it. Returns its record.
   Json run_one(const SuiteRung& r, const std::vector<std::string>& sets, const std::string& rel,
                const std::string& label, bool need_checkpoint);
@@ -141,6 +144,36 @@ Json Sweep::run_one(const SuiteRung& r, const std::vector<std::string>& sets,
   return rec;
 }
 
+bool Sweep::use_committed(const SuiteRung& r, const Json& resolved, Json& entry) {
+  if (r.committed.empty() || opts_.rerun_upstream) return false;
+  const auto& c = r.committed;
+  const auto weights = c / "model.safetensors";
+  const auto prior = read_run(c);
+  if (!fs::exists(weights) || !prior.ok()) {
+    progress_.note(r.id + ": the committed run in " + c.string() +
+                   " lacks model.safetensors or an ok result.json; running it");
+    return false;
+  }
+  if (json_hash(prior.config) != json_hash(resolved)) {
+    progress_.note(r.id + ": the committed run in " + c.string() +
+                   " was made by another config; running it");
+    return false;
+  }
+  const fs::path dir = set_dir_ / r.id;
+  fs::create_directories(dir);
+  for (const char* f : {"config.json", "result.json", "metrics.csv"}) {
+    if (fs::exists(c / f)) fs::copy_file(c / f, dir / f, fs::copy_options::overwrite_existing);
+  }
+  entry["status"] = "committed";
+  entry["committed"] = c.string();
+  entry["weights"] = fs::absolute(weights).lexically_normal().string();
+  entry["runs"].push_back({{"dir", r.id}, {"status", "committed"}});
+  progress_.note(r.id + ": committed run " + c.string() + " (same config; test acc " +
+                 percent(prior.test_acc) + "), not rerun; --rerun-upstream runs it");
+  ++summary_.reused;
+  return true;
+}
+
 void Sweep::run_rung(const SuiteRung& r, Json& entry, bool upstream) {
   std::vector<std::string> sets = suite_.sets;
   sets.insert(sets.end(), opts_.sets.begin(), opts_.sets.end());
@@ -165,15 +198,40 @@ void Sweep::run_rung(const SuiteRung& r, Json& entry, bool upstream) {
     progress_.note(r.id + ": skipped (needs " + why + ")");
     return;
   }
+  if (upstream && use_committed(r, resolved, entry)) return;
   if (const auto up = upstream_for(r, resolved); !up.empty()) {
     const Json* up_entry = nullptr;
     for (const auto& u : manifest_["upstream"]) {
       if (u["id"] == up) up_entry = &u;
     }
-    if (up_entry == nullptr || (*up_entry)["status"] != "ok") {
+    const auto up_status = up_entry ? (*up_entry)["status"].get<std::string>() : "";
+    if (up_status == "committed") {
+      sets.push_back("model.init=safetensors");
+      sets.push_back("model.init_path=" + (*up_entry)["weights"].get<std::string>());
+    } else if (up_status == "ok") {
+      sets.push_back("model.init=checkpoint");
+      sets.push_back("model.init_path=" + (set_dir_ / up / "checkpoint.ckpt").string());
+    } else {
       return fail("upstream run " + up + " did not finish");
     }
-    sets.push_back("model.init_path=" + (set_dir_ / up / "checkpoint.ckpt").string());
+  }
+  if (!r.where_emulated.empty()) {
+    const auto& rt = resolved["runtime"];
+    const bool cuda = rt.value("accelerator", "cpu") == "cuda" ||
+                      (rt.value("accelerator", "cpu") == "auto" &&
+                       machine_["env"].value("cuda_available", false));
+    const auto precision = rt.value("precision", "32-true");
+    const auto support =
+        metrics::precision_support(precision, cuda ? "cuda" : "cpu", metrics::cpu_features());
+    if (support.emulated()) {
+      sets.insert(sets.end(), r.where_emulated.begin(), r.where_emulated.end());
+      entry["where_emulated"] = {{"precision", precision},
+                                 {"set", r.where_emulated},
+                                 {"note", r.where_emulated_note}};
+      std::string added;
+      for (const auto& v : r.where_emulated) added += (added.empty() ? "" : " ") + v;
+      progress_.note(r.id + ": " + precision + " is emulated on this CPU; running with " + added);
+    }
   }
   const int repeats = upstream ? 1
                       : opts_.repeats > 0 ? opts_.repeats

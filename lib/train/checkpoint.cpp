@@ -17,12 +17,14 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <set>
 #include <sstream>
 #include <type_traits>
 
 #include "accel/build_info.h"
+#include "accel/models/safetensors.h"
 #include "accel/util/errors.h"
 
 namespace accel::train {
@@ -488,6 +490,24 @@ void restore_for_resume(const Checkpoint& ckpt, torch::nn::Module& model,
   }
   ckpt.restore_optimizer(optimizer);
   ckpt.restore_rng();
+}
+
+int64_t export_weights(const fs::path& checkpoint, const fs::path& out, bool overwrite) {
+  std::error_code ec;
+  if (!overwrite && fs::exists(out, ec)) {
+    throw ConfigError(out.string() + ": exists; pass --force to replace it");
+  }
+  const auto ckpt = read_checkpoint(checkpoint);
+  const auto tensors = ckpt.model_tensors();
+  std::map<std::string, std::string> meta = {
+      {"format", "pt"},
+      {"accel_bench_source", checkpoint.filename().string()},
+      {"accel_bench_progress",
+       nlohmann::json{{"epoch", ckpt.progress.epoch}, {"step", ckpt.progress.step}}.dump()},
+      {"accel_bench_config", ckpt.config.dump()}};
+  if (out.has_parent_path()) fs::create_directories(out.parent_path());
+  models::write_safetensors(out, tensors, meta);
+  return int64_t(tensors.size());
 }
 
 }  // namespace accel::train

@@ -31,6 +31,8 @@ json to_json(const RunResult& r) {
             {"loop", r.loop},
             {"strategy", r.strategy},
             {"device", r.device},
+            {"precision_support", r.precision_support},
+            {"warnings", r.warnings},
             {"world_size", r.world_size},
             {"threads", r.threads},
             {"epochs", epochs_to_json(r.epochs)},

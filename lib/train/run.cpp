@@ -10,6 +10,7 @@
 #include <ostream>
 
 #include "accel/data/loader.h"
+#include "accel/metrics/hardware.h"
 #include "accel/metrics/metrics.h"
 #include "accel/models/pretrained.h"
 #include "accel/models/weights.h"
@@ -459,6 +460,13 @@ RunResult Run::execute() {
   result_.threads = fabric_->threads();
   result_.env = run_environment(*fabric_);
   if (zero_ && opts_.log) print_banner(*opts_.log, result_.env, resolved_, *fabric_);
+  const auto support = metrics::precision_support(
+      cfg_.runtime.precision, fabric_->device().is_cuda() ? "cuda" : "cpu", metrics::cpu_features());
+  result_.precision_support = support.support;
+  if (support.emulated()) {
+    result_.warnings.push_back(support.warning);
+    say("warning: " + support.warning);
+  }
   setup();  // loads data, builds the model, resumes: errors here write nothing
   if (opts_.dry_run) {
     say("== dry run: config valid, data and model ready; nothing trained or written");

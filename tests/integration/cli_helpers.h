@@ -22,8 +22,10 @@ struct Outcome {
   std::string output;  // stdout and stderr together
 };
 
-inline Outcome run_cli(const std::string& args) {
-  const std::string cmd = std::string(ACCEL_BENCH_EXE) + " " + args + " 2>&1";
+// ENV: "NAME=value ..." put before the command (as env(1) takes them), or "".
+inline Outcome run_cli_env(const std::string& env, const std::string& args) {
+  const std::string cmd =
+      (env.empty() ? "" : "env " + env + " ") + std::string(ACCEL_BENCH_EXE) + " " + args + " 2>&1";
   Outcome o;
   FILE* pipe = popen(cmd.c_str(), "r");
   REQUIRE(pipe != nullptr);
@@ -34,6 +36,8 @@ inline Outcome run_cli(const std::string& args) {
   o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return o;
 }
+
+inline Outcome run_cli(const std::string& args) { return run_cli_env("", args); }
 
 // A fresh, not yet existing folder under the temp dir.
 inline std::filesystem::path fresh_dir(const std::string& tag) {

@@ -137,6 +137,96 @@ TEST_CASE("sweep: repeats with seeds land in r1, r2 and the report shows their m
   CHECK(has(r.output, "| ok |"));
 }
 
+TEST_CASE("sweep: a committed upstream run with the same config is used and its rungs start from its safetensors") {
+  accel_test::TempDir tmp;
+  tmp.write("s/tiny.json", kTiny);
+  tmp.write("s/from-up.json",
+            R"({"extends": "tiny.json", "model": {"init": {"checkpoint": "runs/up/checkpoint.ckpt"},
+                "init_head": "replace"}, "train": {"epochs": 1}})");
+  // The upstream run made once and committed: its folder and its exported weights.
+  const auto committed = tmp / "committed";
+  auto r = run_cli("run -q -c " + (tmp / "s/tiny.json").string() + " --out " + committed.string());
+  REQUIRE(r.code == 0);
+  r = run_cli("export " + (committed / "checkpoint.ckpt").string() + " -o " +
+              (committed / "model.safetensors").string());
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  fs::remove(committed / "checkpoint.ckpt");  // what is committed: weights, not optimizer state
+  const auto suite = tmp.write("s/suite.json", R"({"suite": "tiny",
+    "upstream": [ { "id": "up", "config": "tiny.json", "committed": "../committed" } ],
+    "rungs": [ {"id": "01-finetune", "article": "01", "config": "from-up.json", "init_from": "up"} ]})");
+  const auto out = tmp / "out";
+  r = run_cli("sweep --suite " + suite.string() + " --out " + out.string());
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  CHECK(has(r.output, "up: committed run"));
+  const auto set = the_set(out);
+  const auto manifest = read(set / "sweep.json");
+  CHECK(manifest["upstream"][0]["status"] == "committed");
+  CHECK(fs::exists(set / "up/result.json"));  // the record is copied into the set for the report
+  CHECK_FALSE(fs::exists(set / "up/checkpoint.ckpt"));  // and nothing was trained
+  const auto ft = read(set / "01-finetune/result.json");
+  CHECK(ft["config"]["model"]["init"] == "safetensors");
+  CHECK(fs::equivalent(ft["config"]["model"]["init_path"].get<std::string>(),
+                       committed / "model.safetensors"));
+  CHECK(ft["init"]["loaded"].get<int>() > 0);
+  r = run_cli("report " + set.string());
+  CHECK(has(r.output, "up: the committed run in"));
+
+  // Another upstream config (here a --set) is not what was committed: it runs.
+  r = run_cli("sweep --suite " + suite.string() + " --out " + out.string() +
+              " --set train.seed=5");
+  CHECK(r.code == 0);
+  CHECK(has(r.output, "was made by another config; running it"));
+  CHECK(read(set / "sweep.json")["upstream"][0]["status"] == "ok");
+  CHECK(read(set / "01-finetune/result.json")["config"]["model"]["init"] == "checkpoint");
+  // --rerun-upstream runs it even when the config matches.
+  r = run_cli("sweep --suite " + suite.string() + " --out " + out.string() + " --rerun-upstream");
+  CHECK(r.code == 0);
+  CHECK(read(set / "sweep.json")["upstream"][0]["status"] == "ok");
+}
+
+TEST_CASE("sweep: on a CPU that emulates bf16 a rung's where_emulated settings apply and the report says why") {
+  accel_test::TempDir tmp;
+  tmp.write("s/tiny.json", kTiny);
+  tmp.write("s/bf16.json",
+            R"({"extends": "tiny.json", "train": {"loop": "fabric"}, "runtime": {"precision": "bf16-mixed"}})");
+  const auto suite = tmp.write("s/suite.json", R"({"suite": "tiny", "rungs": [
+      {"id": "04-bf16", "article": "04", "config": "bf16.json"},
+      {"id": "05-ddp", "article": "05", "config": "bf16.json",
+       "where_emulated": {"set": ["runtime.precision=32-true"], "note": "not about bf16: fp32 here"}}]})");
+  const auto out = tmp / "out";
+  // An AVX2-only CPU (no AVX512-BF16, no AMX), as ACCEL_CPU_FLAGS makes this one look.
+  auto r = run_cli_env("ACCEL_CPU_FLAGS='fpu avx2 fma'",
+                       "sweep --suite " + suite.string() + " --out " + out.string());
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  CHECK(has(r.output, "05-ddp: bf16-mixed is emulated on this CPU; running with runtime.precision=32-true"));
+  const auto set = the_set(out);
+  CHECK(has(set.filename().string(), "-avx2-"));  // the machine id says what the CPU can do
+  const auto bf16 = read(set / "04-bf16/result.json");
+  CHECK(bf16["config"]["runtime"]["precision"] == "bf16-mixed");  // the bf16 rung runs as it is
+  CHECK(bf16["precision_support"] == "emulated");
+  REQUIRE(bf16["warnings"].size() == 1);
+  CHECK(has(bf16["warnings"][0].get<std::string>(), "use runtime.precision=32-true"));
+  CHECK(bf16["env"]["cpu_features"] == Json::array({"avx2", "fma"}));
+  const auto ddp = read(set / "05-ddp/result.json");
+  CHECK(ddp["config"]["runtime"]["precision"] == "32-true");
+  CHECK(ddp["precision_support"] == "native");
+  r = run_cli("report " + set.string());
+  CHECK(has(r.output, "05-ddp: not about bf16: fp32 here (ran with runtime.precision=32-true)."));
+  CHECK(has(r.output, "04-bf16: bf16-mixed is emulated on this CPU"));
+
+  // With native bf16 (AMX) nothing changes.
+  const auto out2 = tmp / "out2";
+  r = run_cli_env("ACCEL_CPU_FLAGS='fpu avx2 fma avx512f avx512_bf16 amx_tile amx_bf16'",
+                  "sweep --suite " + suite.string() + " --out " + out2.string());
+  REQUIRE(r.code == 0);
+  const auto set2 = the_set(out2);
+  CHECK(read(set2 / "05-ddp/result.json")["config"]["runtime"]["precision"] == "bf16-mixed");
+  CHECK(read(set2 / "04-bf16/result.json")["warnings"].empty());
+}
+
 TEST_CASE("sweep and compare: bad arguments exit 2 and write nothing") {
   accel_test::TempDir tmp;
   CHECK(run_cli("sweep --suite " + (tmp / "none.json").string()).code == 2);

@@ -8,6 +8,7 @@
 
 #include <string>
 
+#include "accel/metrics/hardware.h"
 #include "accel/report/machine.h"
 #include "accel/report/peaks.h"
 #include "accel/report/progress.h"
@@ -251,6 +252,39 @@ TEST_CASE("machine id: hardware, precision-relevant ISA and LibTorch version") {
                     {"gpu_name", "NVIDIA H200"}, {"libtorch_version", "2.6.0"},
                     {"cuda_version", "12.4"}};
   CHECK(machine_id(gpu, "avx2") == "nvidia-h200-x8-lt2.6.0-cu12.4");
+}
+
+TEST_CASE("cpu features: the precision-relevant flags of a cpuinfo line, in a fixed order") {
+  using accel::metrics::parse_cpu_flags;
+  const auto amx = parse_cpu_flags(" fpu avx2 fma avx512f avx512_bf16 amx_bf16 amx_tile sse4_2");
+  CHECK(amx.names() == std::vector<std::string>{"avx2", "fma", "avx512f", "avx512_bf16",
+                                                "amx_tile", "amx_bf16"});
+  CHECK(amx.native_bf16());
+  CHECK_FALSE(amx.native_fp16());
+  const auto avx2 = parse_cpu_flags("fpu avx2 fma");
+  CHECK_FALSE(avx2.native_bf16());
+  // Whole names only: "avx512_bf16x" or "avx2_vnni" are other flags.
+  CHECK_FALSE(parse_cpu_flags("avx512_bf16x avx2_vnni").native_bf16());
+  CHECK(parse_cpu_flags("avx2_vnni").names().empty());
+}
+
+TEST_CASE("precision support: bf16 and fp16 are emulated on CPUs without their instructions, with advice") {
+  using accel::metrics::parse_cpu_flags;
+  using accel::metrics::precision_support;
+  const auto avx2 = parse_cpu_flags("avx2 fma");
+  const auto amx = parse_cpu_flags("avx2 avx512f avx512_bf16 amx_bf16");
+  for (const char* p : {"bf16-mixed", "bf16-true"}) {
+    const auto s = precision_support(p, "cpu", avx2);
+    CHECK(s.emulated());
+    CHECK(has(s.warning, std::string(p) + " is emulated on this CPU"));
+    CHECK(has(s.warning, "use runtime.precision=32-true"));
+    CHECK_FALSE(precision_support(p, "cpu", amx).emulated());
+    CHECK(precision_support(p, "cpu", amx).warning.empty());
+  }
+  CHECK(precision_support("16-mixed", "cpu", amx).emulated());  // no AVX512-FP16 / AMX-FP16
+  CHECK_FALSE(precision_support("16-mixed", "cpu", parse_cpu_flags("avx512_fp16")).emulated());
+  CHECK_FALSE(precision_support("32-true", "cpu", avx2).emulated());
+  CHECK_FALSE(precision_support("bf16-mixed", "cuda", avx2).emulated());  // the GPU computes
 }
 
 TEST_CASE("progress: the bar shows epoch, step, ETA and images/s") {

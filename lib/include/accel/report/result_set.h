@@ -44,6 +44,7 @@ struct RunRecord {
   int world_size = 1;
   std::vector<double> peak_memory_bytes;  // one per rank; empty = n/a
   std::vector<double> epoch_time_s, epoch_val_acc;
+  std::vector<std::string> warnings;  // printed before the run (e.g. emulated precision)
   bool ok() const { return present && status == "ok"; }
   // images/s of one device: the field when present, else total / world size.
   OptNum per_device_images_per_s() const;
@@ -59,6 +60,11 @@ struct RungRuns {
   std::string needs;     // set when this machine cannot run it ("CUDA")
   std::string sweep_status;  // what the sweep recorded, "" when not in a manifest
   bool upstream = false;
+  // Set when the sweep changed the rung because this machine only emulates
+  // its precision (suite "where_emulated"): the note and the --set values.
+  std::string emulated_note;
+  std::vector<std::string> emulated_sets;
+  std::string committed;  // upstream: the committed run folder it came from
   std::vector<RunRecord> repeats;
 };
 

@@ -8,11 +8,14 @@
 //   "reference": "../../../results/reference/cvpr2023-vit.json",  optional, relative to this file
 //   "target_accuracy": 0.85,                    optional, val accuracy (fraction) for time-to-target
 //   "set": ["train.limit_train_batches=3"],     optional, --set for every run of the suite
-//   "upstream": [ {"id": "pretrain", "config": "pretrain.json", "changes": "..."} ],
+//   "upstream": [ {"id": "pretrain", "config": "pretrain.json", "changes": "...",
+//                  "committed": "../../../results/upstream/NAME"} ],  committed: optional
 //   "rungs": [
 //     {"id": "00-scratch", "article": "00", "config": "00-scratch.json", "changes": "..."},
 //     {"id": "01-finetune", "article": "01", "config": "01-finetune.json", "changes": "...",
 //      "init_from": "pretrain"},
+//     {"id": "05-ddp", ..., "where_emulated": {"set": ["runtime.precision=32-true"],
+//                                              "note": "..."}},            optional
 //     {"id": "02-compile", "article": "02", "changes": "torch.compile", "needs": "CUDA"}
 //   ]
 // }
@@ -23,6 +26,19 @@
 // `--set model.init_path=<that run's folder>/checkpoint.ckpt`. A rung whose
 // config inits from a checkpoint in a folder named like an upstream id
 // (runs/ladder/pretrain/checkpoint.ckpt) gets the same without "init_from".
+//
+// "committed" names a folder (relative to the suite file) holding an upstream
+// run made once by the same config and committed: its config.json,
+// result.json, metrics.csv and model.safetensors (`accel-bench export`). When
+// its config.json equals the resolved upstream config, the sweep does not
+// rerun it: it copies the record into the result set and the rungs start from
+// model.safetensors (`--set model.init=safetensors`). `sweep --rerun-upstream`
+// runs it anyway.
+//
+// "where_emulated": where this machine only emulates the rung's precision
+// (bf16 on a CPU without AVX512-BF16/AMX, see accel/metrics/hardware.h), the
+// sweep adds these --set values to the rung's runs and the report shows the
+// note; rungs that are not about the precision use it to stay fast there.
 #pragma once
 
 #include <filesystem>
@@ -41,6 +57,9 @@ struct SuiteRung {
   std::string changes;
   std::string init_from;  // upstream id, or ""
   std::string needs;      // "CUDA", ... or ""
+  std::filesystem::path committed;            // upstream: committed run folder, or empty
+  std::vector<std::string> where_emulated;    // --set values where the precision is emulated
+  std::string where_emulated_note;
 };
 
 struct Suite {

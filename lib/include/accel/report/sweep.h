@@ -23,6 +23,7 @@ struct SweepOptions {
   std::vector<uint64_t> seeds;    // repeat i runs with seeds[i % n] (train.seed)
   std::filesystem::path out = "runs/sweep";
   bool resume = false;            // reuse ok runs whose resolved config is unchanged
+  bool rerun_upstream = false;    // run upstream runs even where a committed one matches
   std::vector<std::string> sets;  // --set for every run (after the suite's own)
   std::filesystem::path exe;      // the accel-bench binary; empty = /proc/self/exe
   std::ostream* log = nullptr;    // progress; nullptr = silent

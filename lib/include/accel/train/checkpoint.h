@@ -94,4 +94,12 @@ Checkpoint read_checkpoint(const std::filesystem::path& file);
 void restore_for_resume(const Checkpoint& ckpt, torch::nn::Module& model,
                         torch::optim::Optimizer& optimizer);
 
+// Writes the model tensors of CHECKPOINT (weights and buffers only, as
+// trained, torchvision names) to OUT as safetensors, with the source run's
+// resolved config and the checkpoint's progress in the metadata, so that a
+// run can start from them with model.init {"safetensors": OUT}. An existing
+// OUT is a ConfigError unless overwrite. Returns the number of tensors.
+int64_t export_weights(const std::filesystem::path& checkpoint, const std::filesystem::path& out,
+                       bool overwrite);
+
 }  // namespace accel::train

@@ -54,6 +54,11 @@ struct RunResult {
   std::string loop;
   std::string strategy;   // the strategy that ran (auto resolved)
   std::string device;     // e.g. "cpu", "cuda:0"
+  // "native" | "emulated": whether this hardware has kernels for the precision
+  // (bf16 on a CPU without AVX512-BF16/AMX is emulated), and the warnings
+  // printed before the run.
+  std::string precision_support = "native";
+  std::vector<std::string> warnings;
   int world_size = 1;
   int threads = 1;
   std::vector<EpochResult> epochs;

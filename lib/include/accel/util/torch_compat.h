@@ -3,6 +3,8 @@
 // guarded by TORCH_VERSION_MAJOR/MINOR. Nothing else checks versions.
 #pragma once
 
+#include <type_traits>
+#include <utility>
 #include <stdexcept>
 #include <string>
 
@@ -194,6 +196,39 @@ inline bool cpu_half_kernels() {
 #endif
 
 namespace accel::compat {
+
+// TCPStore: 2.4+ default to the libuv server (TCPStoreOptions::useLibUV = true), but a
+// LibTorch built without libuv (Debian 13's 2.6) then refuses to start the store with
+// "use_libuv was requested but PyTorch was build without libuv support". Such builds get
+// the classic backend; builds with libuv keep PyTorch's default. 1.13 has no field.
+template <typename O, typename = void>
+struct HasUseLibUV : std::false_type {};
+template <typename O>
+struct HasUseLibUV<O, std::void_t<decltype(std::declval<O&>().useLibUV)>> : std::true_type {};
+
+// Turns libuv off when the options have the field and it is on; false otherwise.
+template <typename O>
+bool drop_libuv(O& opts) {
+  if constexpr (HasUseLibUV<O>::value) {
+    if (opts.useLibUV) {
+      opts.useLibUV = false;
+      return true;
+    }
+  }
+  return false;
+}
+
+inline c10::intrusive_ptr<c10d::TCPStore> make_tcp_store(const std::string& host,
+                                                          c10d::TCPStoreOptions opts) {
+  try {
+    return c10::make_intrusive<c10d::TCPStore>(host, opts);
+  } catch (const std::exception& e) {
+    if (std::string(e.what()).find("libuv") != std::string::npos && drop_libuv(opts)) {
+      return c10::make_intrusive<c10d::TCPStore>(host, opts);
+    }
+    throw;
+  }
+}
 
 #if ACCEL_TORCH_AT_LEAST(2, 0)
 using CommBackend = c10d::Backend;

@@ -1,0 +1,44 @@
+// What the hardware a run lands on can do natively: the CPU's
+// precision-relevant instruction sets (from /proc/cpuinfo's flags) and, from
+// them, whether a training precision runs on native kernels or is emulated.
+// On CPUs without AVX512-BF16 or AMX, LibTorch computes bf16 matmuls by
+// converting to fp32 and back (measured about 12x slower per step than
+// 32-true on a 2-core AVX2 EPYC, issue 10); users must be told before a run.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace accel::metrics {
+
+struct CpuFeatures {
+  bool avx2 = false, fma = false, avx512f = false, avx512_bf16 = false, avx512_fp16 = false,
+       amx_tile = false, amx_bf16 = false, amx_fp16 = false;
+  // The flags above that are set, under /proc/cpuinfo's names, in the order declared.
+  std::vector<std::string> names() const;
+  bool native_bf16() const { return avx512_bf16 || amx_bf16; }
+  bool native_fp16() const { return avx512_fp16 || amx_fp16; }
+};
+
+// Parses a /proc/cpuinfo "flags" value (space-separated names).
+CpuFeatures parse_cpu_flags(const std::string& flags);
+
+// The flags of this machine's first CPU. ACCEL_CPU_FLAGS, when set, replaces
+// them (to see what a run would do on another CPU, e.g. "avx2 fma"; the tests
+// use it); the result then records that the flags were overridden.
+std::string cpu_flags_line();
+bool cpu_flags_overridden();
+CpuFeatures cpu_features();
+
+// How a precision runs on a device type ("cpu", "cuda"):
+//   support "native" | "emulated"; warning is one line ("" when native) that
+//   says what to expect and what to use instead.
+struct PrecisionSupport {
+  std::string support = "native";
+  std::string warning;
+  bool emulated() const { return support == "emulated"; }
+};
+PrecisionSupport precision_support(const std::string& precision, const std::string& device_type,
+                                   const CpuFeatures& cpu);
+
+}  // namespace accel::metrics
