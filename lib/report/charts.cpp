@@ -39,7 +39,7 @@ ChartData runtime_chart(const Report& r) {
   std::ostringstream csv;
   csv << "rung,ours,ours_low,ours_high,article\n";
   for (const auto& row : r.rungs) {
-    csv << csv_label(row.id) << "," << csv_num(scaled(row.time_s.median, k)) << ","
+    csv << csv_label(row.comparable ? row.id : row.id + " (cut short)") << "," << csv_num(scaled(row.time_s.median, k)) << ","
         << csv_num(scaled(row.time_s.min, k)) << "," << csv_num(scaled(row.time_s.max, k)) << ","
         << csv_num(scaled(row.ref_time_min, 60 * k)) << "\n";
   }
@@ -55,7 +55,7 @@ ChartData accuracy_chart(const Report& r) {
   std::ostringstream csv;
   csv << "rung,ours,ours_low,ours_high,article\n";
   for (const auto& row : r.rungs) {
-    csv << csv_label(row.id) << "," << csv_num(scaled(row.acc.median, 100)) << ","
+    csv << csv_label(row.comparable ? row.id : row.id + " (cut short)") << "," << csv_num(scaled(row.acc.median, 100)) << ","
         << csv_num(scaled(row.acc.min, 100)) << "," << csv_num(scaled(row.acc.max, 100)) << ","
         << csv_num(row.ref_acc_pct) << "\n";
   }

@@ -78,6 +78,7 @@ RungRow make_row(const RungRuns& r, const ResultSet& set, const PeakTable& peaks
   row.article = r.article;
   row.changes = r.changes;
   row.upstream = r.upstream;
+  row.comparable = r.comparable;
   row.runs = int(r.repeats.size());
   describe_config(row, r);
   std::vector<double> time, acc, total, device, mfu, ttt;
@@ -94,7 +95,7 @@ RungRow make_row(const RungRuns& r, const ResultSet& set, const PeakTable& peaks
       peak_sources.insert(peaks.for_run(run)->source);
       row.peak_source = peaks.for_run(run)->source;
     }
-    if (set.target_accuracy) {
+    if (set.target_accuracy && r.comparable) {
       if (auto t = time_to_target(run, *set.target_accuracy)) ttt.push_back(*t);
     }
     for (size_t k = 0; k < run.peak_memory_bytes.size(); ++k) {
@@ -124,7 +125,7 @@ void add_speedups(std::vector<RungRow>& rows) {
   if (scratch == nullptr && !rows.empty()) scratch = &rows.front();
   const RungRow* prev = nullptr;
   for (auto& r : rows) {
-    if (!r.time_s.median || *r.time_s.median <= 0) continue;
+    if (!r.comparable || !r.time_s.median || *r.time_s.median <= 0) continue;
     if (scratch != nullptr && scratch->time_s.median) {
       r.speedup_scratch = *scratch->time_s.median / *r.time_s.median;
     }
@@ -180,7 +181,8 @@ Report build_report(const ResultSet& set, const PeakTable& peaks) {
       if (!r.emulated_note.empty()) {
         std::string sets;
         for (const auto& v : r.emulated_sets) sets += (sets.empty() ? "" : " ") + v;
-        rep.notes.push_back(r.id + ": " + r.emulated_note + " (ran with " + sets + ").");
+        rep.notes.push_back(r.id + ": " + r.emulated_note + " (ran with " + sets + ")" +
+                            (r.comparable ? "." : "; cut short, so no speedup is given."));
       }
       std::set<std::string> seen;
       for (const auto& run : r.repeats) {

@@ -143,6 +143,9 @@ RungRuns rung_from_manifest(const fs::path& set, const Json& entry, bool upstrea
   if (entry.contains("where_emulated") && entry["where_emulated"].is_object()) {
     const auto& w = entry["where_emulated"];
     r.emulated_note = str_at(w, "note");
+    if (w.contains("comparable") && w["comparable"].is_boolean()) {
+      r.comparable = w["comparable"].get<bool>();
+    }
     if (r.emulated_note.empty()) r.emulated_note = str_at(w, "precision") + " is emulated here";
     if (w.contains("set") && w["set"].is_array()) {
       for (const auto& v : w["set"]) {

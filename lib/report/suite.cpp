@@ -76,7 +76,11 @@ SuiteRung read_rung(const Suite& s, const Json& obj, const std::string& where, b
   if (!upstream && obj.contains("where_emulated")) {
     const std::string w = where + ".where_emulated";
     const auto& we = obj["where_emulated"];
-    only_keys(s, we, w, {"set", "note"});
+    only_keys(s, we, w, {"set", "note", "comparable"});
+    if (we.contains("comparable")) {
+      if (!we["comparable"].is_boolean()) bad(s, w + ".comparable: expected true or false");
+      r.where_emulated_comparable = we["comparable"].get<bool>();
+    }
     if (!we.contains("set") || !we["set"].is_array() || we["set"].empty()) {
       bad(s, w + ".set: expected a non-empty list of \"section.key=value\" strings");
     }

@@ -227,7 +227,8 @@ void Sweep::run_rung(const SuiteRung& r, Json& entry, bool upstream) {
       sets.insert(sets.end(), r.where_emulated.begin(), r.where_emulated.end());
       entry["where_emulated"] = {{"precision", precision},
                                  {"set", r.where_emulated},
-                                 {"note", r.where_emulated_note}};
+                                 {"note", r.where_emulated_note},
+                                 {"comparable", r.where_emulated_comparable}};
       std::string added;
       for (const auto& v : r.where_emulated) added += (added.empty() ? "" : " ") + v;
       progress_.note(r.id + ": " + precision + " is emulated on this CPU; running with " + added);

@@ -178,7 +178,23 @@ void Run::setup() {
 }
 
 void Run::resume() {
-  Checkpoint ckpt = fabric_->load(opts_.resume, fsetup_->model, fsetup_->optimizer);
+  Checkpoint ckpt;
+  try {
+    ckpt = fabric_->load(opts_.resume, fsetup_->model, fsetup_->optimizer);
+  } catch (const ConfigError&) {
+    // The model or optimizer does not fit the checkpoint: name the config
+    // fields that differ (model.depth, ...) rather than the first tensor.
+    std::vector<std::string> differ;
+    try {
+      differ = resume_incompatibilities(read_checkpoint(opts_.resume).config, resolved_);
+    } catch (const std::exception&) {
+    }
+    if (!differ.empty()) {
+      throw ConfigError("--resume " + opts_.resume.string() +
+                        ": the checkpoint was written with another " + join(differ, ", "));
+    }
+    throw;
+  }
   const auto differ = resume_incompatibilities(ckpt.config, resolved_);
   if (!differ.empty()) {
     throw ConfigError("--resume " + opts_.resume.string() +

@@ -3,6 +3,9 @@
 #include "run_support.h"
 
 #include <unistd.h>
+#include <cstring>
+#include <cerrno>
+#include <sys/stat.h>
 
 #include <atomic>
 #include <cmath>
@@ -70,6 +73,14 @@ void check_out_dir(const RunOptions& opts) {
     if (::access(up.c_str(), W_OK | X_OK) != 0) {
       throw ConfigError(where + "cannot create it: " + up.string() + " is not writable");
     }
+    // access() says yes for root everywhere, and some file systems (/proc, /sys)
+    // refuse new folders anyway: make and remove a probe folder in `up`.
+    const auto probe = up / (".accel-out-probe." + std::to_string(::getpid()));
+    if (::mkdir(probe.c_str(), 0700) != 0) {
+      throw ConfigError(where + "cannot create folders in " + up.string() + " (" +
+                        std::strerror(errno) + ")");
+    }
+    ::rmdir(probe.c_str());
     return;
   }
   if (opts.overwrite || !opts.resume.empty()) return;

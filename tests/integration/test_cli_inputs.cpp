@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "integration/cli_helpers.h"
 #include "support/temp_dir.h"
 
@@ -133,4 +135,113 @@ TEST_CASE("cli inputs: compare-losses says identical, refuses a negative toleran
   CHECK(r.code == 2);
   CHECK(r.output.find(cut.string() + ": line 4: incomplete row") != std::string::npos);
   CHECK(lines(r.output) == 1);
+}
+
+namespace {
+
+bool has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+nlohmann::json read_json(const fs::path& f) {
+  std::ifstream in(f);
+  return nlohmann::json::parse(in);
+}
+
+// The scratch smoke config cut to a few steps on the real data.
+Outcome smoke(const std::string& extra) {
+  return run_cli("run -c " + source("configs/smoke/scratch-smoke.json") +
+                 " --set train.limit_train_batches=4 --set train.limit_eval_batches=1 " + extra);
+}
+
+}  // namespace
+
+TEST_CASE("cli inputs: an out dir holding only a killed run's step checkpoints needs --force or --resume") {
+  if (!have_fashion_mnist()) return;
+  TempDir tmp;
+  const auto out = tmp / "out";
+  REQUIRE(smoke("--set train.checkpoint_every=2 --out " + out.string()).code == 0);
+  // What a kill leaves: the step checkpoints, no result.json, no final checkpoint.
+  fs::remove(out / "result.json");
+  fs::remove(out / "checkpoint.ckpt");
+  REQUIRE_FALSE(fs::is_empty(out / "checkpoints"));
+  const auto before = fs::last_write_time(out / "config.json");
+  const auto r = smoke("--out " + out.string());
+  CHECK(r.code == 2);
+  CHECK(lines(r.output) == 1);
+  CHECK(has(r.output, "checkpoints/step-"));
+  CHECK(has(r.output, "--resume auto"));
+  CHECK(has(r.output, "--force"));
+  CHECK(fs::last_write_time(out / "config.json") == before);  // nothing was touched
+}
+
+TEST_CASE("cli inputs: an unusable --out exits 2 with one line before any data is read") {
+  TempDir tmp;
+  tmp.write("file", "x");
+  for (const std::string out : {(tmp / "file" / "out").string(), std::string("/proc/accel-x")}) {
+    const auto r = run_cli("run -c " + source("configs/smoke/scratch-smoke.json") + " --out " + out);
+    INFO(r.output);
+    CHECK(r.code == 2);
+    CHECK(lines(r.output) == 1);
+    CHECK(has(r.output, "--out"));
+    CHECK_FALSE(has(r.output, "== data"));  // nothing was loaded
+  }
+}
+
+TEST_CASE("cli inputs: an eval batch beyond the split's size is bounded by it and said so") {
+  TempDir tmp;
+  // Synthetic data: a few images per split (those of classes 5-9), so the batch is bounded.
+  const auto r = run_cli("run -c " + source("configs/smoke/scratch-smoke.json") +
+                         " --set data.dataset=synthetic --set data.synthetic_train=64"
+                         " --set data.synthetic_test=24 --set train.eval_batch_size=2000000000"
+                         " --out " + (tmp / "o").string());
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  CHECK(has(r.output, "== note: train.eval_batch_size 2000000000 exceeds the"));
+  CHECK(has(r.output, "images of a split; using "));
+  CHECK(read_json(tmp / "o/result.json")["status"] == "ok");
+}
+
+TEST_CASE("cli inputs: what was not measured is null and n/a never zero") {
+  if (!have_fashion_mnist()) return;
+  TempDir tmp;
+  // No validation split, and warm-up longer than the run: no val accuracy, no step time.
+  const auto r = smoke("--set data.val_fraction=0 --set train.warmup_steps=100 --out " +
+                       (tmp / "o").string());
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  CHECK(has(r.output, "Val acc.: n/a"));
+  CHECK(has(r.output, "Step time: n/a"));
+  const auto res = read_json(tmp / "o/result.json");
+  CHECK(res["epochs"][0]["val_acc"].is_null());
+  CHECK(res["images_per_s"].is_null());
+  CHECK(res["test_acc"].is_number());  // what was measured is there
+}
+
+TEST_CASE("cli inputs: accelerator auto records the device it ran on") {
+  if (!have_fashion_mnist()) return;
+  TempDir tmp;
+  const auto r = smoke("--set runtime.accelerator=auto --out " + (tmp / "o").string());
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  const auto res = read_json(tmp / "o/result.json");
+  CHECK(res["device"] == (torch::cuda::is_available() ? "cuda:0" : "cpu"));
+  CHECK(res["config"]["runtime"]["accelerator"] == "auto");  // as asked, beside what ran
+}
+
+TEST_CASE("cli inputs: --resume names the model field that differs and refuses fewer batches per epoch") {
+  if (!have_fashion_mnist()) return;
+  TempDir tmp;
+  const auto out = tmp / "o";
+  // Stopped after 4 batches of epoch 1 (max_steps), so the checkpoint is mid-epoch.
+  REQUIRE(smoke("--set train.epochs=2 --set train.max_steps=3 --out " + out.string()).code == 0);
+  auto r = smoke("--set train.epochs=2 --set model.depth=2 --resume auto --out " + out.string());
+  INFO(r.output);
+  CHECK(r.code == 2);
+  CHECK(has(r.output, "model.depth"));
+  r = smoke("--set train.epochs=2 --set train.limit_train_batches=2 --resume auto --out " +
+            out.string());
+  INFO(r.output);
+  CHECK(r.code == 2);
+  CHECK(has(r.output, "train.limit_train_batches is lower"));
 }

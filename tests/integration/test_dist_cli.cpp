@@ -185,6 +185,39 @@ TEST_CASE("cli: ranks started with torchrun variables join without spawning") {
   CHECK_MESSAGE(r.code == 0, r.output);
 }
 
+TEST_CASE("cli: ranks given different configs refuse to train and name the rank") {
+  REQUIRE_MESSAGE(have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
+  const auto out = fresh_dir("hash"), logs = fresh_dir("hash-logs");
+  fs::create_directories(logs);
+  const int port = 21000 + int((::getpid() + 7919) % 20000);
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < 2; ++rank) {
+    // Rank 1 was given another learning rate: its resolved config differs.
+    const std::string args = "run" + smoke(8, 3) + " --set runtime.devices=2" +
+                             (rank == 1 ? " --set optim.lr=0.5" : "");
+    const std::string env = "RANK=" + std::to_string(rank) + " LOCAL_RANK=" +
+                            std::to_string(rank) + " WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 "
+                            "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " ";
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      const std::string cmd = "exec env " + env + ACCEL_BENCH_EXE + " " + args + " --out " +
+                              out.string() + " > " + (logs / std::to_string(rank)).string() +
+                              " 2>&1";
+      ::execl("/bin/sh", "sh", "-c", cmd.c_str(), nullptr);
+      ::_exit(127);
+    }
+    pids.push_back(pid);
+  }
+  CHECK(wait_exit(pids[0], std::chrono::seconds(240)) == 2);  // a config error
+  CHECK(wait_exit(pids[1], std::chrono::seconds(240)) == 2);
+  const auto log0 = slurp(logs / "0");
+  INFO(log0);
+  CHECK(log0.find("rank 1 runs another resolved config than rank 0") != std::string::npos);
+  CHECK_FALSE(fs::exists(out / "result.json"));
+  CHECK_FALSE(fs::exists(out / "metrics.csv"));
+}
+
 TEST_CASE("cli: a rank killed by SIGKILL stops the job with a non-zero exit naming it") {
   REQUIRE_MESSAGE(have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
   const auto out = fresh_dir("kill"), logs = fresh_dir("kill-logs");

@@ -192,7 +192,8 @@ TEST_CASE("sweep: on a CPU that emulates bf16 a rung's where_emulated settings a
   tmp.write("s/bf16.json",
             R"({"extends": "tiny.json", "train": {"loop": "fabric"}, "runtime": {"precision": "bf16-mixed"}})");
   const auto suite = tmp.write("s/suite.json", R"({"suite": "tiny", "rungs": [
-      {"id": "04-bf16", "article": "04", "config": "bf16.json"},
+      {"id": "04-bf16", "article": "04", "config": "bf16.json",
+       "where_emulated": {"set": ["train.max_steps=1"], "note": "emulated: one step", "comparable": false}},
       {"id": "05-ddp", "article": "05", "config": "bf16.json",
        "where_emulated": {"set": ["runtime.precision=32-true"], "note": "not about bf16: fp32 here"}}]})");
   const auto out = tmp / "out";
@@ -205,7 +206,8 @@ TEST_CASE("sweep: on a CPU that emulates bf16 a rung's where_emulated settings a
   const auto set = the_set(out);
   CHECK(has(set.filename().string(), "-avx2-"));  // the machine id says what the CPU can do
   const auto bf16 = read(set / "04-bf16/result.json");
-  CHECK(bf16["config"]["runtime"]["precision"] == "bf16-mixed");  // the bf16 rung runs as it is
+  CHECK(bf16["config"]["runtime"]["precision"] == "bf16-mixed");  // the bf16 rung keeps bf16
+  CHECK(bf16["steps"] == 1);                                         // cut short, as the suite says
   CHECK(bf16["precision_support"] == "emulated");
   REQUIRE(bf16["warnings"].size() == 1);
   CHECK(has(bf16["warnings"][0].get<std::string>(), "use runtime.precision=32-true"));
@@ -216,6 +218,10 @@ TEST_CASE("sweep: on a CPU that emulates bf16 a rung's where_emulated settings a
   r = run_cli("report " + set.string());
   CHECK(has(r.output, "05-ddp: not about bf16: fp32 here (ran with runtime.precision=32-true)."));
   CHECK(has(r.output, "04-bf16: bf16-mixed is emulated on this CPU"));
+  CHECK(has(r.output, "04-bf16: emulated: one step (ran with train.max_steps=1); cut short, so no speedup is given."));
+  std::ifstream chart(set / "charts/runtime.csv");
+  const std::string csv((std::istreambuf_iterator<char>(chart)), std::istreambuf_iterator<char>());
+  CHECK(has(csv, "04-bf16 (cut short)"));
 
   // With native bf16 (AMX) nothing changes.
   const auto out2 = tmp / "out2";
@@ -225,6 +231,7 @@ TEST_CASE("sweep: on a CPU that emulates bf16 a rung's where_emulated settings a
   const auto set2 = the_set(out2);
   CHECK(read(set2 / "05-ddp/result.json")["config"]["runtime"]["precision"] == "bf16-mixed");
   CHECK(read(set2 / "04-bf16/result.json")["warnings"].empty());
+  CHECK(read(set2 / "04-bf16/result.json")["steps"] == 4);
 }
 
 TEST_CASE("sweep and compare: bad arguments exit 2 and write nothing") {

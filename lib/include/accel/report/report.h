@@ -35,6 +35,7 @@ struct RungRow {
   int ttt_reached = 0;
   std::vector<double> mem_per_rank;  // median over ok repeats, per rank
   OptNum speedup_scratch, speedup_prev;
+  bool comparable = true;  // false: cut short on this machine; no speedup, no time to target
   std::string peak_source;
   // The article's figures for the same rung (nullopt when it has none).
   OptNum ref_time_min, ref_acc_pct, ref_mem_gb, ref_speedup_scratch;

@@ -64,6 +64,7 @@ struct RungRuns {
   // its precision (suite "where_emulated"): the note and the --set values.
   std::string emulated_note;
   std::vector<std::string> emulated_sets;
+  bool comparable = true;  // false: the where_emulated settings cut it short
   std::string committed;  // upstream: the committed run folder it came from
   std::vector<RunRecord> repeats;
 };

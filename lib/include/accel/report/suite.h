@@ -15,7 +15,7 @@
 //     {"id": "01-finetune", "article": "01", "config": "01-finetune.json", "changes": "...",
 //      "init_from": "pretrain"},
 //     {"id": "05-ddp", ..., "where_emulated": {"set": ["runtime.precision=32-true"],
-//                                              "note": "..."}},            optional
+//                                              "note": "...", "comparable": true}},  optional
 //     {"id": "02-compile", "article": "02", "changes": "torch.compile", "needs": "CUDA"}
 //   ]
 // }
@@ -39,6 +39,9 @@
 // (bf16 on a CPU without AVX512-BF16/AMX, see accel/metrics/hardware.h), the
 // sweep adds these --set values to the rung's runs and the report shows the
 // note; rungs that are not about the precision use it to stay fast there.
+// "comparable": false says the settings cut the run short (fewer steps, to
+// measure the emulated precision's speed within the budget): the report then
+// gives that rung no speedup and no time to target.
 #pragma once
 
 #include <filesystem>
@@ -60,6 +63,7 @@ struct SuiteRung {
   std::filesystem::path committed;            // upstream: committed run folder, or empty
   std::vector<std::string> where_emulated;    // --set values where the precision is emulated
   std::string where_emulated_note;
+  bool where_emulated_comparable = true;  // false: the settings cut the run short
 };
 
 struct Suite {
