@@ -3,7 +3,13 @@
 // facade in each precision, with images/s and achieved GFLOP/s counters.
 // The ratio of two precisions' images/s, measured in one run, is the speedup.
 //   build/accel_bench --benchmark_filter=TrainStep
+// ACCEL_BENCH_THREADS=N sets runtime.threads (unset: 0, the cores available);
+// bench/eager_vs_cpp.sh uses it to compare with PyTorch eager at equal threads.
 #include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <string>
 
 #include <torch/torch.h>
 
@@ -14,9 +20,25 @@
 
 namespace {
 
+// runtime.threads from ACCEL_BENCH_THREADS: unset or empty = 0 (Fabric's default);
+// anything but a positive integer is an error.
+int threads_from_env() {
+  const char* v = std::getenv("ACCEL_BENCH_THREADS");
+  if (v == nullptr || *v == '\0') return 0;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  if (*end != '\0' || n < 1 || n > 4096) {
+    std::cerr << "accel_bench: ACCEL_BENCH_THREADS=\"" << v
+              << "\" is not a positive integer\n";
+    std::exit(2);
+  }
+  return static_cast<int>(n);
+}
+
 void BM_TrainStep(benchmark::State& state, const std::string& precision, int batch) {
   accel::config::RuntimeConfig runtime;
   runtime.precision = precision;
+  runtime.threads = threads_from_env();
   accel::train::Fabric fabric(runtime);
   fabric.launch();
   fabric.seed_everything(0);

@@ -9,6 +9,12 @@ PKGS=(
   iproute2
   dataset-fashion-mnist libopenblas0-openmp gnuplot-nox
 )
+# `setup.sh --bench`: also what the benchmarks against PyTorch need
+# (bench/eager_vs_cpp.sh: PyTorch eager on the same LibTorch 1.13); not for
+# the main job or the tests, so CI does not install it.
+if [ "${1:-}" = "--bench" ]; then
+  PKGS+=(python3-torch)
+fi
 
 missing=()
 for p in "${PKGS[@]}"; do

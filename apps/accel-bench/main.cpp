@@ -16,6 +16,7 @@
 #include "accel/config/run_config.h"
 #include "accel/models/vit.h"
 #include "accel/report/losses.h"
+#include "accel/metrics/hardware.h"
 #include "accel/metrics/metrics.h"
 #include "accel/report/calibrate.h"
 #include "accel/report/compare.h"
@@ -156,10 +157,30 @@ std::string error_prefix() {
 // collapse when anything else runs on the cores: a 2-thread ViT step of the
 // CPU preset measured 3.3 s instead of 0.18 s next to a compiler on this 2-core
 // machine. A user who prefers spinning sets OMP_WAIT_POLICY=ACTIVE.
-void ensure_passive_omp_wait(char** argv) {
-  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
-  ::setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
-  ::execv("/proc/self/exe", argv);  // returns only on failure: carry on as is
+// The process environment the libraries read once at load time, so it is set
+// by re-executing this binary before anything runs:
+// - OMP_WAIT_POLICY=PASSIVE unless set (spinning OpenMP workers made a
+//   2-thread step 10x slower while one other process was busy);
+// - OPENBLAS_CORETYPE unless set, when the loaded OpenBLAS does not know this
+//   CPU and fell back to generic kernels (accel/metrics/hardware.h: 1.6x on
+//   the fp32 train step of an Emerald Rapids Xeon with Debian 12's OpenBLAS);
+//   ACCEL_OPENBLAS_CORETYPE_AUTO marks it so the result records it.
+void prepare_environment(char** argv) {
+  bool again = false;
+  if (std::getenv("OMP_WAIT_POLICY") == nullptr) {
+    ::setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+    again = true;
+  }
+  if (std::getenv("OPENBLAS_CORETYPE") == nullptr) {
+    const auto type = accel::metrics::better_openblas_coretype(accel::metrics::openblas_core(),
+                                                               accel::metrics::cpu_features());
+    if (!type.empty()) {
+      ::setenv("OPENBLAS_CORETYPE", type.c_str(), 1);
+      ::setenv("ACCEL_OPENBLAS_CORETYPE_AUTO", "1", 1);
+      again = true;
+    }
+  }
+  if (again) ::execv("/proc/self/exe", argv);  // returns only on failure: carry on as is
 }
 
 int cmd_compare_losses(const std::string& a, const std::string& b, double tolerance,
@@ -294,7 +315,7 @@ int dispatch_ladder_commands(CLI::App& app, LadderArgs& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  ensure_passive_omp_wait(argv);
+  prepare_environment(argv);
   CLI::App app{"accel-bench: the PyTorch speedup ladder, measured on your hardware"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("accel-bench ") + ACCEL_VERSION +
@@ -336,6 +357,9 @@ int main(int argc, char** argv) {
   size_t first_steps = 0;
   compare_losses->add_option("--first", first_steps, "Compare only the first N logged steps");
 
+  auto* env_cmd = app.add_subcommand(
+      "env", "Print what accel-bench sees on this machine (the environment block of result.json)");
+
   std::string export_ckpt, export_out;
   bool export_force = false;
   auto* export_cmd = app.add_subcommand(
@@ -363,6 +387,10 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (compare_losses->parsed()) return cmd_compare_losses(loss_a, loss_b, tolerance, first_steps);
+    if (env_cmd->parsed()) {
+      std::cout << accel::metrics::environment(accel::metrics::default_threads(1)).dump(2) << "\n";
+      return 0;
+    }
     if (export_cmd->parsed()) {
       const auto n = accel::train::export_weights(export_ckpt, export_out, export_force);
       std::cout << "wrote " << n << " tensors to " << export_out << "\n";

@@ -1,5 +1,8 @@
 #include "accel/metrics/hardware.h"
 
+#include <dlfcn.h>
+
+#include <cctype>
 #include <cstdlib>
 #include <fstream>
 #include <set>
@@ -11,8 +14,9 @@ std::vector<std::string> CpuFeatures::names() const {
   std::vector<std::string> out;
   const std::pair<bool, const char*> all[] = {
       {avx2, "avx2"},          {fma, "fma"},           {avx512f, "avx512f"},
-      {avx512_bf16, "avx512_bf16"}, {avx512_fp16, "avx512_fp16"}, {amx_tile, "amx_tile"},
-      {amx_bf16, "amx_bf16"},  {amx_fp16, "amx_fp16"}};
+      {avx512bw, "avx512bw"},  {avx512vl, "avx512vl"}, {avx512dq, "avx512dq"},
+      {avx512cd, "avx512cd"},  {avx512_bf16, "avx512_bf16"}, {avx512_fp16, "avx512_fp16"},
+      {amx_tile, "amx_tile"},  {amx_bf16, "amx_bf16"}, {amx_fp16, "amx_fp16"}};
   for (const auto& [on, name] : all) {
     if (on) out.emplace_back(name);
   }
@@ -28,6 +32,10 @@ CpuFeatures parse_cpu_flags(const std::string& flags) {
   c.avx2 = has("avx2");
   c.fma = has("fma");
   c.avx512f = has("avx512f");
+  c.avx512bw = has("avx512bw");
+  c.avx512vl = has("avx512vl");
+  c.avx512dq = has("avx512dq");
+  c.avx512cd = has("avx512cd");
   c.avx512_bf16 = has("avx512_bf16");
   c.avx512_fp16 = has("avx512_fp16");
   c.amx_tile = has("amx_tile");
@@ -71,6 +79,33 @@ PrecisionSupport precision_support(const std::string& precision, const std::stri
                 "than 32-true; use runtime.precision=32-true for speed";
   }
   return s;
+}
+
+std::string openblas_core() {
+  using CoreName = char* (*)();
+  auto* fn = reinterpret_cast<CoreName>(::dlsym(RTLD_DEFAULT, "openblas_get_corename"));
+  if (fn == nullptr) return "";
+  const char* name = fn();
+  return name ? name : "";
+}
+
+std::string better_openblas_coretype(const std::string& core, const CpuFeatures& cpu) {
+  // OpenBLAS's names for its oldest x86-64 kernels: what it falls back to.
+  static const std::set<std::string> generic = {"Prescott", "Core2",  "Penryn",  "Dunnington",
+                                                "Nehalem",  "Katmai", "Coppermine", "Northwood",
+                                                "Banias",   "Unknown"};
+  std::string lower;
+  for (char ch : core) lower += char(std::tolower(static_cast<unsigned char>(ch)));
+  bool fallback = false;
+  for (const auto& g : generic) {
+    std::string gl;
+    for (char ch : g) gl += char(std::tolower(static_cast<unsigned char>(ch)));
+    fallback = fallback || gl == lower;
+  }
+  if (!fallback) return "";
+  if (cpu.skylakex_class()) return "SkylakeX";
+  if (cpu.avx2 && cpu.fma) return "Haswell";
+  return "";
 }
 
 }  // namespace accel::metrics

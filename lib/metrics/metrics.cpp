@@ -171,6 +171,13 @@ nlohmann::json environment(int threads) {
   env["cores"] = available_cores();
   env["threads"] = threads;
   env["blas"] = blas_in_use();
+  if (const auto core = openblas_core(); !core.empty()) {
+    env["openblas_core"] = core;
+    const char* set = std::getenv("OPENBLAS_CORETYPE");
+    env["openblas_coretype"] = set ? set : "";
+    // Set by the CLI because OpenBLAS fell back to generic kernels (see hardware.h).
+    if (std::getenv("ACCEL_OPENBLAS_CORETYPE_AUTO") != nullptr) env["openblas_coretype_auto"] = true;
+  }
   const char* wait = std::getenv("OMP_WAIT_POLICY");
   env["omp_wait_policy"] = wait ? wait : "default";
   char host[256] = {0};

@@ -240,6 +240,13 @@ void print_banner(std::ostream& out, const nlohmann::json& env, const nlohmann::
       << ") | LibTorch " << str("libtorch_version") << " | " << str("compiler") << "\n";
   out << "== hardware: " << str("cpu_model") << " | cores " << env.value("cores", 0)
       << " | threads " << fabric.threads() << " per rank | BLAS " << str("blas")
+      << (env.contains("openblas_core") ? " (" + str("openblas_core") + " kernels" +
+                                              (env.value("openblas_coretype_auto", false)
+                                                   ? ", OPENBLAS_CORETYPE set by accel-bench: "
+                                                     "OpenBLAS does not know this CPU"
+                                                   : std::string()) +
+                                              ")"
+                                        : std::string())
       << " | OMP_WAIT_POLICY " << str("omp_wait_policy")
       << (env.value("cuda_available", false)
               ? " | GPUs " + std::to_string(env.value("gpu_count", 0))

@@ -268,6 +268,23 @@ TEST_CASE("cpu features: the precision-relevant flags of a cpuinfo line, in a fi
   CHECK(parse_cpu_flags("avx2_vnni").names().empty());
 }
 
+TEST_CASE("openblas: a generic fallback core gets the kernels this CPU can run, a known core is kept") {
+  using accel::metrics::better_openblas_coretype;
+  using accel::metrics::parse_cpu_flags;
+  const auto spr = parse_cpu_flags("avx2 fma avx512f avx512bw avx512vl avx512dq avx512cd amx_bf16");
+  const auto zen = parse_cpu_flags("avx2 fma");
+  CHECK(better_openblas_coretype("Prescott", spr) == "SkylakeX");
+  CHECK(better_openblas_coretype("PRESCOTT", spr) == "SkylakeX");
+  CHECK(better_openblas_coretype("Prescott", zen) == "Haswell");
+  CHECK(better_openblas_coretype("Prescott", parse_cpu_flags("sse3")).empty());
+  CHECK(better_openblas_coretype("SkylakeX", spr).empty());   // OpenBLAS knew the CPU
+  CHECK(better_openblas_coretype("Zen", zen).empty());
+  CHECK(better_openblas_coretype("", spr).empty());           // no OpenBLAS loaded
+  // An AVX-512 CPU without all of SkylakeX's subsets (Knights Landing) gets Haswell.
+  CHECK(better_openblas_coretype("Prescott", parse_cpu_flags("avx2 fma avx512f avx512cd")) ==
+        "Haswell");
+}
+
 TEST_CASE("precision support: bf16 and fp16 are emulated on CPUs without their instructions, with advice") {
   using accel::metrics::parse_cpu_flags;
   using accel::metrics::precision_support;
