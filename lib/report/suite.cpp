@@ -50,7 +50,7 @@ void check_id(const Suite& s, const std::string& where, const std::string& id) {
 
 SuiteRung read_rung(const Suite& s, const Json& obj, const std::string& where, bool upstream) {
   if (upstream) {
-    only_keys(s, obj, where, {"id", "config", "changes", "committed"});
+    only_keys(s, obj, where, {"id", "config", "changes", "committed", "where_emulated"});
   } else {
     only_keys(s, obj, where,
               {"id", "article", "config", "changes", "init_from", "needs", "where_emulated"});
@@ -68,12 +68,12 @@ SuiteRung read_rung(const Suite& s, const Json& obj, const std::string& where, b
     if (!fs::exists(r.config)) bad(s, where + ".config: " + r.config.string() + ": no such file");
   }
   if (const auto dir = upstream ? text(s, obj, where, "committed", false) : ""; !dir.empty()) {
-    r.committed = s.file.parent_path() / dir;
+    r.committed = (s.file.parent_path() / dir).lexically_normal();
     if (!fs::is_directory(r.committed)) {
       bad(s, where + ".committed: " + r.committed.string() + ": no such folder");
     }
   }
-  if (!upstream && obj.contains("where_emulated")) {
+  if (obj.contains("where_emulated")) {
     const std::string w = where + ".where_emulated";
     const auto& we = obj["where_emulated"];
     only_keys(s, we, w, {"set", "note", "comparable"});

@@ -38,7 +38,9 @@
 // "where_emulated": where this machine only emulates the rung's precision
 // (bf16 on a CPU without AVX512-BF16/AMX, see accel/metrics/hardware.h), the
 // sweep adds these --set values to the rung's runs and the report shows the
-// note; rungs that are not about the precision use it to stay fast there.
+// note; rungs that are not about the precision use it to stay fast there. On
+// an upstream run it applies only when the run is made (not when a committed
+// run is used: that is compared with the config as written).
 // "comparable": false says the settings cut the run short (fewer steps, to
 // measure the emulated precision's speed within the budget): the report then
 // gives that rung no speedup and no time to target.
