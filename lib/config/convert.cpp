@@ -95,6 +95,7 @@ RuntimeConfig runtime_of(const json& r) {
   c.bucket_mb = r["bucket_mb"].get<double>();
   c.fsdp_sharding = r["fsdp_sharding"].get<std::string>();
   c.fsdp_prefetch = r["fsdp_prefetch"].get<bool>();
+  c.matmul_precision = r["matmul_precision"].get<std::string>();
   return c;
 }
 

@@ -142,6 +142,11 @@ std::vector<Field> build_table() {
         "(params kept gathered from forward to backward); NO_SHARD = DDP-like")
           .one_of({"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD"}),
       b("runtime.fsdp_prefetch", true, "fsdp: all-gather the next unit while this one computes"),
+      s("runtime.matmul_precision", "highest",
+        "float32 matmul precision, as torch.set_float32_matmul_precision: high and medium "
+        "let CUDA use TF32 on Ampere and newer (the article sets medium from rung 05); "
+        "recorded in result.json's env")
+          .one_of({"highest", "high", "medium"}),
       s("runtime.precision", "32-true", "numeric precision (Lightning names)")
           .one_of({"32-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true", "64-true"})
           .alias("16", "16-mixed").alias("bf16", "bf16-mixed")

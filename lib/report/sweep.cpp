@@ -154,7 +154,16 @@ bool Sweep::use_committed(const SuiteRung& r, const Json& resolved, Json& entry)
                    " lacks model.safetensors or an ok result.json; running it");
     return false;
   }
-  if (json_hash(prior.config) != json_hash(resolved)) {
+  // The committed config resolved again by today's schema: fields added since
+  // it was made take their defaults, so a new field does not invalidate it
+  // (a default that changed, or an edited config, does).
+  Json committed_config;
+  try {
+    committed_config = config::resolve_config(prior.config, c);
+  } catch (const ConfigError&) {
+    committed_config = prior.config;  // a field since removed: not the same config
+  }
+  if (json_hash(committed_config) != json_hash(resolved)) {
     progress_.note(r.id + ": the committed run in " + c.string() +
                    " was made by another config; running it");
     return false;

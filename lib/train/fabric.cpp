@@ -118,6 +118,7 @@ void Fabric::launch(const std::string& config_hash) {
   threads_ = runtime_.threads > 0 ? runtime_.threads
                                   : metrics::default_threads(ctx_.local_world_size);
   at::set_num_threads(threads_);
+  at::globalContext().setFloat32MatmulPrecision(runtime_.matmul_precision);
   if (ctx_.world_size > 1) {
     dist::CommOptions o;
     o.backend = resolve_backend(runtime_, ctx_.device);

@@ -230,6 +230,12 @@ nlohmann::json run_environment(const Fabric& fabric) {
   env["local_world_size"] = c.local_world_size;
   env["num_nodes"] = c.num_nodes;
   env["backend"] = c.comm ? c.comm->backend() : std::string("none");
+  // What LibTorch applies, read back (runtime.matmul_precision sets it).
+  switch (at::globalContext().float32MatmulPrecision()) {
+    case at::Float32MatmulPrecision::HIGHEST: env["float32_matmul_precision"] = "highest"; break;
+    case at::Float32MatmulPrecision::HIGH: env["float32_matmul_precision"] = "high"; break;
+    case at::Float32MatmulPrecision::MEDIUM: env["float32_matmul_precision"] = "medium"; break;
+  }
   return env;
 }
 

@@ -218,15 +218,20 @@ TEST_CASE("cli inputs: what was not measured is null and n/a never zero") {
   CHECK(res["test_acc"].is_number());  // what was measured is there
 }
 
-TEST_CASE("cli inputs: accelerator auto records the device it ran on") {
+TEST_CASE("cli inputs: accelerator auto records the device it ran on and the matmul precision applied") {
   if (!have_fashion_mnist()) return;
   TempDir tmp;
-  const auto r = smoke("--set runtime.accelerator=auto --out " + (tmp / "o").string());
+  auto r = smoke("--set runtime.accelerator=auto --set runtime.matmul_precision=medium --out " +
+                 (tmp / "o").string());
   INFO(r.output);
   REQUIRE(r.code == 0);
   const auto res = read_json(tmp / "o/result.json");
   CHECK(res["device"] == (torch::cuda::is_available() ? "cuda:0" : "cpu"));
   CHECK(res["config"]["runtime"]["accelerator"] == "auto");  // as asked, beside what ran
+  CHECK(res["env"]["float32_matmul_precision"] == "medium");  // read back from LibTorch
+  r = smoke("--set runtime.matmul_precision=low --out " + (tmp / "p").string());
+  CHECK(r.code == 2);
+  CHECK(has(r.output, "runtime.matmul_precision"));
 }
 
 TEST_CASE("cli inputs: --resume names the model field that differs and refuses fewer batches per epoch") {

@@ -277,3 +277,54 @@ TEST_CASE("cli: SIGTERM stops every rank at the same step and --resume auto fini
   CHECK_MESSAGE(r.code == 0, r.output);
   check_close_parameters(full / "checkpoint.ckpt", cut / "checkpoint.ckpt", 0, 0);
 }
+
+TEST_CASE("cli: SIGUSR1 stops a one-process run after its step with status interrupted and exit 3") {
+  REQUIRE_MESSAGE(have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
+  const auto cut = fresh_dir("usr1-cut"), logs = fresh_dir("usr1-logs");
+  fs::create_directories(logs);
+  // Slurm's pre-emption warning (sbatch --signal=USR1@60) reaches the one process.
+  const pid_t run = spawn_cli("run" + smoke(8, 30) + " --set train.epochs=3 --out " + cut.string(),
+                              logs / "log");
+  for (int i = 0; i < 600 && !fs::exists(cut / "config.json"); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  ::kill(run, SIGUSR1);
+  const int code = wait_exit(run, std::chrono::seconds(120));
+  const auto log = slurp(logs / "log");
+  INFO(log);
+  if (code == 0) {
+    MESSAGE("the run finished before the signal arrived");
+    return;
+  }
+  CHECK(code == 3);
+  CHECK(log.find("--resume auto") != std::string::npos);
+  const auto res = result_of(cut);
+  CHECK(res["status"] == "interrupted");
+  CHECK(res["steps"].get<int>() > 0);           // what was done so far
+  CHECK(res["train_time_s"].get<double>() > 0);  // with its timings
+  CHECK(fs::exists(cut / "checkpoint.ckpt"));
+  CHECK(fs::exists(cut / "metrics.csv"));
+}
+
+TEST_CASE("cli: a second SIGTERM ends a one-process run at once") {
+  REQUIRE_MESSAGE(have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
+  const auto out = fresh_dir("term2"), logs = fresh_dir("term2-logs");
+  fs::create_directories(logs);
+  // A long run: the first signal asks for a stop after the step, the second ends it.
+  // Batches of 64 (a step of some 400 ms on one thread): the second signal comes
+  // 100 ms after the first, while the step the first one waits for still runs.
+  const pid_t run = spawn_cli("run" + smoke(64, 0) + " --set train.epochs=50 --out " + out.string(),
+                              logs / "log");
+  for (int i = 0; i < 600 && !fs::exists(out / "config.json"); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // training, handlers set
+  ::kill(run, SIGTERM);
+  // Apart, so the kernel does not merge the two into one pending signal.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ::kill(run, SIGTERM);
+  const int code = wait_exit(run, std::chrono::seconds(60));
+  INFO(slurp(logs / "log"));
+  CHECK(code == 128 + SIGTERM);  // the default action, not the graceful exit 3
+}

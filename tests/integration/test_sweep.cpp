@@ -173,6 +173,17 @@ TEST_CASE("sweep: a committed upstream run with the same config is used and its 
   r = run_cli("report " + set.string());
   CHECK(has(r.output, "up: the committed run in"));
 
+  // A run committed before a schema field existed still matches: the field takes
+  // its default when the committed config is resolved again.
+  {
+    auto res = read(committed / "result.json");
+    REQUIRE(res["config"]["runtime"].erase("matmul_precision") == 1);
+    std::ofstream(committed / "result.json") << res.dump(1);
+  }
+  r = run_cli("sweep --suite " + suite.string() + " --out " + out.string());
+  CHECK(r.code == 0);
+  CHECK(has(r.output, "up: committed run"));
+
   // Another upstream config (here a --set) is not what was committed: it runs.
   r = run_cli("sweep --suite " + suite.string() + " --out " + out.string() +
               " --set train.seed=5");

@@ -91,6 +91,7 @@ struct RuntimeConfig {
   double bucket_mb = 25.0;           // ddp
   std::string fsdp_sharding = "FULL_SHARD";
   bool fsdp_prefetch = true;
+  std::string matmul_precision = "highest";  // highest | high | medium
   int world_size() const { return devices * num_nodes; }
 };
 

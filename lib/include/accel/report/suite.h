@@ -30,7 +30,8 @@
 // "committed" names a folder (relative to the suite file) holding an upstream
 // run made once by the same config and committed: its config.json,
 // result.json, metrics.csv and model.safetensors (`accel-bench export`). When
-// its config.json equals the resolved upstream config, the sweep does not
+// its config (resolved again by today's schema, so fields added since take
+// their defaults) equals the resolved upstream config, the sweep does not
 // rerun it: it copies the record into the result set and the rungs start from
 // model.safetensors (`--set model.init=safetensors`). `sweep --rerun-upstream`
 // runs it anyway.
