@@ -24,8 +24,8 @@
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <cuda_runtime_api.h>
 #endif
-#if ACCEL_WITH_NCCL
-#include <nccl.h>
+#if ACCEL_WITH_CUDA
+#include <dlfcn.h>
 #endif
 
 
@@ -145,13 +145,16 @@ void add_gpu_facts(nlohmann::json& env) {
     env["cudnn_version"] = std::to_string(at::detail::getCUDAHooks().versionCuDNN());
   } catch (const std::exception&) {
   }
-#if ACCEL_WITH_NCCL
-  int nccl = 0;
-  if (ncclGetVersion(&nccl) == ncclSuccess) {
-    env["nccl_version"] = std::to_string(nccl / 10000) + "." + std::to_string(nccl / 100 % 100) +
-                          "." + std::to_string(nccl % 100);
+  // NCCL is LibTorch's private dependency (not on our link line): ask the
+  // loaded library, if any. ncclGetVersion: major*10000 + minor*100 + patch.
+  using NcclGetVersion = int (*)(int*);
+  if (auto* fn = reinterpret_cast<NcclGetVersion>(::dlsym(RTLD_DEFAULT, "ncclGetVersion"))) {
+    int nccl = 0;
+    if (fn(&nccl) == 0 && nccl > 0) {
+      env["nccl_version"] = std::to_string(nccl / 10000) + "." +
+                            std::to_string(nccl / 100 % 100) + "." + std::to_string(nccl % 100);
+    }
   }
-#endif
 #else
   (void)env;
 #endif
