@@ -12,6 +12,11 @@
 #   ACCEL_LT2_CLEAN=1      wipe the chroot's build folder (/build) first
 #   ACCEL_LT2_CMAKE_ARGS   extra arguments for the cmake configure step (word-split)
 #
+# Downloads: only in its setup step (1., skipped while the cached chroot is
+# current), and only Debian packages from the Debian archive the host's apt
+# already uses (debootstrap fetches them with wget, through the host's apt proxy
+# if one is set); the build and the tests download nothing.
+#
 # The checkout is bind-mounted read-only at /src; the build goes to /build inside the
 # chroot, so host and chroot builds never mix. Runs as root, needs no terminal.
 set -euo pipefail

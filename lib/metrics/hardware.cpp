@@ -10,15 +10,32 @@
 
 namespace accel::metrics {
 
+namespace {
+
+// Each feature once: its member and its /proc/cpuinfo name, in names() order.
+struct Flag {
+  bool CpuFeatures::*member;
+  const char* name;
+};
+constexpr Flag kFlags[] = {
+    {&CpuFeatures::avx2, "avx2"},          {&CpuFeatures::fma, "fma"},
+    {&CpuFeatures::avx512f, "avx512f"},    {&CpuFeatures::avx512bw, "avx512bw"},
+    {&CpuFeatures::avx512vl, "avx512vl"},  {&CpuFeatures::avx512dq, "avx512dq"},
+    {&CpuFeatures::avx512cd, "avx512cd"},  {&CpuFeatures::avx512_bf16, "avx512_bf16"},
+    {&CpuFeatures::avx512_fp16, "avx512_fp16"}, {&CpuFeatures::amx_tile, "amx_tile"},
+    {&CpuFeatures::amx_bf16, "amx_bf16"},  {&CpuFeatures::amx_fp16, "amx_fp16"}};
+
+std::string lower(std::string s) {
+  for (char& ch : s) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+  return s;
+}
+
+}  // namespace
+
 std::vector<std::string> CpuFeatures::names() const {
   std::vector<std::string> out;
-  const std::pair<bool, const char*> all[] = {
-      {avx2, "avx2"},          {fma, "fma"},           {avx512f, "avx512f"},
-      {avx512bw, "avx512bw"},  {avx512vl, "avx512vl"}, {avx512dq, "avx512dq"},
-      {avx512cd, "avx512cd"},  {avx512_bf16, "avx512_bf16"}, {avx512_fp16, "avx512_fp16"},
-      {amx_tile, "amx_tile"},  {amx_bf16, "amx_bf16"}, {amx_fp16, "amx_fp16"}};
-  for (const auto& [on, name] : all) {
-    if (on) out.emplace_back(name);
+  for (const auto& f : kFlags) {
+    if (this->*f.member) out.emplace_back(f.name);
   }
   return out;
 }
@@ -27,20 +44,8 @@ CpuFeatures parse_cpu_flags(const std::string& flags) {
   std::set<std::string> set;
   std::istringstream in(flags);
   for (std::string f; in >> f;) set.insert(f);
-  auto has = [&](const char* f) { return set.count(f) > 0; };
   CpuFeatures c;
-  c.avx2 = has("avx2");
-  c.fma = has("fma");
-  c.avx512f = has("avx512f");
-  c.avx512bw = has("avx512bw");
-  c.avx512vl = has("avx512vl");
-  c.avx512dq = has("avx512dq");
-  c.avx512cd = has("avx512cd");
-  c.avx512_bf16 = has("avx512_bf16");
-  c.avx512_fp16 = has("avx512_fp16");
-  c.amx_tile = has("amx_tile");
-  c.amx_bf16 = has("amx_bf16");
-  c.amx_fp16 = has("amx_fp16");
+  for (const auto& f : kFlags) c.*f.member = set.count(f.name) > 0;
   return c;
 }
 
@@ -90,18 +95,12 @@ std::string openblas_core() {
 }
 
 std::string better_openblas_coretype(const std::string& core, const CpuFeatures& cpu) {
-  // OpenBLAS's names for its oldest x86-64 kernels: what it falls back to.
-  static const std::set<std::string> generic = {"Prescott", "Core2",  "Penryn",  "Dunnington",
-                                                "Nehalem",  "Katmai", "Coppermine", "Northwood",
-                                                "Banias",   "Unknown"};
-  std::string lower;
-  for (char ch : core) lower += char(std::tolower(static_cast<unsigned char>(ch)));
-  bool fallback = false;
-  for (const auto& g : generic) {
-    std::string gl;
-    for (char ch : g) gl += char(std::tolower(static_cast<unsigned char>(ch)));
-    fallback = fallback || gl == lower;
-  }
+  // OpenBLAS's names for its oldest x86-64 kernels (lower case): what it falls back to.
+  static const std::set<std::string> generic = {"prescott", "core2",      "penryn",
+                                                "dunnington", "nehalem",  "katmai",
+                                                "coppermine", "northwood", "banias",
+                                                "unknown"};
+  const bool fallback = generic.count(lower(core)) > 0;
   if (!fallback) return "";
   if (cpu.skylakex_class()) return "SkylakeX";
   if (cpu.avx2 && cpu.fma) return "Haswell";

@@ -6,14 +6,11 @@
 //   rng/cpu, rng/cuda/size, rng/cuda/I     generator states (uint8 tensors)
 #include "accel/train/checkpoint.h"
 
-#include <fcntl.h>
-#include <unistd.h>
 #include <zlib.h>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/version.h>
 
-#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -24,6 +21,7 @@
 #include <type_traits>
 
 #include "accel/build_info.h"
+#include "accel/metrics/metrics.h"
 #include "accel/models/safetensors.h"
 #include "accel/util/errors.h"
 
@@ -106,67 +104,6 @@ json read_json(torch::serialize::InputArchive& ar, const std::string& key) {
   c10::IValue v;
   ar.read(key, v);
   return json::parse(v.toStringRef());
-}
-
-std::string sys_error(const std::string& what) { return what + ": " + std::strerror(errno); }
-
-void write_all(int fd, const char* data, size_t size) {
-  while (size > 0) {
-    const ssize_t n = ::write(fd, data, std::min<size_t>(size, size_t{1} << 30));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw RunError(sys_error("write failed"));
-    }
-    data += n;
-    size -= static_cast<size_t>(n);
-  }
-}
-
-// Temp file in the same folder, fsync, then link (no overwrite) or rename, then
-// fsync of the folder. Throws ConfigError if FILE appeared meanwhile and
-// !overwrite, RunError on I/O failure; the temp file never survives.
-void write_atomic(const fs::path& file, const std::string& header, const std::string& payload,
-                  const std::string& trailer, bool overwrite) {
-  static std::atomic<int> counter{0};
-  const fs::path dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
-  const fs::path tmp = dir / ("." + file.filename().string() + ".tmp." +
-                              std::to_string(::getpid()) + "." + std::to_string(counter++));
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) throw RunError(file.string() + ": " + sys_error("cannot create " + tmp.string()));
-  try {
-    try {
-      write_all(fd, header.data(), header.size());
-      write_all(fd, payload.data(), payload.size());
-      write_all(fd, trailer.data(), trailer.size());
-      if (::fsync(fd) != 0) throw RunError(sys_error("fsync failed"));
-    } catch (const RunError& e) {
-      ::close(fd);
-      throw RunError(file.string() + ": " + e.what());
-    }
-    if (::close(fd) != 0) throw RunError(file.string() + ": " + sys_error("close failed"));
-    bool placed = false;
-    if (!overwrite) {
-      if (::link(tmp.c_str(), file.c_str()) == 0) {
-        placed = true;
-        ::unlink(tmp.c_str());
-      } else if (errno == EEXIST) {
-        throw ConfigError(file.string() + ": checkpoint exists; pass --force/overwrite");
-      } else if (fs::exists(file)) {  // link unsupported here: fall back to rename
-        throw ConfigError(file.string() + ": checkpoint exists; pass --force/overwrite");
-      }
-    }
-    if (!placed && ::rename(tmp.c_str(), file.c_str()) != 0) {
-      throw RunError(file.string() + ": " + sys_error("cannot move into place"));
-    }
-  } catch (...) {
-    ::unlink(tmp.c_str());
-    throw;
-  }
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);  // best effort: some filesystems refuse fsync on folders
-    ::close(dfd);
-  }
 }
 
 [[noreturn]] void bad(const fs::path& file, const std::string& what) {
@@ -311,7 +248,12 @@ void save_checkpoint(const fs::path& file, torch::nn::Module& model,
 
   std::error_code ec;
   if (file.has_parent_path()) fs::create_directories(file.parent_path(), ec);
-  write_atomic(file, header, payload, trailer, overwrite);
+  // The one atomic-write helper (temp file, fsync, link or rename, folder fsync).
+  if (!metrics::write_bytes_atomic(file, {header, payload, trailer},
+                                   overwrite ? metrics::IfExists::Replace
+                                             : metrics::IfExists::Keep)) {
+    throw ConfigError(file.string() + ": checkpoint exists; pass --force/overwrite");
+  }
 }
 
 Checkpoint read_checkpoint(const fs::path& file) {

@@ -85,6 +85,23 @@ pid_t spawn_cli(const std::string& args, const fs::path& log) {
   return pid;
 }
 
+// Starts one rank of a 2-rank job as torchrun would: the rank's variables in
+// its environment, no launcher; its output in `log`.
+pid_t spawn_rank(int rank, int port, const std::string& args, const fs::path& log) {
+  const std::string env = "RANK=" + std::to_string(rank) + " LOCAL_RANK=" + std::to_string(rank) +
+                          " WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
+                          std::to_string(port) + " ";
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    const std::string cmd = "exec env " + env + ACCEL_BENCH_EXE + " " + args + " > " +
+                            log.string() + " 2>&1";
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), nullptr);
+    ::_exit(127);
+  }
+  return pid;
+}
+
 int wait_exit(pid_t pid, std::chrono::seconds limit) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
   int st = 0;
@@ -163,19 +180,8 @@ TEST_CASE("cli: ranks started with torchrun variables join without spawning") {
   const int port = 21000 + int(::getpid() % 20000);
   std::vector<pid_t> pids;
   for (int rank = 0; rank < 2; ++rank) {
-    const std::string env = "RANK=" + std::to_string(rank) + " LOCAL_RANK=" +
-                            std::to_string(rank) + " WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 "
-                            "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " ";
-    const pid_t pid = ::fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-      const std::string cmd = "exec env " + env + ACCEL_BENCH_EXE + " " + args + " --out " +
-                              joined.string() + " > " + (logs / std::to_string(rank)).string() +
-                              " 2>&1";
-      ::execl("/bin/sh", "sh", "-c", cmd.c_str(), nullptr);
-      ::_exit(127);
-    }
-    pids.push_back(pid);
+    pids.push_back(spawn_rank(rank, port, args + " --out " + joined.string(),
+                              logs / std::to_string(rank)));
   }
   for (int rank = 0; rank < 2; ++rank) {
     INFO("rank " << rank << ": " << slurp(logs / std::to_string(rank)));
@@ -195,19 +201,8 @@ TEST_CASE("cli: ranks given different configs refuse to train and name the rank"
     // Rank 1 was given another learning rate: its resolved config differs.
     const std::string args = "run" + smoke(8, 3) + " --set runtime.devices=2" +
                              (rank == 1 ? " --set optim.lr=0.5" : "");
-    const std::string env = "RANK=" + std::to_string(rank) + " LOCAL_RANK=" +
-                            std::to_string(rank) + " WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 "
-                            "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " ";
-    const pid_t pid = ::fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-      const std::string cmd = "exec env " + env + ACCEL_BENCH_EXE + " " + args + " --out " +
-                              out.string() + " > " + (logs / std::to_string(rank)).string() +
-                              " 2>&1";
-      ::execl("/bin/sh", "sh", "-c", cmd.c_str(), nullptr);
-      ::_exit(127);
-    }
-    pids.push_back(pid);
+    pids.push_back(spawn_rank(rank, port, args + " --out " + out.string(),
+                              logs / std::to_string(rank)));
   }
   CHECK(wait_exit(pids[0], std::chrono::seconds(240)) == 2);  // a config error
   CHECK(wait_exit(pids[1], std::chrono::seconds(240)) == 2);
