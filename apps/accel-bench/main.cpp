@@ -26,6 +26,7 @@
 #include "accel/report/summary.h"
 #include "accel/dist/launcher.h"
 #include "accel/train/checkpoint.h"
+#include "accel/train/fabric.h"
 #include "accel/train/trainer.h"
 #include "accel/util/errors.h"
 #include "accel/util/torch_compat.h"
@@ -77,7 +78,8 @@ int launch_ranks(const accel::config::RunConfig& cfg, int argc, char** argv) {
 
 int cmd_run(const RunArgs& a, int argc, char** argv) {
   const auto resolved = accel::config::load_config(a.config, a.sets);
-  const auto cfg = accel::config::to_run_config(resolved);
+  auto cfg = accel::config::to_run_config(resolved);
+  cfg.runtime.devices = accel::train::resolve_devices(cfg.runtime);  // "auto": the GPUs
   accel::train::RunOptions opts;
   opts.out_dir = a.out.empty() ? default_out_dir(cfg, a.config) : std::filesystem::path(a.out);
   opts.dry_run = a.dry_run;

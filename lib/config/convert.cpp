@@ -83,7 +83,7 @@ TrainConfig train_of(const json& t) {
 RuntimeConfig runtime_of(const json& r) {
   RuntimeConfig c;
   c.accelerator = r["accelerator"].get<std::string>();
-  c.devices = r["devices"].get<int>();
+  c.devices = r["devices"].is_string() ? 0 : r["devices"].get<int>();  // 0: "auto"
   c.num_nodes = r["num_nodes"].get<int>();
   c.strategy = r["strategy"].get<std::string>();
   c.precision = r["precision"].get<std::string>();
@@ -96,6 +96,7 @@ RuntimeConfig runtime_of(const json& r) {
   c.fsdp_sharding = r["fsdp_sharding"].get<std::string>();
   c.fsdp_prefetch = r["fsdp_prefetch"].get<bool>();
   c.matmul_precision = r["matmul_precision"].get<std::string>();
+  c.cuda_graphs = r["cuda_graphs"].get<bool>();
   return c;
 }
 

@@ -120,7 +120,8 @@ std::vector<Field> build_table() {
 
       s("runtime.accelerator", "cpu", "device type; auto = cuda when this build has the GPU path and a GPU, else cpu").one_of({"cpu", "cuda", "auto"}),
       i("runtime.devices", 1, "devices (ranks) per node; above 1, `accel-bench run` starts one "
-        "process per device").at_least(1).at_most(1024),
+        "process per device; auto = the visible GPUs on cuda (1 under strategy single), 1 on cpu")
+          .at_least(1).at_most(1024).or_word("auto"),
       i("runtime.num_nodes", 1, "nodes; above 1, start each node's ranks with torchrun or srun "
         "(their RANK/WORLD_SIZE/MASTER_ADDR variables are read)").at_least(1).at_most(4096),
       s("runtime.strategy", "auto", "parallel strategy; auto = single on one rank, ddp on several")
@@ -141,6 +142,10 @@ std::vector<Field> build_table() {
         "fsdp: FULL_SHARD = ZeRO-3 (params, grads, optimizer state); SHARD_GRAD_OP = ZeRO-2 "
         "(params kept gathered from forward to backward); NO_SHARD = DDP-like")
           .one_of({"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD"}),
+      b("runtime.cuda_graphs", false,
+        "capture the whole train step (forward, backward, optimizer) in a CUDA Graph after "
+        "3 warm-up steps and replay it (the article's torch.compile rung 02); cuda, one "
+        "device, adam or adamw, no grad_clip, accumulate or 16-mixed"),
       b("runtime.fsdp_prefetch", true, "fsdp: all-gather the next unit while this one computes"),
       s("runtime.matmul_precision", "highest",
         "float32 matmul precision, as torch.set_float32_matmul_precision: high and medium "
@@ -203,6 +208,7 @@ std::string constraint_note(const Field& f) {
     return note;
   }
   std::string r = range_text(f);
+  for (const auto& w : f.words) r += " or \"" + w + "\"";
   if (r.empty()) return "";
   if (f.type == Type::IntList) r = "entries " + r;
   if (f.unique) r += ", no duplicates";

@@ -34,6 +34,7 @@ struct Field {
   std::vector<std::pair<std::string, std::string>> aliases;  // alias -> name
   bool unique = false;    // IntList: no repeated entries
   bool nonempty = false;  // String: "" rejected
+  std::vector<std::string> words;  // Int: strings also accepted as themselves ("auto")
 
   Field& at_least(double v) { min = v; min_open = false; return *this; }
   Field& above(double v) { min = v; min_open = true; return *this; }
@@ -47,6 +48,7 @@ struct Field {
   Field& kind(IntKind k) { int_kind = k; return *this; }
   Field& no_duplicates() { unique = true; return *this; }
   Field& not_empty() { nonempty = true; return *this; }
+  Field& or_word(std::string w) { words.push_back(std::move(w)); return *this; }
 };
 
 // The table, in explain order: top-level fields, then model, data, optim,

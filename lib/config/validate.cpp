@@ -53,11 +53,16 @@ std::optional<long double> integral(const json& v) {
 
 // `where` is "file: path" (or "file: data.classes[2]" for a list entry).
 json check_int(const Field& f, const json& v, const std::string& where) {
+  if (v.is_string() && std::find(f.words.begin(), f.words.end(), v.get<std::string>()) != f.words.end())
+    return v;
   auto x = integral(v);
   std::string r = range_text(f);
-  if (!x || !in_range(f, *x))
-    throw ConfigError(where + ": expected an integer" + (r.empty() ? "" : " " + r) +
+  if (!x || !in_range(f, *x)) {
+    std::string also;
+    for (const auto& w : f.words) also += " or \"" + w + "\"";
+    throw ConfigError(where + ": expected an integer" + (r.empty() ? "" : " " + r) + also +
                       ", got " + show(v));
+  }
   long double lo = 0, hi = 0;
   const char* bits = "a 32-bit";
   switch (f.int_kind) {
@@ -189,7 +194,9 @@ void check_classes(const json& r, const Origins& o) {
 }
 
 void check_runtime(const json& rt, const Origins& o) {
-  if (rt["strategy"] == "single" && (rt["devices"] != 1 || rt["num_nodes"] != 1))
+  // devices "auto" is resolved at launch (1 under strategy single).
+  const bool many = rt["devices"].is_number() && rt["devices"] != 1;
+  if (rt["strategy"] == "single" && (many || rt["num_nodes"] != 1))
     throw ConfigError(where_of(o, {"runtime.strategy", "runtime.devices", "runtime.num_nodes"}) +
                       "runtime.strategy: \"single\" needs runtime.devices = 1 and "
                       "runtime.num_nodes = 1, got " + rt["devices"].dump() + " and " +

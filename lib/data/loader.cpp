@@ -129,6 +129,10 @@ Batch Loader::make_batch(int64_t b) const {
   batch.x = transform_images(set_->images.index_select(0, idx), *set_, opts_.resize, opts_.normalize);
   batch.y = set_->labels.index_select(0, idx);
   batch.valid = std::clamp<int64_t>(real_ - begin, 0, end - begin);
+  if (opts_.pin_memory) {
+    batch.x = batch.x.pin_memory();
+    batch.y = batch.y.pin_memory();
+  }
   return batch;
 }
 

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "accel/util/errors.h"
+#include "accel/util/torch_compat.h"
 #include "fsdp_internal.h"
 
 namespace accel::dist::fsdp {
@@ -72,22 +73,8 @@ std::unique_ptr<optim::OptimizerParamState> make_state(Kind k, const StateView& 
   return nullptr;
 }
 
-// The optimizer's state map is keyed by the parameter's TensorImpl: 1.x as
-// its address printed ("0x..."), 2.x as the pointer (the same rule as
-// checkpoint.cpp's, decided by the map's key type).
-using StateMap = std::decay_t<decltype(std::declval<optim::Optimizer&>().state())>;
-template <typename Key>
-Key state_key_as(const torch::Tensor& p) {
-  if constexpr (std::is_same_v<Key, std::string>) {
-    std::ostringstream s;  // as c10::guts::to_string, which 1.x's optimizers use
-    s << p.unsafeGetTensorImpl();
-    return s.str();
-  } else {
-    return p.unsafeGetTensorImpl();
-  }
-}
-StateMap::key_type state_key(const torch::Tensor& p) {
-  return state_key_as<StateMap::key_type>(p);
+compat::OptimizerStateMap::key_type state_key(const torch::Tensor& p) {
+  return compat::optimizer_state_key(p);
 }
 
 // lr, betas, ... follow the optimizer (a scheduler changes lr).

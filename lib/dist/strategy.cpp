@@ -32,12 +32,28 @@ StateBytes Strategy::state_bytes(const torch::optim::Optimizer& optimizer) const
   return b;
 }
 
+// NCCL reduces device tensors only: host tensors (metrics, flags) make a
+// round trip through the rank's device.
 void Strategy::all_reduce(torch::Tensor& t, ReduceOp op) {
-  if (ctx_.comm) ctx_.comm->all_reduce(t, op).wait();
+  if (!ctx_.comm) return;
+  if (ctx_.comm->backend() == "nccl" && !t.is_cuda()) {
+    auto on_device = t.to(ctx_.device);
+    ctx_.comm->all_reduce(on_device, op).wait();
+    t.copy_(on_device);
+    return;
+  }
+  ctx_.comm->all_reduce(t, op).wait();
 }
 
 void Strategy::broadcast(torch::Tensor& t, int root) {
-  if (ctx_.comm) ctx_.comm->broadcast(t, root);
+  if (!ctx_.comm) return;
+  if (ctx_.comm->backend() == "nccl" && !t.is_cuda()) {
+    auto on_device = t.to(ctx_.device);
+    ctx_.comm->broadcast(on_device, root);
+    t.copy_(on_device);
+    return;
+  }
+  ctx_.comm->broadcast(t, root);
 }
 
 void Strategy::barrier() {

@@ -122,13 +122,17 @@ std::optional<Peak> PeakTable::for_run(const RunRecord& run) const {
   const auto accel = str_at(run.config, "runtime/accelerator", "cpu");
   const bool gpu = num_at(run.env, "gpu_count").value_or(0) > 0 && accel != "cpu";
   if (gpu) {
+    // float32 matmuls run on TF32 tensor cores when the run allowed it
+    // (runtime.matmul_precision high or medium), so that is their peak.
+    const auto mm = str_at(run.config, "runtime/matmul_precision", "highest");
+    const std::string gpu_dtype = dtype == "fp32" && mm != "highest" ? "tf32" : dtype;
     for (const char* key : {"gpu_name", "gpu_model", "gpu/name"}) {
       const auto name = str_at(run.env, key);
-      if (!name.empty()) return published(name, dtype);
+      if (!name.empty()) return published(name, gpu_dtype);
     }
     if (run.env.contains("gpus") && run.env["gpus"].is_array() && !run.env["gpus"].empty()) {
       const auto& g = run.env["gpus"][0];
-      return published(g.is_string() ? g.get<std::string>() : str_at(g, "name"), dtype);
+      return published(g.is_string() ? g.get<std::string>() : str_at(g, "name"), gpu_dtype);
     }
     return std::nullopt;
   }

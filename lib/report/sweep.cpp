@@ -80,7 +80,9 @@ std::string Sweep::skip_reason(const SuiteRung& r, const Json& resolved) const {
   if (needs == "CUDA" && !cuda) return "CUDA";
   if (resolved["runtime"].value("accelerator", "cpu") == "cuda") {
     if (!cuda) return "CUDA";
-    const int devices = resolved["runtime"].value("devices", 1);
+    // "auto" takes the GPUs there are (at least one, checked above).
+    const auto& d = resolved["runtime"].value("devices", Json(1));
+    const int devices = d.is_number_integer() ? d.get<int>() : 1;
     if (devices > gpus) return std::to_string(devices) + " GPUs";
   }
   return "";

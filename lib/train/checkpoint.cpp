@@ -24,6 +24,7 @@
 #include "accel/metrics/metrics.h"
 #include "accel/models/safetensors.h"
 #include "accel/util/errors.h"
+#include "accel/util/torch_compat.h"
 
 namespace accel::train {
 namespace {
@@ -38,10 +39,8 @@ constexpr uint64_t kEnvelopeBytes = kHeaderBytes + 4;
 // Optimizer::save names each parameter's state by its TensorImpl address: 1.x
 // as "0x..." (state keyed by string), 2.x in decimal (state keyed by void*,
 // saved names parsed with std::stoull, which misreads 1.x names as 0).
-using OptimStateMap =
-    std::decay_t<decltype(std::declval<torch::optim::Optimizer&>().state())>;
 constexpr bool kDecimalStateKeys =
-    !std::is_same_v<typename OptimStateMap::key_type, std::string>;
+    !std::is_same_v<typename compat::OptimizerStateMap::key_type, std::string>;
 
 void put_le(std::string& out, uint64_t v, int bytes) {
   for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));

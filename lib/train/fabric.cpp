@@ -29,6 +29,13 @@ torch::Device resolve_device(const std::string& accelerator, int local_rank) {
   throw ConfigError("runtime.accelerator: unknown accelerator \"" + accelerator + "\"");
 }
 
+int resolve_devices(const config::RuntimeConfig& rt) {
+  if (rt.devices > 0) return rt.devices;
+  if (rt.strategy == "single") return 1;
+  const auto device = resolve_device(rt.accelerator);
+  return device.is_cuda() ? std::max(1, int(torch::cuda::device_count())) : 1;
+}
+
 std::string resolve_backend(const config::RuntimeConfig& rt, const torch::Device& device) {
   std::string b = rt.backend;
   if (b == "auto") b = device.is_cuda() && dist::backend_available("nccl") ? "nccl" : "gloo";
@@ -166,6 +173,7 @@ std::unique_ptr<data::Loader> Fabric::setup_dataloader(std::shared_ptr<const dat
                                                        data::LoaderOptions options) {
   options.rank = global_rank();
   options.world_size = world_size();
+  options.pin_memory = device().is_cuda();
   return std::make_unique<data::Loader>(std::move(set), options);
 }
 

@@ -52,11 +52,17 @@ json to_json(const RunResult& r) {
   for (const auto& k : r.ranks) {
     peaks.push_back(k.peak_memory_bytes);
     state.push_back(k.param_bytes + k.grad_bytes + k.optimizer_bytes);
-    ranks.push_back({{"rank", k.rank},
-                     {"peak_memory_bytes", k.peak_memory_bytes},
-                     {"param_bytes", k.param_bytes},
-                     {"grad_bytes", k.grad_bytes},
-                     {"optimizer_bytes", k.optimizer_bytes}});
+    json rank = {{"rank", k.rank},
+                 {"peak_memory_bytes", k.peak_memory_bytes},
+                 {"host_peak_rss_bytes", k.host_peak_rss_bytes},
+                 {"param_bytes", k.param_bytes},
+                 {"grad_bytes", k.grad_bytes},
+                 {"optimizer_bytes", k.optimizer_bytes}};
+    if (r.peak_memory_kind == "cuda_max_allocated") {
+      rank["cuda_max_allocated_bytes"] = k.cuda_max_allocated_bytes;
+      rank["cuda_max_reserved_bytes"] = k.cuda_max_reserved_bytes;
+    }
+    ranks.push_back(rank);
   }
   j["peak_memory_bytes"] = peaks;
   j["model_state_bytes"] = state;

@@ -15,6 +15,7 @@
 #include "accel/models/pretrained.h"
 #include "accel/models/weights.h"
 #include "accel/train/checkpoint.h"
+#include "accel/train/device.h"
 #include "accel/train/fabric.h"
 #include "accel/train/result.h"
 #include "accel/train/trainer.h"
@@ -39,6 +40,18 @@ struct EvalResult {
   Opt acc, loss;
 };
 
+// A trained step whose loss and accuracy still sit on the device: read back
+// together at the next flush (every step on a CPU, where reading is free;
+// on a GPU at log steps, epoch ends, checkpoints and stops only, so the host
+// does not stall the device each step).
+struct PendingStep {
+  torch::Tensor loss;     // this rank's, float64, a copy (graph outputs are reused)
+  torch::Tensor correct;  // int64 count over the batch's real samples
+  int64_t valid = 0, step = 0, batch_index = 0;
+  int epoch = 0;
+  bool log = false;
+};
+
 class Run {
  public:
   Run(const config::RunConfig& cfg, const nlohmann::json& resolved, const RunOptions& opts)
@@ -52,6 +65,8 @@ class Run {
   void resume();
   void train_epochs();
   bool train_batch(const data::Batch& batch, int epoch, EpochState& es, int64_t batches);
+  bool flush_pending(EpochState& es, int64_t batches);
+  void setup_graph();
   EvalResult evaluate(data::Loader& loader);
   void save(const std::filesystem::path& file, int epochs_done, const EpochState& es);
   void finish();
@@ -76,6 +91,11 @@ class Run {
   std::optional<Fabric::Setup> fsetup_;
   std::function<torch::Tensor(const torch::Tensor&)> forward_raw_;
   std::unique_ptr<data::Loader> train_loader_, val_loader_, test_loader_;
+  std::unique_ptr<StepClock> clock_;
+  std::unique_ptr<GraphedStep> graph_;  // runtime.cuda_graphs
+  Capturable* capturable_ = nullptr;    // its optimizer
+  bool defer_ = false;                  // read step metrics at flushes only (GPU)
+  std::vector<PendingStep> pending_;
 
   RunResult result_;
   std::vector<double> step_ms_;  // this rank's, after warm-up
@@ -133,10 +153,13 @@ void Run::setup() {
   auto model = models::VisionTransformer(spec_);
   init_weights(model);
   fsetup_.emplace(fabric_->setup(model, [&](std::vector<torch::Tensor> params) {
-    return make_optimizer(params, cfg_.optim);
+    return make_optimizer(params, cfg_.optim, cfg_.runtime.cuda_graphs);
   }));
   auto* raw = model.get();
   forward_raw_ = [raw](const torch::Tensor& x) { return raw->forward(x); };
+  clock_ = std::make_unique<StepClock>(fabric_->device());
+  defer_ = clock_->on_device();
+  if (cfg_.runtime.cuda_graphs) setup_graph();
 
   auto make = [&](const data::ImageSet& set, bool training) {
     data::LoaderOptions o = loader_options(cfg_, set, training, side);
@@ -175,6 +198,31 @@ void Run::setup() {
       std::to_string(side) + " | loop " + cfg_.train.loop + " | precision " +
       cfg_.runtime.precision + " | strategy " + fabric_->strategy().name() + " x " +
       std::to_string(fabric_->world_size()) + " rank(s)");
+}
+
+// The whole step as one function of static inputs, for capture: gradients
+// zeroed in place (a graph keeps their addresses), the loop's own forward,
+// backward and step lines, the learning rate read from the device.
+void Run::setup_graph() {
+  capturable_ = dynamic_cast<Capturable*>(&fsetup_->optimizer.inner());
+  if (!capturable_) throw RunError("runtime.cuda_graphs: the optimizer is not capturable");
+  graph_ = std::make_unique<GraphedStep>(
+      fabric_->device(), [this](const torch::Tensor& x, const torch::Tensor& y) {
+        auto& opt = fsetup_->optimizer;
+        for (auto& p : opt.params()) {
+          if (p.grad().defined()) p.grad().zero_();
+        }
+        auto logits = plain_ ? forward_raw_(x) : fsetup_->model.forward(x);
+        auto loss = torch::cross_entropy_loss(logits, y);
+        if (plain_) {
+          loss.backward();
+          opt.inner().step();
+        } else {
+          fabric_->backward(loss);
+          opt.step();
+        }
+        return std::make_pair(loss.detach(), logits.detach());
+      });
 }
 
 void Run::resume() {
@@ -251,24 +299,29 @@ EvalResult Run::evaluate(data::Loader& loader) {
   torch::NoGradGuard no_grad;
   fsetup_->model.eval();
   loader.start_epoch(0);
-  // correct, seen, loss sum over the real (not padding) samples of every rank.
-  auto sums = torch::zeros({3}, torch::kDouble);
-  double correct = 0, seen = 0, loss_sum = 0;
+  // correct, seen, loss sum over the real (not padding) samples of every
+  // rank, summed on the device and read once at the end.
+  const auto on = torch::TensorOptions().device(fabric_->device());
+  auto correct = torch::zeros({}, on.dtype(torch::kLong));
+  auto loss_sum = torch::zeros({}, on.dtype(torch::kDouble));
+  double seen = 0;
   while (auto batch = loader.next()) {
     auto logits = forward(batch->x);
-    auto y = logits.device() == batch->y.device() ? batch->y : batch->y.to(logits.device());
+    auto y = logits.device() == batch->y.device() ? batch->y
+                                                   : batch->y.to(logits.device(), true);
     const int64_t n = batch->valid;
     if (n <= 0) continue;
     auto lg = logits.narrow(0, 0, n);
     auto yy = y.narrow(0, 0, n);
-    loss_sum += torch::cross_entropy_loss(lg, yy, {}, at::Reduction::Sum, -100).item<double>();
-    correct += double(lg.argmax(1).eq(yy).sum().item<int64_t>());
+    loss_sum += torch::cross_entropy_loss(lg, yy, {}, at::Reduction::Sum, -100).to(torch::kDouble);
+    correct += lg.argmax(1).eq(yy).sum();
     seen += double(n);
   }
   fsetup_->model.train();
-  sums[0] = correct;
+  auto sums = torch::zeros({3}, torch::kDouble);
+  sums[0] = double(correct.item<int64_t>());
   sums[1] = seen;
-  sums[2] = loss_sum;
+  sums[2] = loss_sum.item<double>();
   fabric_->all_reduce(sums, dist::ReduceOp::Sum);
   const double total = sums[1].item<double>();
   if (total <= 0) return {};
@@ -283,9 +336,13 @@ bool Run::train_batch(const data::Batch& batch, int epoch, EpochState& es, int64
   const bool window_start = es.batches % k == 0;
   const bool window_end = (es.batches + 1) % k == 0 || es.batches + 1 == batches;
   auto& opt = fsetup_->optimizer;
-  const auto t0 = Clock::now();
+  clock_->begin();
   torch::Tensor logits, loss;
-  if (plain_) {  // cvpr2023 01_pytorch-vit.py
+  if (graph_) {  // runtime.cuda_graphs: the lines below, captured once and replayed
+    set_learning_rate(opt.inner(), cfg_.optim, opt_steps_, total_opt_steps_);
+    capturable_->before_step();
+    std::tie(loss, logits) = graph_->run(batch.x, batch.y);
+  } else if (plain_) {  // cvpr2023 01_pytorch-vit.py
     loss = step_loss(batch, logits);
     if (window_start) opt.zero_grad();
     (k > 1 ? loss / k : loss).backward();
@@ -307,43 +364,87 @@ bool Run::train_batch(const data::Batch& batch, int epoch, EpochState& es, int64
     }
   }
   if (window_end) ++opt_steps_;
-  // The loss of the global batch (mean over ranks) and whether any rank was
-  // asked to stop: one small all-reduce, so every rank decides alike.
-  double loss_v = loss.item<double>();
-  bool stop_requested = stop_signal_received();
-  if (fabric_->world_size() > 1) {
-    auto v = torch::tensor({loss_v, stop_requested ? 1.0 : 0.0}, torch::kDouble);
-    fabric_->all_reduce(v, dist::ReduceOp::Sum);
-    loss_v = v[0].item<double>() / fabric_->world_size();
-    stop_requested = v[1].item<double>() > 0;
-  }
-  const double ms = seconds_since(t0) * 1e3;
-  nonfinite_ = std::isfinite(loss_v) ? 0 : nonfinite_ + 1;
-  const int allowed = fabric_->scaler().enabled() ? kMaxNonFiniteWithScaler : 0;
-  if (nonfinite_ > allowed) {
-    throw RunError("non-finite loss (" + std::to_string(loss_v) + ") at epoch " +
-                   std::to_string(epoch) + ", batch " + std::to_string(es.batches) + " after " +
-                   std::to_string(nonfinite_) + " such step(s) in a row");
-  }
-  if (step_ >= cfg_.train.warmup_steps) step_ms_.push_back(ms);
   {
     torch::NoGradGuard no_grad;
     const int64_t n = batch.valid;
-    auto pred = logits.narrow(0, 0, n).argmax(1).cpu();
-    es.correct += pred.eq(batch.y.narrow(0, 0, n)).sum().item<int64_t>();
-    es.seen += n;
-  }
-  es.loss_sum += loss_v;
-  if (es.batches % cfg_.train.log_every == 0) {
-    char line[128];
-    std::snprintf(line, sizeof(line), "Epoch: %04d/%04d | Batch %04lld/%04lld | Loss: %.4f", epoch,
-                  cfg_.train.epochs, static_cast<long long>(es.batches),
-                  static_cast<long long>(batches), loss_v);
-    say(line);
-    result_.rows.push_back({"step", step_, epoch, loss_v, {}, {}, ms});
+    auto y = batch.y.device() == logits.device() ? batch.y : batch.y.to(logits.device(), true);
+    PendingStep p;
+    p.loss = loss.detach().to(torch::kDouble, /*non_blocking=*/false, /*copy=*/true);
+    p.correct = logits.narrow(0, 0, n).argmax(1).eq(y.narrow(0, 0, n)).sum();
+    p.valid = n;
+    p.step = step_;
+    p.batch_index = es.batches;
+    p.epoch = epoch;
+    p.log = es.batches % cfg_.train.log_every == 0;
+    pending_.push_back(std::move(p));
   }
   ++es.batches;
   ++step_;
+  const auto& t = cfg_.train;
+  const bool flush = !defer_ || pending_.back().log || es.batches == batches ||
+                     (t.max_steps > 0 && step_ >= t.max_steps) ||
+                     (t.checkpoint_every > 0 && step_ % t.checkpoint_every == 0) ||
+                     (fabric_->world_size() == 1 && stop_signal_received());
+  if (!flush) {
+    clock_->end();
+    return true;
+  }
+  return flush_pending(es, batches);
+}
+
+// Reads the pending steps' losses and accuracies back (one sync), agrees on
+// the global-batch losses and any stop request with the other ranks (one
+// small all-reduce), ends the current step's timing, then checks, sums and
+// logs each step in order. Returns false when the run must stop.
+bool Run::flush_pending(EpochState& es, int64_t batches) {
+  const auto count = int64_t(pending_.size());
+  std::vector<torch::Tensor> ls, cs;
+  for (const auto& p : pending_) {
+    ls.push_back(p.loss);
+    cs.push_back(p.correct);
+  }
+  auto losses = torch::stack(ls).to(torch::kCPU);
+  const auto corrects = torch::stack(cs).to(torch::kCPU, torch::kLong);
+  bool stop_requested = stop_signal_received();
+  const int world = fabric_->world_size();
+  if (world > 1) {
+    // The loss of the global batch (mean over ranks) and whether any rank
+    // was asked to stop, so every rank decides alike.
+    auto v = torch::cat({losses, torch::tensor({stop_requested ? 1.0 : 0.0}, torch::kDouble)});
+    fabric_->all_reduce(v, dist::ReduceOp::Sum);
+    losses = v.narrow(0, 0, count) / world;
+    stop_requested = v[count].item<double>() > 0;
+  }
+  clock_->end();
+  const auto ms = clock_->take();
+  if (int64_t(ms.size()) != count) throw RunError("step clock out of step with the batches");
+  const auto loss_at = losses.accessor<double, 1>();
+  const auto correct_at = corrects.accessor<int64_t, 1>();
+  const int allowed = fabric_->scaler().enabled() ? kMaxNonFiniteWithScaler : 0;
+  for (int64_t i = 0; i < count; ++i) {
+    const auto& p = pending_[size_t(i)];
+    const double loss_v = loss_at[i];
+    nonfinite_ = std::isfinite(loss_v) ? 0 : nonfinite_ + 1;
+    if (nonfinite_ > allowed) {
+      pending_.clear();
+      throw RunError("non-finite loss (" + std::to_string(loss_v) + ") at epoch " +
+                     std::to_string(p.epoch) + ", batch " + std::to_string(p.batch_index) +
+                     " after " + std::to_string(nonfinite_) + " such step(s) in a row");
+    }
+    if (p.step >= cfg_.train.warmup_steps) step_ms_.push_back(ms[size_t(i)]);
+    es.correct += correct_at[i];
+    es.seen += p.valid;
+    es.loss_sum += loss_v;
+    if (p.log) {
+      char line[128];
+      std::snprintf(line, sizeof(line), "Epoch: %04d/%04d | Batch %04lld/%04lld | Loss: %.4f",
+                    p.epoch, cfg_.train.epochs, static_cast<long long>(p.batch_index),
+                    static_cast<long long>(batches), loss_v);
+      say(line);
+      result_.rows.push_back({"step", p.step, p.epoch, loss_v, {}, {}, ms[size_t(i)]});
+    }
+  }
+  pending_.clear();
   return !stop_requested;
 }
 
@@ -353,6 +454,7 @@ void Run::train_epochs() {
   const int64_t max_steps = cfg_.train.max_steps;
   bool stop = max_steps > 0 && step_ >= max_steps;
   fsetup_->model.train();
+  reset_peak_memory(fabric_->device());  // the timed region starts
   for (int epoch = start_epoch_; epoch <= epochs && !stop; ++epoch) {
     EpochState es = epoch == start_epoch_ ? resumed_epoch_ : EpochState{};
     auto segment = Clock::now();  // epoch time excludes checkpoint writing
@@ -411,18 +513,35 @@ void Run::train_epochs() {
 void Run::gather_rank_results() {
   // One entry per rank: peak memory and the model state it holds.
   const int world = fabric_->world_size();
-  auto t = torch::zeros({world, 4}, torch::kDouble);
+  auto t = torch::zeros({world, 6}, torch::kDouble);
   const auto bytes = fabric_->strategy().state_bytes(fsetup_->optimizer.inner());
+  const auto device_peak = peak_memory(fabric_->device());
   const int r = fabric_->global_rank();
   t[r][0] = double(metrics::peak_rss_bytes());
   t[r][1] = double(bytes.params);
   t[r][2] = double(bytes.grads);
   t[r][3] = double(bytes.optimizer);
+  if (device_peak) {
+    t[r][4] = double(device_peak->max_allocated);
+    t[r][5] = double(device_peak->max_reserved);
+  }
   fabric_->all_reduce(t, dist::ReduceOp::Sum);
+  // On a GPU, memory as the article reports it: the caching allocator's max
+  // allocated bytes (reserved beside it); on a CPU the process's peak RSS.
+  result_.peak_memory_kind = device_peak ? "cuda_max_allocated" : "process_rss";
   result_.ranks.clear();
   for (int k = 0; k < world; ++k) {
-    result_.ranks.push_back({k, int64_t(t[k][0].item<double>()), int64_t(t[k][1].item<double>()),
-                             int64_t(t[k][2].item<double>()), int64_t(t[k][3].item<double>())});
+    auto at = [&](int c) { return int64_t(t[k][c].item<double>()); };
+    RankResult rr;
+    rr.rank = k;
+    rr.host_peak_rss_bytes = at(0);
+    rr.param_bytes = at(1);
+    rr.grad_bytes = at(2);
+    rr.optimizer_bytes = at(3);
+    rr.cuda_max_allocated_bytes = at(4);
+    rr.cuda_max_reserved_bytes = at(5);
+    rr.peak_memory_bytes = device_peak ? rr.cuda_max_allocated_bytes : rr.host_peak_rss_bytes;
+    result_.ranks.push_back(rr);
   }
 }
 
@@ -513,7 +632,10 @@ RunResult Run::execute() {
     result_.error = e.what();
     result_.train_time_s = train_time_s_;
     result_.steps = step_;
-    result_.ranks = {{fabric_->global_rank(), metrics::peak_rss_bytes(), 0, 0, 0}};
+    RankResult rr;
+    rr.rank = fabric_->global_rank();
+    rr.peak_memory_bytes = rr.host_peak_rss_bytes = metrics::peak_rss_bytes();
+    result_.ranks = {rr};
     write_outputs();
     throw RunError(std::string("run failed: ") + e.what());
   }
@@ -524,8 +646,10 @@ RunResult Run::execute() {
 
 }  // namespace
 
-RunResult run(const config::RunConfig& cfg, const nlohmann::json& resolved,
+RunResult run(const config::RunConfig& given, const nlohmann::json& resolved,
               const RunOptions& opts) {
+  config::RunConfig cfg = given;
+  cfg.runtime.devices = resolve_devices(cfg.runtime);
   check_runnable(cfg);
   if (!opts.dry_run) check_out_dir(opts);
   return Run(cfg, resolved, opts).execute();

@@ -273,10 +273,20 @@ void print_banner(std::ostream& out, const nlohmann::json& env, const nlohmann::
 void print_summary(const RunResult& r, std::ostream* out) {
   if (!out) return;
   char line[256];
-  int64_t peak = 0;
-  for (const auto& k : r.ranks) peak = std::max(peak, k.peak_memory_bytes);
-  std::snprintf(line, sizeof(line), "Memory used: %.2f GB (peak RSS%s)", double(peak) / 1e9,
-                r.ranks.size() > 1 ? ", the largest rank's" : "");
+  int64_t peak = 0, reserved = 0;
+  for (const auto& k : r.ranks) {
+    peak = std::max(peak, k.peak_memory_bytes);
+    reserved = std::max(reserved, k.cuda_max_reserved_bytes);
+  }
+  const char* largest = r.ranks.size() > 1 ? ", the largest rank's" : "";
+  if (r.peak_memory_kind == "cuda_max_allocated") {
+    std::snprintf(line, sizeof(line),
+                  "Memory used: %.2f GB (CUDA max allocated%s; max reserved %.2f GB)",
+                  double(peak) / 1e9, largest, double(reserved) / 1e9);
+  } else {
+    std::snprintf(line, sizeof(line), "Memory used: %.2f GB (peak RSS%s)", double(peak) / 1e9,
+                  largest);
+  }
   *out << line << "\n";
   if (r.step_time_ms.count > 0 && r.images_per_s) {
     std::snprintf(line, sizeof(line),

@@ -11,8 +11,9 @@
 #include "accel/data/loader.h"
 #include "accel/metrics/metrics.h"
 #include "accel/precision/precision.h"
-#include "accel/train/fabric.h"
 #include "accel/train/checkpoint.h"
+#include "accel/train/device.h"
+#include "accel/train/fabric.h"
 #include "accel/util/errors.h"
 
 namespace accel::train {
@@ -70,7 +71,15 @@ int resolve_image_size(const config::RunConfig& cfg, const models::ViTSpec& spec
 }
 
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(
-    const std::vector<torch::Tensor>& params, const config::OptimConfig& o) {
+    const std::vector<torch::Tensor>& params, const config::OptimConfig& o, bool capturable) {
+  if (capturable) {
+    if (o.name != "adam" && o.name != "adamw") {
+      throw ConfigError("optim.name: \"" + o.name + "\" cannot run inside a CUDA Graph "
+                        "(runtime.cuda_graphs supports adam and adamw)");
+    }
+    return make_capturable_adam(params, o.lr, o.beta1, o.beta2, o.eps, o.weight_decay,
+                                o.name == "adamw");
+  }
   if (o.name == "adam") {
     return std::make_unique<torch::optim::Adam>(
         params, torch::optim::AdamOptions(o.lr).betas({o.beta1, o.beta2}).eps(o.eps).weight_decay(
@@ -88,6 +97,32 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(
   }
   throw ConfigError("optim.name: unknown optimizer \"" + o.name + "\"");
 }
+
+namespace {
+
+// What a captured train step cannot hold: host decisions inside the step
+// (GradScaler's skip, clipping's norm), several ranks' collectives, and
+// optimizers without a device-side step.
+void check_graphable(const config::RunConfig& cfg) {
+  const auto& rt = cfg.runtime;
+  auto refuse = [](const std::string& field, const std::string& why) {
+    throw ConfigError(field + ": " + why + " (runtime.cuda_graphs captures the whole step)");
+  };
+  if (rt.accelerator == "cpu") refuse("runtime.accelerator", "\"cpu\" has no CUDA Graphs; use \"cuda\"");
+  if (rt.world_size() > 1 || rt.strategy == "ddp" || rt.strategy == "fsdp") {
+    refuse("runtime.strategy", "CUDA Graphs run on one device here (strategy single, devices 1)");
+  }
+  if (cfg.optim.name != "adam" && cfg.optim.name != "adamw") {
+    refuse("optim.name", "\"" + cfg.optim.name + "\" has no capturable step; use adam or adamw");
+  }
+  if (cfg.train.grad_clip > 0) refuse("train.grad_clip", "clipping reads the norm on the host");
+  if (cfg.train.accumulate > 1) refuse("train.accumulate", "accumulation windows are not captured");
+  if (rt.precision == "16-mixed") {
+    refuse("runtime.precision", "16-mixed's GradScaler decides on the host whether to step");
+  }
+}
+
+}  // namespace
 
 void check_runnable(const config::RunConfig& cfg, bool check_environment) {
   if (cfg.model.preset != "custom") models::vit_preset(cfg.model.preset);
@@ -114,6 +149,7 @@ void check_runnable(const config::RunConfig& cfg, bool check_environment) {
                       "runtime.num_nodes is " + std::to_string(world) + "; use \"ddp\" or \"fsdp\"");
   }
   const int k = cfg.train.accumulate;
+  if (rt.cuda_graphs) check_graphable(cfg);
   if (k > 1 && cfg.train.checkpoint_every % k != 0) {
     throw ConfigError("train.checkpoint_every: " + std::to_string(cfg.train.checkpoint_every) +
                       " must be a multiple of train.accumulate " + std::to_string(k) +
@@ -125,6 +161,10 @@ void check_runnable(const config::RunConfig& cfg, bool check_environment) {
   }
   if (!check_environment) return;
   const auto device = resolve_device(rt.accelerator);
+  if (rt.cuda_graphs && !device.is_cuda()) {
+    throw ConfigError("runtime.cuda_graphs: needs a CUDA device, but runtime.accelerator \"" +
+                      rt.accelerator + "\" resolves to " + device.str() + " here");
+  }
   precision::check_supported(precision::make_policy(rt.precision), device.type());
   if (world > 1) resolve_backend(rt, device);
   if (cfg.model.init != "random" && !std::filesystem::is_regular_file(cfg.model.init_path)) {

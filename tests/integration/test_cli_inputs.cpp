@@ -250,3 +250,26 @@ TEST_CASE("cli inputs: --resume names the model field that differs and refuses f
   CHECK(r.code == 2);
   CHECK(has(r.output, "train.limit_train_batches is lower"));
 }
+
+TEST_CASE("cli inputs: runtime.cuda_graphs where there is no cuda exits 2 naming the field before any data is read") {
+  TempDir tmp;
+  const auto r = run_cli("run -c " + source("configs/smoke/scratch-smoke.json") +
+                         " --set data.root=/nonexistent --set runtime.cuda_graphs=true --out " +
+                         (tmp / "o").string());
+  INFO(r.output);
+  CHECK(r.code == 2);
+  CHECK(has(r.output, "runtime.accelerator"));
+  CHECK(has(r.output, "cuda_graphs"));
+  CHECK_FALSE(fs::exists(tmp / "o"));
+}
+
+TEST_CASE("cli inputs: runtime.devices auto runs one rank on a cpu and keeps auto in the config") {
+  if (!have_fashion_mnist()) return;
+  TempDir tmp;
+  const auto r = smoke("--set runtime.devices=auto --out " + (tmp / "o").string());
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  const auto res = read_json(tmp / "o/result.json");
+  CHECK(res["world_size"] == 1);
+  CHECK(res["config"]["runtime"]["devices"] == "auto");
+}

@@ -63,7 +63,7 @@ const std::vector<std::string> kAllPaths = {
     "runtime.num_nodes", "runtime.strategy", "runtime.precision", "runtime.threads",
     "runtime.backend", "runtime.timeout_s", "runtime.master_addr", "runtime.master_port",
     "runtime.bucket_mb", "runtime.fsdp_sharding", "runtime.fsdp_prefetch",
-    "runtime.matmul_precision"};
+    "runtime.matmul_precision", "runtime.cuda_graphs"};
 
 const json& at_path(const json& doc, const std::string& path) {
   auto dot = path.find('.');
@@ -112,6 +112,7 @@ TEST_CASE("config: schema defaults match the RunConfig struct defaults") {
   SAME(train.warmup_steps);
   SAME(runtime.accelerator); SAME(runtime.devices); SAME(runtime.num_nodes);
   SAME(runtime.strategy); SAME(runtime.precision); SAME(runtime.threads);
+  SAME(runtime.matmul_precision); SAME(runtime.cuda_graphs);
 #undef SAME
 }
 

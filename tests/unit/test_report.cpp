@@ -318,3 +318,20 @@ TEST_CASE("progress: the bar shows epoch, step, ETA and images/s") {
   CHECK_FALSE(has(plain.str(), "Batch"));  // no per-step lines in CI logs
   CHECK_FALSE(has(plain.str(), "\r"));
 }
+
+TEST_CASE("report: a gpu's float32 peak is tf32 when the run allowed tf32 matmuls") {
+  accel_test::TempDir tmp;
+  const auto file = tmp.write("peaks.json", R"({"gpus": [{"name": "NVIDIA H200 SXM", "match": ["H200"],
+      "dense_tflops": {"fp32": 67, "tf32": 494.5, "bf16": 989.5}, "source": "datasheet"}]})");
+  const auto peaks = PeakTable::load(file, "");
+  RunRecord run;
+  run.env = {{"gpu_count", 1}, {"gpu_name", "NVIDIA H200"}};
+  run.config = {{"runtime", {{"accelerator", "cuda"}, {"precision", "32-true"},
+                             {"matmul_precision", "highest"}}}};
+  REQUIRE(peaks.for_run(run).has_value());
+  CHECK(peaks.for_run(run)->flops_per_s == doctest::Approx(67e12));
+  run.config["runtime"]["matmul_precision"] = "medium";
+  CHECK(peaks.for_run(run)->flops_per_s == doctest::Approx(494.5e12));
+  run.config["runtime"]["precision"] = "bf16-mixed";
+  CHECK(peaks.for_run(run)->flops_per_s == doctest::Approx(989.5e12));
+}

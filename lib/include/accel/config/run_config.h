@@ -79,7 +79,7 @@ struct TrainConfig {
 
 struct RuntimeConfig {
   std::string accelerator = "cpu";   // cpu | cuda | auto
-  int devices = 1;
+  int devices = 1;                   // 0 = "auto": train::resolve_devices before launch
   int num_nodes = 1;
   std::string strategy = "auto";     // auto | single | ddp | fsdp
   std::string precision = "32-true"; // Lightning names; aliases resolved
@@ -92,7 +92,9 @@ struct RuntimeConfig {
   std::string fsdp_sharding = "FULL_SHARD";
   bool fsdp_prefetch = true;
   std::string matmul_precision = "highest";  // highest | high | medium
-  int world_size() const { return devices * num_nodes; }
+  bool cuda_graphs = false;          // capture and replay the whole train step
+  // An unresolved "auto" counts as one device per node.
+  int world_size() const { return (devices > 0 ? devices : 1) * num_nodes; }
 };
 
 struct RunConfig {

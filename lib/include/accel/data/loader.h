@@ -37,7 +37,10 @@ struct LoaderOptions {
   int resize = 0;           // 0 = keep size
   bool normalize = true;
   int64_t limit_batches = 0;  // 0 = all
-  int rank = 0;             // shard hook for the distributed issue
+  // Batches in page-locked host memory, so the copy to a GPU can run
+  // asynchronously (to(device, non_blocking)); set by Fabric on CUDA.
+  bool pin_memory = false;
+  int rank = 0;             // this rank's shard of every epoch
   int world_size = 1;
 };
 

@@ -169,6 +169,10 @@ class Fabric {
 // the GPU path and a GPU, else cpu.
 torch::Device resolve_device(const std::string& accelerator, int local_rank = 0);
 
+// runtime.devices with "auto" (0) resolved: the visible GPUs when the device
+// is cuda (1 under strategy "single"), else 1.
+int resolve_devices(const config::RuntimeConfig& runtime);
+
 // The process-group backend for a runtime section: runtime.backend, or nccl
 // on cuda and gloo on cpu for "auto" (ConfigError when unavailable).
 std::string resolve_backend(const config::RuntimeConfig& runtime, const torch::Device& device);

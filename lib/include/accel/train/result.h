@@ -35,8 +35,11 @@ struct EpochResult {
 // What each rank holds and measured.
 struct RankResult {
   int rank = 0;
-  int64_t peak_memory_bytes = 0;
+  int64_t peak_memory_bytes = 0;  // of peak_memory_kind: CUDA max allocated, or peak RSS
   int64_t param_bytes = 0, grad_bytes = 0, optimizer_bytes = 0;
+  int64_t host_peak_rss_bytes = 0;
+  // The CUDA caching allocator's peaks over the timed region (0 off CUDA).
+  int64_t cuda_max_allocated_bytes = 0, cuda_max_reserved_bytes = 0;
 };
 
 struct RunResult {
@@ -72,6 +75,8 @@ struct RunResult {
   Opt model_flops_per_s;
   double flops_per_sample = 0;
   int64_t params = 0;
+  // "process_rss" (CPU) or "cuda_max_allocated" (torch.cuda.max_memory_allocated,
+  // as the article reports memory)
   std::string peak_memory_kind = "process_rss";
   std::vector<RankResult> ranks;  // one per rank, in rank order
   nlohmann::json grad_scaler;     // final GradScaler state (16-mixed)

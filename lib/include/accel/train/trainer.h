@@ -30,8 +30,11 @@ models::ViTSpec resolve_model_spec(const config::ModelConfig& model, int data_ch
 // The image side the loader must produce: data.resize, or the model's size.
 int resolve_image_size(const config::RunConfig& cfg, const models::ViTSpec& spec);
 
+// capturable: an Adam/AdamW whose step a CUDA Graph can hold (train/device.h);
+// ConfigError for other optimizers.
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(
-    const std::vector<torch::Tensor>& params, const config::OptimConfig& optim);
+    const std::vector<torch::Tensor>& params, const config::OptimConfig& optim,
+    bool capturable = false);
 
 // Checks everything that can be checked before any work: the model preset and
 // the loop/precision pairing, and (check_environment) what depends on this

@@ -3,6 +3,7 @@
 // guarded by TORCH_VERSION_MAJOR/MINOR. Nothing else checks versions.
 #pragma once
 
+#include <sstream>
 #include <type_traits>
 #include <utility>
 #include <stdexcept>
@@ -175,6 +176,37 @@ inline bool cpu_half_kernels() {
 }
 
 // ---- c10d (process groups) -----------------------------------------------------
+// torch::optim::Optimizer::state() is keyed by the parameter's TensorImpl:
+// 1.x as its address printed ("0x...", as c10::guts::to_string), 2.x as the
+// pointer. Decided by the map's key type.
+using OptimizerStateMap =
+    std::decay_t<decltype(std::declval<torch::optim::Optimizer&>().state())>;
+template <typename Key = OptimizerStateMap::key_type>
+Key optimizer_state_key(const torch::Tensor& p) {
+  if constexpr (std::is_same_v<Key, std::string>) {
+    std::ostringstream s;
+    s << p.unsafeGetTensorImpl();
+    return s.str();
+  } else {
+    return p.unsafeGetTensorImpl();
+  }
+}
+
+// CUDAGraph::capture_begin takes a capture mode from 2.0 on; thread-local
+// capture lets other threads (the loader pinning host memory) call the CUDA
+// runtime while this one captures. Earlier versions capture in global mode.
+// A template so this header needs no CUDA declarations (mode is
+// cudaStreamCaptureModeThreadLocal, passed by the CUDA-only caller).
+template <typename Graph, typename Mode>
+void cuda_graph_capture_begin(Graph& graph, Mode thread_local_mode) {
+#if ACCEL_TORCH_AT_LEAST(2, 0)
+  graph.capture_begin({0, 0}, thread_local_mode);
+#else
+  (void)thread_local_mode;
+  graph.capture_begin();
+#endif
+}
+
 // Only translation units that define ACCEL_COMPAT_C10D before including this
 // header get these (c10d's headers are heavy; lib/dist/comm.cpp is the user).
 // 1.13: ProcessGroupGloo/NCCL derive from c10d::ProcessGroup. 2.0+: they derive

@@ -1,0 +1,118 @@
+// What the training loop needs from the device beyond tensors: step timing
+// without a host sync per step, the CUDA caching allocator's peak memory, and
+// the whole train step captured in a CUDA Graph (the article's rung 02: on
+// PyTorch, torch.compile; here, one graph replayed per step), with an Adam
+// whose step count and learning rate live on the device so it can be captured.
+//
+// Everything here builds without CUDA: the CUDA parts compile only where the
+// LibTorch found has them (ACCEL_WITH_CUDA, util/build_features.h), and on a
+// CPU the clock is the host's and the memory statistics are absent.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include <torch/torch.h>
+
+namespace accel::train {
+
+// ---- memory ---------------------------------------------------------------------------
+
+// The CUDA caching allocator's peaks for one device, as the article reports
+// them (torch.cuda.max_memory_allocated / max_memory_reserved).
+struct DeviceMemory {
+  int64_t max_allocated = 0;
+  int64_t max_reserved = 0;
+};
+// Starts the peaks afresh (the timed region starts); nothing off CUDA.
+void reset_peak_memory(const torch::Device& device);
+// The peaks since the last reset; nullopt off CUDA.
+std::optional<DeviceMemory> peak_memory(const torch::Device& device);
+// Waits for the device's queued work; nothing on a CPU.
+void synchronize(const torch::Device& device);
+
+// ---- timing ---------------------------------------------------------------------------
+
+// Per-step times that do not stall the device: on CUDA an event pair per step
+// on the current stream, read when take() is called (it waits for the last
+// step); on a CPU the host clock (work is synchronous there).
+class StepClock {
+ public:
+  explicit StepClock(torch::Device device);
+  ~StepClock();
+  StepClock(const StepClock&) = delete;
+  StepClock& operator=(const StepClock&) = delete;
+  void begin();
+  void end();
+  // Milliseconds of each step ended since the last take(), in order.
+  std::vector<double> take();
+  // True when steps are timed on the device (events), not the host clock.
+  bool on_device() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// ---- a capturable Adam ----------------------------------------------------------------
+
+// An optimizer whose step() a CUDA Graph can hold: the step count and the
+// learning rate live in device tensors, so bias corrections and step size are
+// computed on the device (torch::optim::Adam computes them on the host, which a
+// graph would freeze at capture; PyTorch's capturable=True does the same as
+// this). before_step() runs on the host before every step, replayed or not:
+// it creates missing state, counts the host step (checkpoints) and fills the
+// learning-rate tensor from the param group's lr (the schedule).
+class Capturable {
+ public:
+  virtual ~Capturable() = default;
+  virtual void before_step() = 0;
+};
+
+// A torch::optim::Adam (decoupled: AdamW) with that step: the same state,
+// options and checkpoint format, so a run may resume with or without graphs.
+// amsgrad is not supported.
+std::unique_ptr<torch::optim::Optimizer> make_capturable_adam(
+    const std::vector<torch::Tensor>& params, double lr, double beta1, double beta2, double eps,
+    double weight_decay, bool decoupled);
+
+// ---- the graphed step -----------------------------------------------------------------
+
+// One training step as a function of its inputs: zero the gradients in place,
+// forward, loss, backward, optimizer step; returns {loss, logits}.
+using StepBody =
+    std::function<std::pair<torch::Tensor, torch::Tensor>(const torch::Tensor& x,
+                                                          const torch::Tensor& y)>;
+
+// Runs a StepBody on static input buffers: the first `warmup` calls eagerly
+// (on a side stream, as PyTorch's whole-network capture recipe does), the next
+// one captures it in a CUDA Graph, and every call after that copies the batch
+// into the buffers and replays the graph. The returned tensors are the
+// graph's outputs: read (or clone) them before the next call. With
+// capture=false the body always runs eagerly on the static buffers (for
+// tests on machines without CUDA).
+class GraphedStep {
+ public:
+  static constexpr int kDefaultWarmup = 3;
+  GraphedStep(torch::Device device, StepBody body, int warmup = kDefaultWarmup,
+              bool capture = true);
+  ~GraphedStep();
+  GraphedStep(const GraphedStep&) = delete;
+  GraphedStep& operator=(const GraphedStep&) = delete;
+  std::pair<torch::Tensor, torch::Tensor> run(const torch::Tensor& x, const torch::Tensor& y);
+  bool captured() const;
+  int64_t replays() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Whether this build can capture CUDA Graphs (a CUDA LibTorch).
+bool cuda_graphs_compiled();
+
+}  // namespace accel::train

@@ -1,0 +1,364 @@
+#include "accel/train/device.h"
+
+#include <chrono>
+#include <string>
+
+#include "accel/util/build_features.h"
+#include "accel/util/errors.h"
+#include "accel/util/torch_compat.h"
+
+#if ACCEL_WITH_CUDA
+#include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+namespace accel::train {
+
+// ---- memory ---------------------------------------------------------------------------
+
+void reset_peak_memory(const torch::Device& device) {
+#if ACCEL_WITH_CUDA
+  if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
+#else
+  (void)device;
+#endif
+}
+
+std::optional<DeviceMemory> peak_memory(const torch::Device& device) {
+#if ACCEL_WITH_CUDA
+  if (device.is_cuda()) {
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+    // Index 0 of each StatArray is StatType::AGGREGATE (all pools) in every
+    // version; the enum's namespace moved between versions.
+    DeviceMemory m;
+    m.max_allocated = stats.allocated_bytes[0].peak;
+    m.max_reserved = stats.reserved_bytes[0].peak;
+    return m;
+  }
+#else
+  (void)device;
+#endif
+  return std::nullopt;
+}
+
+void synchronize(const torch::Device& device) {
+#if ACCEL_WITH_CUDA
+  if (device.is_cuda()) c10::cuda::getCurrentCUDAStream(device.index()).synchronize();
+#else
+  (void)device;
+#endif
+}
+
+// ---- timing ---------------------------------------------------------------------------
+
+struct StepClock::Impl {
+  torch::Device device{torch::kCPU};
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point started;
+  std::vector<double> done_ms;
+#if ACCEL_WITH_CUDA
+  std::vector<std::pair<at::cuda::CUDAEvent, at::cuda::CUDAEvent>> events;
+#endif
+};
+
+StepClock::StepClock(torch::Device device) : impl_(std::make_unique<Impl>()) {
+  impl_->device = device;
+}
+StepClock::~StepClock() = default;
+
+bool StepClock::on_device() const { return impl_->device.is_cuda(); }
+
+void StepClock::begin() {
+#if ACCEL_WITH_CUDA
+  if (on_device()) {
+    // Timing events (the default flags); CUDAEvent's default disables timing.
+    impl_->events.emplace_back(at::cuda::CUDAEvent(cudaEventDefault),
+                               at::cuda::CUDAEvent(cudaEventDefault));
+    impl_->events.back().first.record(c10::cuda::getCurrentCUDAStream(impl_->device.index()));
+    return;
+  }
+#endif
+  impl_->started = Impl::Clock::now();
+}
+
+void StepClock::end() {
+#if ACCEL_WITH_CUDA
+  if (on_device()) {
+    if (impl_->events.empty()) throw RunError("StepClock::end without begin");
+    impl_->events.back().second.record(c10::cuda::getCurrentCUDAStream(impl_->device.index()));
+    return;
+  }
+#endif
+  impl_->done_ms.push_back(
+      std::chrono::duration<double, std::milli>(Impl::Clock::now() - impl_->started).count());
+}
+
+std::vector<double> StepClock::take() {
+#if ACCEL_WITH_CUDA
+  if (on_device()) {
+    std::vector<double> out;
+    if (impl_->events.empty()) return out;
+    impl_->events.back().second.synchronize();  // events complete in stream order
+    for (auto& [b, e] : impl_->events) out.push_back(double(b.elapsed_time(e)));
+    impl_->events.clear();
+    return out;
+  }
+#endif
+  std::vector<double> out;
+  out.swap(impl_->done_ms);
+  return out;
+}
+
+// ---- a capturable Adam ----------------------------------------------------------------
+
+namespace {
+
+// Adam and AdamW share the update; AdamW decays the weights directly
+// (p *= 1 - lr * wd) instead of adding wd * p to the gradient.
+template <class Base, class Options, class State>
+class CapturableAdamT final : public Base, public Capturable {
+ public:
+  CapturableAdamT(const std::vector<torch::Tensor>& params, Options options, bool decoupled)
+      : Base(params, options), decoupled_(decoupled) {}
+
+  void before_step() override {
+    torch::NoGradGuard no_grad;
+    int64_t host_step = -1;
+    for (auto& group : this->param_groups()) {
+      for (auto& p : group.params()) {
+        // Every trainable parameter, gradient or not yet: the first step's
+        // state exists before its backward (and a graph's capture).
+        if (!p.requires_grad()) continue;
+        auto key = compat::optimizer_state_key(p);
+        auto it = this->state_.find(key);
+        if (it == this->state_.end()) {
+          auto st = std::make_unique<State>();
+          st->step(0);
+          st->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+          st->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+          it = this->state_.emplace(key, std::move(st)).first;
+        }
+        auto& st = static_cast<State&>(*it->second);
+        if (host_step < 0) host_step = st.step();
+        st.step(st.step() + 1);
+      }
+    }
+    if (host_step < 0) return;  // nothing trainable: step() will do nothing
+    const auto& first = this->param_groups().front().params().front();
+    const auto opts = torch::TensorOptions().dtype(torch::kDouble).device(first.device());
+    if (!step_t_.defined()) step_t_ = torch::full({}, double(host_step), opts);
+    if (lr_t_.size() != this->param_groups().size()) {
+      lr_t_.clear();
+      for (size_t g = 0; g < this->param_groups().size(); ++g) lr_t_.push_back(torch::zeros({}, opts));
+    }
+    for (size_t g = 0; g < lr_t_.size(); ++g) {
+      lr_t_[g].fill_(static_cast<Options&>(this->param_groups()[g].options()).lr());
+    }
+  }
+
+  torch::Tensor step(torch::optim::Optimizer::LossClosure closure) override {
+    torch::NoGradGuard no_grad;
+    torch::Tensor loss;
+    if (closure) {
+      torch::AutoGradMode enable_grad(true);
+      loss = closure();
+    }
+    if (!step_t_.defined()) {
+      // No gradient anywhere yet (before_step saw none): nothing to step.
+      for (auto& group : this->param_groups())
+        for (auto& p : group.params())
+          if (p.grad().defined()) throw RunError("capturable adam: step() without before_step()");
+      return loss;
+    }
+    step_t_.add_(1);
+    for (size_t g = 0; g < this->param_groups().size(); ++g) {
+      auto& group = this->param_groups()[g];
+      const auto& o = static_cast<const Options&>(group.options());
+      const double beta1 = std::get<0>(o.betas()), beta2 = std::get<1>(o.betas());
+      const double wd = o.weight_decay();
+      // Device scalars: 1 - beta^step, lr / (1 - beta1^step), sqrt(1 - beta2^step).
+      const auto step_size = lr_t_[g] / (1 - torch::pow(beta1, step_t_));
+      const auto bc2_sqrt = (1 - torch::pow(beta2, step_t_)).sqrt();
+      const auto decay = decoupled_ && wd != 0 ? 1 - lr_t_[g] * wd : torch::Tensor();
+      for (auto& p : group.params()) {
+        if (!p.grad().defined()) continue;
+        auto& st = static_cast<State&>(*this->state_.at(compat::optimizer_state_key(p)));
+        auto grad = p.grad();
+        if (decay.defined()) {
+          p.mul_(decay);
+        } else if (wd != 0) {
+          grad = grad.add(p, wd);
+        }
+        st.exp_avg().mul_(beta1).add_(grad, 1 - beta1);
+        st.exp_avg_sq().mul_(beta2).addcmul_(grad, grad, 1 - beta2);
+        const auto denom = (st.exp_avg_sq().sqrt() / bc2_sqrt).add_(o.eps());
+        p.sub_(st.exp_avg().div(denom).mul_(step_size));
+      }
+    }
+    return loss;
+  }
+
+ private:
+  bool decoupled_;
+  torch::Tensor step_t_;             // optimizer steps taken, on the params' device
+  std::vector<torch::Tensor> lr_t_;  // each param group's lr, on the device
+};
+
+using CapturableAdam =
+    CapturableAdamT<torch::optim::Adam, torch::optim::AdamOptions, torch::optim::AdamParamState>;
+using CapturableAdamW = CapturableAdamT<torch::optim::AdamW, torch::optim::AdamWOptions,
+                                        torch::optim::AdamWParamState>;
+
+}  // namespace
+
+std::unique_ptr<torch::optim::Optimizer> make_capturable_adam(
+    const std::vector<torch::Tensor>& params, double lr, double beta1, double beta2, double eps,
+    double weight_decay, bool decoupled) {
+  if (decoupled) {
+    return std::make_unique<CapturableAdamW>(
+        params,
+        torch::optim::AdamWOptions(lr).betas({beta1, beta2}).eps(eps).weight_decay(weight_decay),
+        true);
+  }
+  return std::make_unique<CapturableAdam>(
+      params, torch::optim::AdamOptions(lr).betas({beta1, beta2}).eps(eps).weight_decay(weight_decay),
+      false);
+}
+
+// ---- the graphed step -----------------------------------------------------------------
+
+bool cuda_graphs_compiled() { return build::kWithCuda; }
+
+struct GraphedStep::Impl {
+  torch::Device device{torch::kCPU};
+  StepBody body;
+  int warmup = GraphedStep::kDefaultWarmup;
+  bool capture = true;
+  torch::Tensor x, y;  // static inputs
+  std::pair<torch::Tensor, torch::Tensor> out;
+  int64_t calls = 0, replays = 0;
+  bool captured = false;
+#if ACCEL_WITH_CUDA
+  std::unique_ptr<at::cuda::CUDAGraph> graph;
+#endif
+
+  std::pair<torch::Tensor, torch::Tensor> eager() {
+#if ACCEL_WITH_CUDA
+    if (device.is_cuda()) {
+      // Warm-up on a side stream, ordered after the input copies and before
+      // whatever the caller does next (PyTorch's whole-network recipe).
+      const auto idx = device.index();
+      auto current = c10::cuda::getCurrentCUDAStream(idx);
+      auto side = c10::cuda::getStreamFromPool(false, idx);
+      at::cuda::CUDAEvent ready;
+      ready.record(current);
+      ready.block(side);
+      std::pair<torch::Tensor, torch::Tensor> r;
+      {
+        c10::cuda::CUDAStreamGuard guard(side);
+        r = body(x, y);
+      }
+      at::cuda::CUDAEvent done;
+      done.record(side);
+      done.block(current);
+      return r;
+    }
+#endif
+    return body(x, y);
+  }
+
+  void capture_graph() {
+#if ACCEL_WITH_CUDA
+    const auto idx = device.index();
+    c10::cuda::getCurrentCUDAStream(idx).synchronize();
+    graph = std::make_unique<at::cuda::CUDAGraph>();
+    auto side = c10::cuda::getStreamFromPool(false, idx);
+    // Autocast's cast cache would hand the graph tensors cast before capture;
+    // cast inside it instead (as torch.cuda.graph users are told to).
+    const bool cache = at::autocast::is_autocast_cache_enabled();
+    at::autocast::set_autocast_cache_enabled(false);
+    try {
+      c10::cuda::CUDAStreamGuard guard(side);
+      compat::cuda_graph_capture_begin(*graph, cudaStreamCaptureModeThreadLocal);
+      try {
+        out = body(x, y);
+      } catch (...) {
+        try {
+          graph->capture_end();
+        } catch (...) {
+        }
+        throw;
+      }
+      graph->capture_end();
+    } catch (const std::exception& e) {
+      at::autocast::set_autocast_cache_enabled(cache);
+      graph.reset();
+      throw RunError(std::string("runtime.cuda_graphs: capturing the train step failed: ") +
+                     e.what());
+    }
+    at::autocast::set_autocast_cache_enabled(cache);
+    side.synchronize();
+    captured = true;
+#else
+    throw RunError("runtime.cuda_graphs: this build has no CUDA");
+#endif
+  }
+
+  void replay() {
+#if ACCEL_WITH_CUDA
+    graph->replay();
+    ++replays;
+#endif
+  }
+};
+
+GraphedStep::GraphedStep(torch::Device device, StepBody body, int warmup, bool capture)
+    : impl_(std::make_unique<Impl>()) {
+  if (capture && !device.is_cuda()) {
+    throw ConfigError("runtime.cuda_graphs: needs runtime.accelerator \"cuda\" (graph capture "
+                      "is a CUDA feature); got a " + device.str() + " device");
+  }
+  if (warmup < 1) throw std::invalid_argument("GraphedStep: warmup must be >= 1");
+  impl_->device = device;
+  impl_->body = std::move(body);
+  impl_->warmup = warmup;
+  impl_->capture = capture;
+}
+GraphedStep::~GraphedStep() = default;
+
+bool GraphedStep::captured() const { return impl_->captured; }
+int64_t GraphedStep::replays() const { return impl_->replays; }
+
+std::pair<torch::Tensor, torch::Tensor> GraphedStep::run(const torch::Tensor& x,
+                                                         const torch::Tensor& y) {
+  auto& s = *impl_;
+  if (!s.x.defined()) {
+    s.x = torch::empty(x.sizes(), x.options().device(s.device));
+    s.y = torch::empty(y.sizes(), y.options().device(s.device));
+  } else if (s.x.sizes() != x.sizes() || s.y.sizes() != y.sizes() ||
+             s.x.scalar_type() != x.scalar_type()) {
+    throw RunError("runtime.cuda_graphs: the batch changed shape from " +
+                   c10::str(s.x.sizes()) + " to " + c10::str(x.sizes()) +
+                   " (a graph replays fixed shapes; training batches must be full)");
+  }
+  torch::NoGradGuard no_grad;
+  s.x.copy_(x, /*non_blocking=*/true);
+  s.y.copy_(y, /*non_blocking=*/true);
+  if (!s.capture || s.calls < s.warmup) {
+    ++s.calls;
+    torch::AutoGradMode grad(true);
+    return s.eager();
+  }
+  if (!s.captured) {
+    torch::AutoGradMode grad(true);
+    s.capture_graph();  // records the step; the replay below runs it
+  }
+  ++s.calls;
+  s.replay();
+  return s.out;
+}
+
+}  // namespace accel::train

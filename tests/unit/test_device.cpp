@@ -1,0 +1,392 @@
+// The device layer of the training loop (train/device.h): the capturable
+// Adam against torch::optim's, the graphed step's eager path, the step clock,
+// devices "auto", the cuda_graphs refusals; and, where a GPU is present, graph
+// capture, CUDA memory peaks and pinned batches ("gpu ..." tests, which print
+// "skipped: no GPU" elsewhere and count as skipped).
+// torch first: glog (through torch) defines CHECK, doctest must win.
+#include <torch/torch.h>
+
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "accel/config/run_config.h"
+#include "accel/data/loader.h"
+#include "accel/train/device.h"
+#include "accel/train/fabric.h"
+#include "accel/train/trainer.h"
+#include "accel/util/errors.h"
+#include "integration/cli_helpers.h"
+#include "support/config_error.h"
+#include "support/temp_dir.h"
+
+namespace {
+
+using accel_test::config_error;
+using accel_test::has;
+namespace train = accel::train;
+
+bool skip_without_gpu() {
+  if (torch::cuda::is_available()) return false;
+  MESSAGE("skipped: no GPU");
+  return true;
+}
+
+// A small two-layer net whose gradients come from a fixed batch.
+struct Net {
+  torch::nn::Sequential seq;
+  explicit Net(uint64_t seed, torch::Device device = torch::kCPU) {
+    torch::manual_seed(seed);
+    seq = torch::nn::Sequential(torch::nn::Linear(6, 8), torch::nn::GELU(), torch::nn::Linear(8, 3));
+    seq->to(device);
+  }
+  std::vector<torch::Tensor> params() const { return seq->parameters(); }
+};
+
+torch::Tensor loss_of(Net& net, const torch::Tensor& x, const torch::Tensor& y) {
+  return torch::cross_entropy_loss(net.seq->forward(x), y);
+}
+
+void compare_with_torch(bool adamw) {
+  Net a(7), b(7);
+  const double wd = 0.05;
+  std::unique_ptr<torch::optim::Optimizer> ref;
+  if (adamw) {
+    ref = std::make_unique<torch::optim::AdamW>(
+        a.params(), torch::optim::AdamWOptions(1e-2).betas({0.9, 0.99}).eps(1e-8).weight_decay(wd));
+  } else {
+    ref = std::make_unique<torch::optim::Adam>(
+        a.params(), torch::optim::AdamOptions(1e-2).betas({0.9, 0.99}).eps(1e-8).weight_decay(wd));
+  }
+  auto cap = train::make_capturable_adam(b.params(), 1e-2, 0.9, 0.99, 1e-8, wd, adamw);
+  auto* capturable = dynamic_cast<train::Capturable*>(cap.get());
+  REQUIRE(capturable != nullptr);
+  torch::manual_seed(1);
+  const auto x = torch::randn({16, 6});
+  const auto y = torch::randint(0, 3, {16});
+  for (int step = 0; step < 8; ++step) {
+    const double lr = step < 4 ? 1e-2 : 3e-3;  // a schedule: the lr changes mid-run
+    for (auto* o : {ref.get(), cap.get()}) {
+      for (auto& g : o->param_groups()) {
+        if (adamw) {
+          static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
+        } else {
+          static_cast<torch::optim::AdamOptions&>(g.options()).lr(lr);
+        }
+      }
+    }
+    ref->zero_grad();
+    loss_of(a, x, y).backward();
+    ref->step();
+    cap->zero_grad();
+    loss_of(b, x, y).backward();
+    capturable->before_step();
+    cap->step();
+  }
+  const auto pa = a.params(), pb = b.params();
+  for (size_t i = 0; i < pa.size(); ++i) {
+    INFO("param " << i << " max diff " << (pa[i] - pb[i]).abs().max().item<double>());
+    CHECK(torch::allclose(pa[i], pb[i], /*rtol=*/1e-5, /*atol=*/1e-7));
+  }
+  // The same state as torch's own: checkpoints read either way.
+  std::ostringstream saved;
+  {
+    torch::serialize::OutputArchive ar;
+    cap->save(ar);
+    ar.save_to(saved);
+  }
+  std::istringstream in(saved.str());
+  torch::serialize::InputArchive ar;
+  ar.load_from(in);
+  Net c(7);
+  std::unique_ptr<torch::optim::Optimizer> loaded;
+  if (adamw) {
+    loaded = std::make_unique<torch::optim::AdamW>(c.params(), torch::optim::AdamWOptions(1e-2));
+  } else {
+    loaded = std::make_unique<torch::optim::Adam>(c.params(), torch::optim::AdamOptions(1e-2));
+  }
+  loaded->load(ar);
+  CHECK(loaded->state().size() == pa.size());
+}
+
+}  // namespace
+
+TEST_CASE("device: the capturable adam steps as torch::optim::Adam and saves its state") {
+  compare_with_torch(/*adamw=*/false);
+}
+
+TEST_CASE("device: the capturable adamw steps as torch::optim::AdamW and saves its state") {
+  compare_with_torch(/*adamw=*/true);
+}
+
+TEST_CASE("device: the capturable adam refuses a step without before_step") {
+  Net a(3);
+  auto cap = train::make_capturable_adam(a.params(), 1e-3, 0.9, 0.999, 1e-8, 0.0, false);
+  loss_of(a, torch::randn({4, 6}), torch::randint(0, 3, {4})).backward();
+  CHECK_THROWS_AS(cap->step(), accel::RunError);
+}
+
+TEST_CASE("device: the graphed step without capture trains bitwise like the loop it wraps") {
+  // The body the run captures (zero in place, forward, loss, backward,
+  // capturable step) on static buffers, against the same lines written out.
+  Net a(11), b(11);
+  auto opt_a = train::make_capturable_adam(a.params(), 1e-2, 0.9, 0.999, 1e-8, 0.0, false);
+  auto opt_b = train::make_capturable_adam(b.params(), 1e-2, 0.9, 0.999, 1e-8, 0.0, false);
+  auto* cap_a = dynamic_cast<train::Capturable*>(opt_a.get());
+  auto* cap_b = dynamic_cast<train::Capturable*>(opt_b.get());
+  train::GraphedStep graphed(
+      torch::kCPU,
+      [&](const torch::Tensor& x, const torch::Tensor& y) {
+        for (auto& p : b.params())
+          if (p.grad().defined()) p.grad().zero_();
+        auto logits = b.seq->forward(x);
+        auto loss = torch::cross_entropy_loss(logits, y);
+        loss.backward();
+        opt_b->step();
+        return std::make_pair(loss.detach(), logits.detach());
+      },
+      /*warmup=*/2, /*capture=*/false);
+  torch::manual_seed(5);
+  for (int step = 0; step < 6; ++step) {
+    const auto x = torch::randn({8, 6});
+    const auto y = torch::randint(0, 3, {8});
+    opt_a->zero_grad();
+    auto loss_a = loss_of(a, x, y);
+    loss_a.backward();
+    cap_a->before_step();
+    opt_a->step();
+    cap_b->before_step();
+    const auto [loss_b, logits_b] = graphed.run(x, y);
+    CHECK(loss_a.item<float>() == loss_b.item<float>());
+    CHECK(logits_b.size(0) == 8);
+  }
+  CHECK_FALSE(graphed.captured());
+  const auto pa = a.params(), pb = b.params();
+  for (size_t i = 0; i < pa.size(); ++i) CHECK(torch::equal(pa[i], pb[i]));
+}
+
+TEST_CASE("device: the graphed step refuses to capture on a cpu and a batch of another shape") {
+  auto body = [](const torch::Tensor& x, const torch::Tensor&) { return std::make_pair(x.sum(), x); };
+  CHECK(has(config_error([&] { train::GraphedStep g(torch::kCPU, body); }), "runtime.cuda_graphs"));
+  train::GraphedStep g(torch::kCPU, body, 1, /*capture=*/false);
+  g.run(torch::ones({4, 2}), torch::zeros({4}, torch::kLong));
+  try {
+    g.run(torch::ones({3, 2}), torch::zeros({3}, torch::kLong));
+    FAIL("no error for a smaller batch");
+  } catch (const accel::RunError& e) {
+    CHECK(has(e.what(), "changed shape"));
+  }
+}
+
+TEST_CASE("device: the step clock on a cpu gives one time per step and starts afresh") {
+  train::StepClock clock(torch::kCPU);
+  CHECK_FALSE(clock.on_device());
+  for (int i = 0; i < 3; ++i) {
+    clock.begin();
+    clock.end();
+  }
+  const auto ms = clock.take();
+  CHECK(ms.size() == 3);
+  for (double v : ms) CHECK(v >= 0.0);
+  CHECK(clock.take().empty());
+  CHECK_FALSE(train::peak_memory(torch::kCPU).has_value());
+}
+
+TEST_CASE("device: runtime.devices auto resolves to the gpus on cuda and one device elsewhere") {
+  auto cfg = accel::config::to_run_config(
+      nlohmann::json{{"runtime", {{"devices", "auto"}, {"accelerator", "cpu"}}}});
+  CHECK(cfg.runtime.devices == 0);
+  CHECK(cfg.runtime.world_size() == 1);
+  CHECK(train::resolve_devices(cfg.runtime) == 1);
+  cfg.runtime.accelerator = "auto";
+  const int gpus = torch::cuda::is_available() ? int(torch::cuda::device_count()) : 1;
+  CHECK(train::resolve_devices(cfg.runtime) == gpus);
+  cfg.runtime.strategy = "single";
+  CHECK(train::resolve_devices(cfg.runtime) == 1);
+  const auto msg = config_error([] {
+    accel::config::to_run_config(nlohmann::json{{"runtime", {{"devices", "all"}}}});
+  });
+  CHECK(has(msg, "runtime.devices"));
+  CHECK(has(msg, "\"auto\""));
+}
+
+TEST_CASE("device: runtime.cuda_graphs refuses what a captured step cannot hold and names the field") {
+  auto refused = [](const nlohmann::json& doc) {
+    nlohmann::json d = doc;
+    d["runtime"]["cuda_graphs"] = true;
+    if (!d["runtime"].contains("accelerator")) d["runtime"]["accelerator"] = "cuda";
+    const auto cfg = accel::config::to_run_config(d);
+    return config_error([&] { train::check_runnable(cfg, /*check_environment=*/false); });
+  };
+  CHECK(has(refused({{"runtime", {{"accelerator", "cpu"}}}}), "runtime.accelerator"));
+  CHECK(has(refused({{"optim", {{"name", "sgd"}}}}), "optim.name"));
+  CHECK(has(refused({{"train", {{"loop", "fabric"}, {"grad_clip", 1.0}}}}), "train.grad_clip"));
+  CHECK(has(refused({{"train", {{"accumulate", 2}}}}), "train.accumulate"));
+  CHECK(has(refused({{"train", {{"loop", "fabric"}}}, {"runtime", {{"precision", "16-mixed"}}}}),
+            "runtime.precision"));
+  CHECK(has(refused({{"train", {{"loop", "fabric"}}}, {"runtime", {{"devices", 2}, {"strategy", "ddp"}}}}),
+            "runtime.strategy"));
+  // What it accepts: adam, one device, either loop.
+  nlohmann::json ok = {{"runtime", {{"cuda_graphs", true}, {"accelerator", "cuda"}}},
+                       {"optim", {{"name", "adamw"}}}};
+  CHECK_NOTHROW(train::check_runnable(accel::config::to_run_config(ok), false));
+}
+
+// ---- on a GPU ------------------------------------------------------------------------
+
+TEST_CASE("gpu capture replays the step as the eager graphed step computes it") {
+  if (skip_without_gpu()) return;
+  const torch::Device dev(torch::kCUDA, 0);
+  auto run_steps = [&](bool capture) {
+    Net net(21, dev);
+    auto opt = train::make_capturable_adam(net.params(), 1e-2, 0.9, 0.999, 1e-8, 0.01, true);
+    auto* cap = dynamic_cast<train::Capturable*>(opt.get());
+    train::GraphedStep graphed(
+        dev,
+        [&](const torch::Tensor& x, const torch::Tensor& y) {
+          for (auto& p : net.params())
+            if (p.grad().defined()) p.grad().zero_();
+          auto logits = net.seq->forward(x);
+          auto loss = torch::cross_entropy_loss(logits, y);
+          loss.backward();
+          opt->step();
+          return std::make_pair(loss.detach(), logits.detach());
+        },
+        /*warmup=*/2, capture);
+    torch::manual_seed(9);
+    std::vector<float> losses;
+    for (int step = 0; step < 8; ++step) {
+      const auto x = torch::randn({16, 6}).pin_memory();
+      const auto y = torch::randint(0, 3, {16}).pin_memory();
+      for (auto& g : opt->param_groups())
+        static_cast<torch::optim::AdamWOptions&>(g.options()).lr(step < 5 ? 1e-2 : 1e-3);
+      cap->before_step();
+      losses.push_back(graphed.run(x, y).first.item<float>());
+    }
+    CHECK(graphed.captured() == capture);
+    if (capture) CHECK(graphed.replays() == 6);
+    return losses;
+  };
+  const auto eager = run_steps(false);
+  const auto graphed = run_steps(true);
+  for (size_t i = 0; i < eager.size(); ++i) {
+    INFO("step " << i << ": eager " << eager[i] << " graphed " << graphed[i]);
+    CHECK(graphed[i] == doctest::Approx(eager[i]).epsilon(1e-5));
+  }
+}
+
+TEST_CASE("gpu memory peaks come from the caching allocator and reset") {
+  if (skip_without_gpu()) return;
+  const torch::Device dev(torch::kCUDA, 0);
+  train::reset_peak_memory(dev);
+  {
+    auto big = torch::empty({64, 1024, 1024}, torch::TensorOptions().device(dev));  // 256 MiB
+    train::synchronize(dev);
+  }
+  const auto peak = train::peak_memory(dev);
+  REQUIRE(peak.has_value());
+  CHECK(peak->max_allocated >= int64_t(256) << 20);
+  CHECK(peak->max_reserved >= peak->max_allocated);
+  train::reset_peak_memory(dev);
+  CHECK(train::peak_memory(dev)->max_allocated < int64_t(256) << 20);
+}
+
+TEST_CASE("gpu step clock times steps with cuda events") {
+  if (skip_without_gpu()) return;
+  const torch::Device dev(torch::kCUDA, 0);
+  train::StepClock clock(dev);
+  CHECK(clock.on_device());
+  auto a = torch::randn({2048, 2048}, torch::TensorOptions().device(dev));
+  for (int i = 0; i < 3; ++i) {
+    clock.begin();
+    a = torch::matmul(a, a).div_(2048.0);
+    clock.end();
+  }
+  const auto ms = clock.take();
+  REQUIRE(ms.size() == 3);
+  for (double v : ms) CHECK(v > 0.0);
+}
+
+TEST_CASE("gpu fabric loaders pin host batches for asynchronous copies") {
+  if (skip_without_gpu()) return;
+  auto set = std::make_shared<accel::data::ImageSet>();
+  set->images = torch::randint(0, 255, {8, 1, 4, 4}).to(torch::kUInt8);
+  set->labels = torch::arange(8);
+  set->num_classes = 8;
+  set->mean = {0.5f};
+  set->std = {0.25f};
+  accel::data::LoaderOptions o;
+  o.batch_size = 4;
+  o.pin_memory = true;
+  accel::data::Loader loader(set, o);
+  const auto batch = loader.next();
+  REQUIRE(batch.has_value());
+  CHECK(batch->x.is_pinned());
+  CHECK(batch->y.is_pinned());
+}
+
+// ---- on a GPU, through the CLI -----------------------------------------------------------
+
+namespace {
+
+// The "step" rows' losses of a run's metrics.csv.
+std::vector<double> step_losses(const std::filesystem::path& csv) {
+  std::ifstream in(csv);
+  std::string line;
+  std::vector<double> out;
+  while (std::getline(in, line)) {
+    if (line.rfind("step,", 0) != 0) continue;
+    std::vector<std::string> cells;
+    std::stringstream row(line);
+    std::string cell;
+    while (std::getline(row, cell, ',')) cells.push_back(cell);
+    if (cells.size() > 3) out.push_back(std::stod(cells[3]));
+  }
+  return out;
+}
+
+cli_test::Outcome gpu_smoke(const std::string& extra) {
+  return cli_test::run_cli(
+      "run -c " + cli_test::source("configs/smoke/scratch-smoke.json") +
+      " --set data.dataset=synthetic --set data.synthetic_train=512 --set data.synthetic_test=64"
+      " --set runtime.accelerator=cuda --set train.limit_train_batches=12"
+      " --set train.limit_eval_batches=1 " + extra);
+}
+
+}  // namespace
+
+TEST_CASE("gpu cuda graphs rung follows the eager rung's losses and records cuda memory") {
+  if (skip_without_gpu()) return;
+  accel_test::TempDir tmp;
+  for (const char* loop : {"plain", "fabric"}) {
+    const std::string tag = loop;
+    const auto eager = gpu_smoke("--set train.loop=" + tag + " --out " + (tmp / (tag + "-eager")).string());
+    INFO(eager.output);
+    REQUIRE(eager.code == 0);
+    const auto graphed = gpu_smoke("--set train.loop=" + tag + " --set runtime.cuda_graphs=true --out " +
+                                   (tmp / (tag + "-graphed")).string());
+    INFO(graphed.output);
+    REQUIRE(graphed.code == 0);
+    const auto a = step_losses(tmp / (tag + "-eager") / "metrics.csv");
+    const auto b = step_losses(tmp / (tag + "-graphed") / "metrics.csv");
+    REQUIRE(a.size() == 12);
+    REQUIRE(b.size() == a.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      INFO(loop << " step " << i << ": eager " << a[i] << " graphed " << b[i]);
+      CHECK(b[i] == doctest::Approx(a[i]).epsilon(1e-3));
+    }
+    std::ifstream in(tmp / (tag + "-graphed") / "result.json");
+    const auto res = nlohmann::json::parse(in);
+    CHECK(res["peak_memory_kind"] == "cuda_max_allocated");
+    const auto& rank = res["ranks"][0];
+    CHECK(rank["cuda_max_allocated_bytes"].get<int64_t>() > 0);
+    CHECK(rank["cuda_max_reserved_bytes"].get<int64_t>() >= rank["cuda_max_allocated_bytes"].get<int64_t>());
+    CHECK(res["step_time_ms"]["count"].get<int64_t>() > 0);
+  }
+}
