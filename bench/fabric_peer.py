@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+"""The peer benchmark: accel-bench's training step through Lightning Fabric.
+
+The step cvpr2023's 03/04 scripts run (forward, cross-entropy, zero_grad,
+fabric.backward, Adam step), on torchvision's vit_b_16 (random init, 10
+classes, 224 px; or a tiny torchvision ViT at 32 px for CPU tests), with
+synthetic inputs made once on the device, Adam at lr 5e-5 as the GPU ladder
+(configs/ladder/gpu-vit-b16/). WARMUP steps, then STEPS timed steps between two
+torch.cuda.synchronize() calls. Each step ends with loss.item(), as
+accel-bench's step does (its per-step loss check), so per-step times are real;
+--sync end leaves that out and times the loop as a whole (Fabric's users rarely
+read the loss every step).
+
+    python3 bench/fabric_peer.py --precision bf16-mixed --batch 128
+    python3 bench/fabric_peer.py --model tiny --accelerator cpu --steps 5   # CPU test
+
+Prints one JSON line: impl, model, precision, batch, images_per_s (batch x
+STEPS / timed seconds, i.e. batch / mean step, as accel-bench's images_per_s),
+step_ms_median / p10 / p90 / mean, params, torch, lightning, device,
+device_name, matmul_precision, sync. --print-spec prints the model's
+dimensions (for accel-bench's model.* fields) and exits. bench/fabric_peer.sh
+runs this beside accel-bench and prints the ratio.
+"""
+
+import argparse
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+
+# vit_b_16 is torchvision's; tiny is the same class with small dimensions, the
+# dims accel-bench's model.preset=custom gets from bench/fabric_peer.sh.
+SPECS = {
+    "vit_b_16": dict(image_size=224, patch_size=16, depth=12, heads=12, dim=768, mlp_dim=3072),
+    "tiny": dict(image_size=32, patch_size=8, depth=2, heads=2, dim=64, mlp_dim=128),
+}
+
+
+def percentile(sorted_xs, q):
+    """Linear interpolation between closest ranks (numpy's default)."""
+    pos = (len(sorted_xs) - 1) * q
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_xs) - 1)
+    return sorted_xs[lo] + (sorted_xs[hi] - sorted_xs[lo]) * (pos - lo)
+
+
+def device_name(torch, device):
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "cpu"
+
+
+def build_model(torch, args, spec):
+    from torchvision.models.vision_transformer import VisionTransformer
+
+    model = VisionTransformer(image_size=spec["image_size"], patch_size=spec["patch_size"],
+                              num_layers=spec["depth"], num_heads=spec["heads"],
+                              hidden_dim=spec["dim"], mlp_dim=spec["mlp_dim"],
+                              num_classes=args.num_classes)
+    if args.in_channels != 3:
+        # accel-bench's synthetic images have one channel; torchvision's patch
+        # embedding takes three. Same layer, as torchvision initialises it.
+        conv = torch.nn.Conv2d(args.in_channels, spec["dim"], spec["patch_size"],
+                               stride=spec["patch_size"])
+        fan_in = conv.in_channels * conv.kernel_size[0] * conv.kernel_size[1]
+        torch.nn.init.trunc_normal_(conv.weight, std=math.sqrt(1 / fan_in))
+        torch.nn.init.zeros_(conv.bias)
+        model.conv_proj = conv
+    return model
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", choices=sorted(SPECS), default="vit_b_16")
+    ap.add_argument("--precision", choices=["32-true", "bf16-mixed", "16-mixed", "bf16-true"],
+                    default="32-true")
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--warmup", type=int, default=10, help="untimed steps first")
+    ap.add_argument("--steps", type=int, default=50, help="timed steps")
+    ap.add_argument("--accelerator", choices=["auto", "cuda", "cpu"], default="auto")
+    ap.add_argument("--matmul-precision", choices=["highest", "high", "medium"],
+                    default="highest", help="torch.set_float32_matmul_precision")
+    ap.add_argument("--in-channels", type=int, default=3,
+                    help="input channels (accel-bench's synthetic data has 1)")
+    ap.add_argument("--num-classes", type=int, default=10)
+    ap.add_argument("--lr", type=float, default=5e-5)
+    ap.add_argument("--seed", type=int, default=123)
+    ap.add_argument("--threads", type=int, default=0, help="CPU threads; 0 = torch's default")
+    ap.add_argument("--sync", choices=["step", "end"], default="step",
+                    help="step = loss.item() every step (as accel-bench); end = only around the timed loop")
+    ap.add_argument("--print-spec", action="store_true", help="print the model's dims and exit")
+    args = ap.parse_args()
+    if args.batch < 1 or args.steps < 1 or args.warmup < 0 or args.threads < 0:
+        ap.error("--batch and --steps must be >= 1, --warmup and --threads >= 0")
+    if args.in_channels < 1 or args.num_classes < 1:
+        ap.error("--in-channels and --num-classes must be >= 1")
+    spec = dict(SPECS[args.model], num_classes=args.num_classes, in_channels=args.in_channels)
+    if args.print_spec:
+        print(json.dumps(spec))
+        return
+
+    try:
+        import torch
+        import torch.nn.functional as F
+        import lightning
+        from lightning.fabric import Fabric
+    except ImportError as e:
+        sys.exit("fabric_peer: cannot import %s (pip install lightning torchvision)" % e.name)
+
+    if args.accelerator == "cuda" and not torch.cuda.is_available():
+        sys.exit("fabric_peer: --accelerator cuda, but torch %s sees no GPU" % torch.__version__)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    torch.set_float32_matmul_precision(args.matmul_precision)
+
+    fabric = Fabric(accelerator=args.accelerator, devices=1, precision=args.precision)
+    fabric.launch()
+    fabric.seed_everything(args.seed, verbose=False)
+    device = fabric.device
+    cuda = device.type == "cuda"
+
+    model = build_model(torch, args, spec)
+    params = sum(p.numel() for p in model.parameters())
+    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+    model, optimizer = fabric.setup(model, optimizer)
+    model.train()
+    x = torch.randn(args.batch, args.in_channels, spec["image_size"], spec["image_size"],
+                    device=device)
+    y = torch.randint(0, args.num_classes, (args.batch,), device=device)
+
+    def step():
+        logits = model(x)
+        loss = F.cross_entropy(logits, y)
+        optimizer.zero_grad()
+        fabric.backward(loss)
+        optimizer.step()
+        return loss
+
+    def sync():
+        if cuda:
+            torch.cuda.synchronize(device)
+
+    for _ in range(args.warmup):
+        step()
+    sync()
+    times = []
+    t0 = time.perf_counter()
+    for _ in range(args.steps):
+        s0 = time.perf_counter()
+        loss = step()
+        if args.sync == "step":
+            loss.item()
+            times.append((time.perf_counter() - s0) * 1e3)
+    sync()
+    total = time.perf_counter() - t0
+    last = loss.item()
+    if not math.isfinite(last):
+        sys.exit("fabric_peer: non-finite loss %s after %d steps" % (last, args.warmup + args.steps))
+    mean_ms = total / args.steps * 1e3
+    if not times:  # --sync end: only the loop as a whole is known
+        times = [mean_ms]
+    times.sort()
+    print(json.dumps({
+        "impl": "fabric", "model": args.model, "precision": args.precision,
+        "batch": args.batch, "warmup": args.warmup, "steps": args.steps,
+        "images_per_s": round(args.batch * args.steps / total, 2),
+        "step_ms_median": round(statistics.median(times), 3),
+        "step_ms_p10": round(percentile(times, 0.1), 3),
+        "step_ms_p90": round(percentile(times, 0.9), 3),
+        "step_ms_mean": round(mean_ms, 3),
+        "params": params, "spec": spec, "loss": round(last, 5),
+        "torch": torch.__version__, "lightning": lightning.__version__,
+        "device": device.type, "device_name": device_name(torch, device),
+        "threads": torch.get_num_threads(), "matmul_precision": args.matmul_precision,
+        "sync": args.sync,
+    }))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,177 @@
+#!/usr/bin/env bash
+# accel-bench against its peer, PyTorch with Lightning Fabric, on the same model,
+# batch and precision, measured back to back in one run.
+#
+# For each precision and batch: `accel-bench run` of configs/gpu-check/00-32-true.json
+# (vit_b_16 from random init, synthetic data resized to 224, Adam 5e-5, the
+# Fabric-style loop) cut to WARMUP + STEPS steps, then bench/fabric_peer.py
+# (torchvision's vit_b_16 through lightning.fabric.Fabric, synthetic tensors on
+# the device) with the same steps; ROUNDS rounds alternate the two and the
+# medians are reported. images/s is batch / mean step time after the warm-up on
+# both sides (accel-bench's result.json images_per_s). ratio = accel / Fabric:
+# above 1 means accel-bench is faster; the project's target is 1.10
+# (TARGET_RATIO). accel-bench's time includes its data loader (resizing 28 px
+# images on the CPU, copying them to the GPU); the peer's inputs stay on the
+# device, so the comparison does not favour accel-bench.
+#
+#   bash bench/fabric_peer.sh                                   # batch 16 and 128, 32-true and bf16-mixed
+#   bash bench/fabric_peer.sh --large-batch 256 --precisions bf16-mixed --rounds 3
+#   bash bench/fabric_peer.sh --tiny --device cpu --steps 5 --warmup 2 --large-batch 32   # CPU test
+#
+# Options: --batch N (16), --large-batch N (128; 0 = only --batch), --precisions
+# "LIST" ("32-true bf16-mixed"), --steps N (50), --warmup N (10), --rounds N (1),
+# --matmul-precision highest|high|medium (highest), --device cuda|cpu (cuda),
+# --tiny (a 2-block ViT at 32 px, for testing on a CPU), --out DIR (default
+# runs/fabric-peer/<UTC time>: each run's result.json, fabric.jsonl, table.md).
+# Environment: BUILD_DIR (build-gpu where it has accel-bench, else build),
+# PYTHON (python3; needs torch, torchvision and lightning, best the torch whose
+# LibTorch accel-bench was built against), TARGET_RATIO (1.10).
+# Not part of any test command: it measures, and only says whether the target is met.
+set -euo pipefail
+caller_pwd=$PWD
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+
+die() { echo "fabric_peer: error: $*" >&2; exit 1; }
+say() { echo "fabric_peer: $*" >&2; }
+
+batch=16 large=128 precisions="32-true bf16-mixed" steps=50 warmup=10 rounds=1
+matmul=highest device=cuda model=vit_b_16 out=""
+while [ $# -gt 0 ]; do
+  case "$1" in --tiny|-h|--help) ;; *) [ $# -ge 2 ] || die "$1 needs a value (see --help)" ;; esac
+  case "$1" in
+    --batch) batch=$2; shift 2 ;;
+    --large-batch) large=$2; shift 2 ;;
+    --precisions) precisions=$2; shift 2 ;;
+    --steps) steps=$2; shift 2 ;;
+    --warmup) warmup=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
+    --matmul-precision) matmul=$2; shift 2 ;;
+    --device) device=$2; shift 2 ;;
+    --tiny) model=tiny; shift ;;
+    --out) out=$2; shift 2 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown argument '$1' (see --help)" ;;
+  esac
+done
+for v in batch large steps warmup rounds; do
+  [[ ${!v} =~ ^[0-9]+$ ]] || die "--${v/large/large-batch} must be a whole number: ${!v}"
+done
+[ "$batch" -ge 1 ] && [ "$steps" -ge 1 ] && [ "$rounds" -ge 1 ] || die "--batch, --steps and --rounds must be at least 1"
+case "$device" in cuda|cpu) ;; *) die "--device must be cuda or cpu: $device" ;; esac
+case "$matmul" in highest|high|medium) ;; *) die "--matmul-precision must be highest, high or medium: $matmul" ;; esac
+[ -n "${precisions// /}" ] || die "--precisions is empty"
+case "$out" in ""|/*) ;; *) out=$caller_pwd/$out ;; esac
+for p in $precisions; do
+  case "$p" in 32-true|bf16-mixed|16-mixed|bf16-true) ;; *) die "precision $p: expected 32-true, bf16-mixed, 16-mixed or bf16-true" ;; esac
+done
+batches=("$batch")
+[ "$large" -gt 0 ] && [ "$large" -ne "$batch" ] && batches+=("$large")
+TARGET_RATIO=${TARGET_RATIO:-1.10}
+
+# --- the two sides ----------------------------------------------------------------
+if [ -n "${BUILD_DIR:-}" ]; then
+  build=$BUILD_DIR
+elif [ -x build-gpu/accel-bench ]; then
+  build=build-gpu
+else
+  build=build
+fi
+BIN=$build/accel-bench
+[ -x "$BIN" ] || die "$BIN not found; build it (scripts/gpu-check.sh builds build-gpu/) or set BUILD_DIR"
+if [ "$device" = cuda ] && ! grep -qx ACCEL_WITH_CUDA=1 "$build/accel-features.txt" 2>/dev/null; then
+  die "$build was built without CUDA (accel-features.txt); build against a CUDA LibTorch or pass --device cpu"
+fi
+PYTHON=${PYTHON:-python3}
+command -v "$PYTHON" >/dev/null || die "$PYTHON not found; set PYTHON to a python with torch, torchvision and lightning"
+err=$("$PYTHON" -W ignore -c 'import torch, torchvision, lightning.fabric' 2>&1 >/dev/null) \
+  || die "$PYTHON cannot import lightning.fabric, torchvision or torch ($(tail -n 1 <<<"$err")); pip install lightning torchvision, or set PYTHON"
+if [ "$device" = cuda ]; then
+  "$PYTHON" -W ignore -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null \
+    || die "torch in $PYTHON sees no GPU; --device cpu measures on the CPU"
+fi
+# Same LibTorch on both sides? A different one makes the ratio a version comparison.
+cpp_lib=$(ldd "$BIN" | awk '/libtorch_cpu/ { print $3; exit }')
+py_lib=$("$PYTHON" -W ignore -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so"))' 2>/dev/null)
+if [ "$(readlink -f "$cpp_lib")" != "$(readlink -f "$py_lib")" ]; then
+  say "warning: accel-bench links ${cpp_lib:-?}, $PYTHON's torch loads $py_lib: not the same LibTorch"
+fi
+
+# accel-bench runs with passive OpenMP waits (it re-executes itself so); the
+# peer gets the same, or on a CPU its threads spin against each other.
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
+out=${out:-runs/fabric-peer/$(date -u +%Y%m%dT%H%M%SZ)}
+mkdir -p "$out"
+: >"$out/fabric.jsonl"
+
+# json FILE EXPR: a value from a JSON file, EXPR in Python over `d`.
+json() { "$PYTHON" -c 'import json, sys; d = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"; }
+median() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+
+peer=(bench/fabric_peer.py --model "$model" --warmup "$warmup" --steps "$steps"
+      --accelerator "$device" --matmul-precision "$matmul")
+# accel-bench: the same model (tiny: its dims as model.preset=custom), enough
+# synthetic images for every step in one epoch, one evaluation batch, no checkpoint.
+sets=(--set runtime.accelerator="$device" --set runtime.matmul_precision="$matmul"
+      --set train.warmup_steps="$warmup" --set train.max_steps=$((warmup + steps))
+      --set train.limit_eval_batches=1 --set train.save_checkpoint=false --set train.log_every=1000)
+if [ "$model" = tiny ]; then
+  spec=$("$PYTHON" bench/fabric_peer.py --model tiny --print-spec)
+  sets+=(--set model.preset=custom)
+  for k in image_size patch_size dim depth heads mlp_dim; do
+    sets+=(--set "model.$k=$("$PYTHON" -c 'import json, sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$spec" "$k")")
+  done
+fi
+
+rows=()
+for prec in $precisions; do
+  for b in "${batches[@]}"; do
+    a_ips=() f_ips=() a_ms=() f_ms=()
+    # val_fraction 0.05 of the config: n / 0.95 images leave n for training.
+    n_train=$(( (b * (warmup + steps + 1) * 100 + 94) / 95 ))
+    for ((r = 1; r <= rounds; r++)); do
+      dir=$out/accel-$prec-b$b-r$r
+      say "$prec, batch $b, round $r: accel-bench"
+      "$BIN" run -c configs/gpu-check/00-32-true.json --out "$dir" --force -q "${sets[@]}" \
+        --set runtime.precision="$prec" --set train.batch_size="$b" \
+        --set data.synthetic_train="$n_train" --set data.synthetic_test="$b" \
+        --set train.eval_batch_size="$b" >"$dir.log" 2>&1 \
+        || die "accel-bench failed ($prec, batch $b): $(tail -n 1 "$dir.log") [log: $dir.log]"
+      a_ips+=("$(json "$dir/result.json" 'd["images_per_s"]')")
+      a_ms+=("$(json "$dir/result.json" 'd["step_time_ms"]["median"]')")
+      # The peer takes accel-bench's input channels (its synthetic images have one).
+      ch=$(json "$dir/result.json" 'd["model"]["in_channels"]')
+      say "$prec, batch $b, round $r: Fabric"
+      line=$("$PYTHON" -W ignore "${peer[@]}" --precision "$prec" --batch "$b" --in-channels "$ch" 2>"$out/fabric-$prec-b$b-r$r.log" | tail -n 1) \
+        || die "fabric_peer.py failed ($prec, batch $b): $(tail -n 1 "$out/fabric-$prec-b$b-r$r.log")"
+      echo "$line" >>"$out/fabric.jsonl"
+      printf '%s' "$line" >"$out/fabric-$prec-b$b-r$r.json"
+      f_ips+=("$(json "$out/fabric-$prec-b$b-r$r.json" 'd["images_per_s"]')")
+      f_ms+=("$(json "$out/fabric-$prec-b$b-r$r.json" 'd["step_ms_median"]')")
+      pa=$(json "$dir/result.json" 'd["params"]')
+      pf=$(json "$out/fabric-$prec-b$b-r$r.json" 'd["params"]')
+      [ "$pa" = "$pf" ] || say "warning: accel-bench's model has $pa parameters, the peer's $pf: not the same model"
+    done
+    a_med=$(median "${a_ips[@]}") f_med=$(median "${f_ips[@]}")
+    rows+=("$(awk -v m="$model" -v p="$prec" -v b="$b" -v ai="$a_med" -v fi="$f_med" -v am="$(median "${a_ms[@]}")" \
+      -v fm="$(median "${f_ms[@]}")" -v t="$TARGET_RATIO" -v ar="${a_ips[*]}" -v fr="${f_ips[*]}" 'BEGIN {
+        r = ai / fi
+        n = split(ar, xs, " "); ar = ""; for (i = 1; i <= n; i++) ar = ar (i > 1 ? " " : "") sprintf("%.0f", xs[i])
+        n = split(fr, xs, " "); fr = ""; for (i = 1; i <= n; i++) fr = fr (i > 1 ? " " : "") sprintf("%.0f", xs[i])
+        printf "| %s | %s | %d | %.1f | %.1f | %.2fx | %s | %.1f | %.1f | %s / %s |", m, p, b, ai, fi, r,
+               (r >= t ? "yes" : "no"), am, fm, ar, fr }')")
+  done
+done
+
+dev_name=$(json "$(ls "$out"/fabric-*-r1.json | head -n 1)" 'd["device_name"]')
+versions=$(json "$(ls "$out"/fabric-*-r1.json | head -n 1)" '"torch %s, lightning %s" % (d["torch"], d["lightning"])')
+lt=$(json "$(ls -d "$out"/accel-*-r1 | head -n 1)/result.json" 'd["env"]["libtorch_version"]')
+{
+  echo "Device: $dev_name ($device); $("$BIN" --version 2>/dev/null | head -n 1) from $build (LibTorch $lt); peer: $versions"
+  echo "$warmup warm-up + $steps timed steps, $rounds round(s) (medians), matmul precision $matmul, $(date -u +%FT%TZ)"
+  echo
+  echo "| model | precision | batch | accel-bench img/s | Fabric img/s | accel / Fabric | >= ${TARGET_RATIO}x | accel step ms (median) | Fabric step ms (median) | rounds img/s accel / Fabric |"
+  echo "|---|---|---:|---:|---:|---:|---|---:|---:|---|"
+  printf '%s\n' "${rows[@]}"
+} | tee "$out/table.md"
+say "runs, peer JSON lines and table.md in $out/"
