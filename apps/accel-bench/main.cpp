@@ -41,6 +41,8 @@ struct RunArgs {
   bool force = false;
   bool dry_run = false;
   bool quiet = false;
+  std::string profile;
+  int profile_steps = 10;
 };
 
 std::filesystem::path default_out_dir(const accel::config::RunConfig& cfg,
@@ -83,6 +85,8 @@ int cmd_run(const RunArgs& a, int argc, char** argv) {
   accel::train::RunOptions opts;
   opts.out_dir = a.out.empty() ? default_out_dir(cfg, a.config) : std::filesystem::path(a.out);
   opts.dry_run = a.dry_run;
+  opts.profile_dir = a.profile;
+  opts.profile_steps = a.profile_steps;
   opts.overwrite = a.force;
   opts.log = a.quiet ? nullptr : &std::cout;
   if (a.resume == "auto") {
@@ -334,6 +338,11 @@ int main(int argc, char** argv) {
   run->add_flag("--dry-run", run_args.dry_run,
                 "Validate, load data, build the model and print the banner; train nothing");
   run->add_flag("-q,--quiet", run_args.quiet, "No progress output");
+  run->add_option("--profile", run_args.profile,
+                  "Profile steps after train.warmup_steps: DIR/ops.txt and ops.csv (per-op calls and "
+                  "self time), DIR/trace.json (Chrome trace), DIR/summary.txt (where a step goes)");
+  run->add_option("--profile-steps", run_args.profile_steps, "Steps --profile records (default 10)")
+      ->check(CLI::PositiveNumber);
 
   bool explain = false;
   std::string check;

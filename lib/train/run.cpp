@@ -12,6 +12,7 @@
 #include "accel/data/loader.h"
 #include "accel/metrics/hardware.h"
 #include "accel/metrics/metrics.h"
+#include "accel/metrics/profiler.h"
 #include "accel/models/pretrained.h"
 #include "accel/models/weights.h"
 #include "accel/train/checkpoint.h"
@@ -71,6 +72,9 @@ class Run {
   void save(const std::filesystem::path& file, int epochs_done, const EpochState& es);
   void finish();
   void gather_rank_results();
+  void profile_step_begin();
+  void profile_step_end();
+  void write_profile();
   void write_outputs();
 
   // The article's 01 (plain) and 03 (fabric) scripts differ in these lines.
@@ -96,6 +100,8 @@ class Run {
   Capturable* capturable_ = nullptr;    // its optimizer
   bool defer_ = false;                  // read step metrics at flushes only (GPU)
   std::vector<PendingStep> pending_;
+  std::unique_ptr<metrics::OpProfiler> profiler_;  // --profile
+  int64_t profile_first_ = -1, profiled_ = 0;
 
   RunResult result_;
   std::vector<double> step_ms_;  // this rank's, after warm-up
@@ -336,28 +342,43 @@ bool Run::train_batch(const data::Batch& batch, int epoch, EpochState& es, int64
   const bool window_start = es.batches % k == 0;
   const bool window_end = (es.batches + 1) % k == 0 || es.batches + 1 == batches;
   auto& opt = fsetup_->optimizer;
+  // The scopes name the parts of a step for --profile (free otherwise).
+  RECORD_USER_SCOPE("accel::step");
   clock_->begin();
   torch::Tensor logits, loss;
   if (graph_) {  // runtime.cuda_graphs: the lines below, captured once and replayed
+    RECORD_USER_SCOPE("accel::graph_replay");
     set_learning_rate(opt.inner(), cfg_.optim, opt_steps_, total_opt_steps_);
     capturable_->before_step();
     std::tie(loss, logits) = graph_->run(batch.x, batch.y);
   } else if (plain_) {  // cvpr2023 01_pytorch-vit.py
-    loss = step_loss(batch, logits);
-    if (window_start) opt.zero_grad();
-    (k > 1 ? loss / k : loss).backward();
+    {
+      RECORD_USER_SCOPE("accel::forward");
+      loss = step_loss(batch, logits);
+    }
+    {
+      RECORD_USER_SCOPE("accel::backward");
+      if (window_start) opt.zero_grad();
+      (k > 1 ? loss / k : loss).backward();
+    }
     if (window_end) {
+      RECORD_USER_SCOPE("accel::optimizer");
       set_learning_rate(opt.inner(), cfg_.optim, opt_steps_, total_opt_steps_);
       opt.inner().step();
     }
   } else {  // 03_fabric-vit.py: the same lines, backward and step through Fabric
-    loss = step_loss(batch, logits);
-    if (window_start) opt.zero_grad();
     {
+      RECORD_USER_SCOPE("accel::forward");
+      loss = step_loss(batch, logits);
+    }
+    {
+      RECORD_USER_SCOPE("accel::backward");
+      if (window_start) opt.zero_grad();
       auto no_sync = fabric_->no_backward_sync(!window_end);
       fabric_->backward(k > 1 ? loss / k : loss);
     }
     if (window_end) {
+      RECORD_USER_SCOPE("accel::optimizer");
       if (cfg_.train.grad_clip > 0) fabric_->clip_gradients(fsetup_->model, opt, cfg_.train.grad_clip);
       set_learning_rate(opt.inner(), cfg_.optim, opt_steps_, total_opt_steps_);
       opt.step();
@@ -365,6 +386,7 @@ bool Run::train_batch(const data::Batch& batch, int epoch, EpochState& es, int64
   }
   if (window_end) ++opt_steps_;
   {
+    RECORD_USER_SCOPE("accel::metrics");
     torch::NoGradGuard no_grad;
     const int64_t n = batch.valid;
     auto y = batch.y.device() == logits.device() ? batch.y : batch.y.to(logits.device(), true);
@@ -390,6 +412,57 @@ bool Run::train_batch(const data::Batch& batch, int epoch, EpochState& es, int64
     return true;
   }
   return flush_pending(es, batches);
+}
+
+// --profile: record steps [warmup_steps, warmup_steps + profile_steps) of
+// this run (counted from where it starts, so a resumed run profiles too).
+void Run::profile_step_begin() {
+  if (opts_.profile_dir.empty() || profiled_ >= opts_.profile_steps) return;
+  if (profile_first_ < 0) profile_first_ = step_ + cfg_.train.warmup_steps;
+  if (step_ == profile_first_ && !profiler_) {
+    profiler_ = std::make_unique<metrics::OpProfiler>();
+    profiler_->start();
+  }
+}
+
+void Run::profile_step_end() {
+  if (!profiler_ || !profiler_->running()) return;
+  if (++profiled_ >= opts_.profile_steps) write_profile();
+}
+
+void Run::write_profile() {
+  if (!profiler_ || !profiler_->running()) return;
+  profiler_->stop();
+  if (!zero_) return;
+  const auto ops = profiler_->table();
+  const double n = double(std::max<int64_t>(profiled_, 1));
+  auto ms = [&](const char* scope) { return profiler_->total_us(scope) / 1e3 / n; };
+  const double step = ms("accel::step"), fwd = ms("accel::forward"), bwd = ms("accel::backward"),
+               opt = ms("accel::optimizer"), graph = ms("accel::graph_replay"),
+               data = ms("accel::data");
+  const double inside = fwd + bwd + opt + graph;
+  const double outside = std::max(0.0, step - inside);
+  char line[512];
+  std::snprintf(line, sizeof(line),
+                "== profile: %lld steps from step %lld, per step: %.2f ms = forward %.2f + backward "
+                "%.2f + optimizer %.2f%s + outside %.2f (%.1f%%: metrics, logging, copies); "
+                "waiting for data %.2f ms before it",
+                static_cast<long long>(profiled_), static_cast<long long>(profile_first_), step, fwd,
+                bwd, opt, graph > 0 ? (" + graph replay " + std::to_string(graph)).c_str() : "",
+                outside, step > 0 ? 100.0 * outside / step : 0.0, data);
+  std::string summary = std::string(line) + "\n";
+  summary += "(host time; on a GPU kernels run asynchronously, so these times are launch "
+             "and sync time, not kernel time)\n\n";
+  const auto text = metrics::op_table_text(ops, 30);
+  summary += text;
+  std::filesystem::create_directories(opts_.profile_dir);
+  metrics::write_file_atomic(opts_.profile_dir / "ops.csv", metrics::op_table_csv(ops));
+  metrics::write_file_atomic(opts_.profile_dir / "ops.txt", metrics::op_table_text(ops, ops.size()));
+  metrics::write_file_atomic(opts_.profile_dir / "trace.json", profiler_->chrome_trace());
+  metrics::write_file_atomic(opts_.profile_dir / "summary.txt", summary);
+  say(line);
+  say(metrics::op_table_text(ops, 12) + "== profile written to " + opts_.profile_dir.string() +
+      " (ops.txt, ops.csv, trace.json, summary.txt)");
 }
 
 // Reads the pending steps' losses and accuracies back (one sync), agrees on
@@ -460,8 +533,16 @@ void Run::train_epochs() {
     auto segment = Clock::now();  // epoch time excludes checkpoint writing
     train_loader_->start_epoch(epoch - 1, es.batches);
     bool interrupted = false;
-    while (auto batch = train_loader_->next()) {
+    for (;;) {
+      profile_step_begin();
+      std::optional<data::Batch> batch;
+      {
+        RECORD_USER_SCOPE("accel::data");
+        batch = train_loader_->next();
+      }
+      if (!batch) break;
       interrupted = !train_batch(*batch, epoch, es, batches);
+      profile_step_end();
       stop = max_steps > 0 && step_ >= max_steps;
       const bool periodic = cfg_.train.checkpoint_every > 0 &&
                             step_ % cfg_.train.checkpoint_every == 0;
@@ -546,6 +627,7 @@ void Run::gather_rank_results() {
 }
 
 void Run::finish() {
+  write_profile();  // a run shorter than the profile window: what was recorded
   const auto test = evaluate(*test_loader_);
   say("Test accuracy " + percent_or_na(test.acc));
   // The slowest rank's time for each step (one element-wise max over ranks).

@@ -160,3 +160,37 @@ TEST_CASE("cli: usage errors exit 2") {
   CHECK(run_cli("frobnicate").code == 2);
   CHECK(run_cli("--help").code == 0);
 }
+
+TEST_CASE("cli: --profile writes a per-op table and a chrome trace and says where a step goes") {
+  if (!have_fashion_mnist()) return;
+  const auto out = fresh_dir("profile");
+  const auto prof = out / "prof";
+  const auto r = run_cli("run -c " + source("configs/smoke/scratch-smoke.json") +
+                         " --set train.limit_train_batches=8 --set train.limit_eval_batches=1 --out " +
+                         out.string() + " --profile " + prof.string() + " --profile-steps 3");
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  CHECK(r.output.find("== profile: 3 steps from step 2") != std::string::npos);
+  std::ifstream csv(prof / "ops.csv");
+  std::string line, all;
+  int64_t forward_calls = -1;
+  bool aten = false;
+  while (std::getline(csv, line)) {
+    all += line + "\n";
+    if (line.rfind("accel::forward,", 0) == 0) forward_calls = std::stoll(line.substr(15));
+    aten = aten || line.rfind("aten::", 0) == 0;
+  }
+  INFO(all);
+  CHECK(forward_calls == 3);  // exactly the profiled steps
+  CHECK(aten);                // the operators under them
+  std::ifstream trace_in(prof / "trace.json");
+  const auto trace = nlohmann::json::parse(trace_in);
+  REQUIRE(trace["traceEvents"].is_array());
+  CHECK(trace["traceEvents"].size() > 50);
+  CHECK(trace["traceEvents"][0]["ph"] == "X");
+  std::ifstream summary_in(prof / "summary.txt");
+  const std::string summary((std::istreambuf_iterator<char>(summary_in)), std::istreambuf_iterator<char>());
+  CHECK(summary.find("backward") != std::string::npos);
+  CHECK(run_cli("run -c " + source("configs/smoke/scratch-smoke.json") +
+                " --profile /tmp/x --profile-steps 0 --dry-run").code == 2);
+}

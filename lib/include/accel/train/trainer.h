@@ -48,6 +48,10 @@ struct RunOptions {
   bool overwrite = false;         // replace results and checkpoints already in out_dir
   std::filesystem::path resume;   // continue the run saved in this checkpoint
   std::ostream* log = nullptr;    // progress lines (rank 0); nullptr = silent
+  // Record the ops of profile_steps steps after train.warmup_steps and write
+  // ops.txt, ops.csv, trace.json and summary.txt here (rank 0); "" = off.
+  std::filesystem::path profile_dir;
+  int profile_steps = 10;
 };
 
 // The never-overwrite rule, checked before any work: out_dir must be a folder

@@ -1,0 +1,214 @@
+#include "accel/metrics/profiler.h"
+
+#include <ATen/record_function.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+#include <unordered_map>
+
+#include <nlohmann/json.hpp>
+
+#include "accel/util/errors.h"
+
+namespace accel::metrics {
+namespace {
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+struct TraceEvent {
+  std::string name;
+  int64_t start_ns, dur_ns;
+  uint64_t tid;
+};
+
+}  // namespace
+
+struct OpProfiler::State {
+  std::mutex mu;
+  std::map<std::string, OpStat> ops;
+  std::unordered_map<std::string, double> outer_us;  // outermost calls per name
+  std::vector<TraceEvent> trace;
+  int64_t dropped = 0;
+  int64_t origin_ns = 0;
+  at::CallbackHandle handle = 0;
+  bool running = false;
+  static constexpr size_t kMaxTrace = 500000;
+};
+
+namespace {
+
+// The one recording profiler (callbacks are plain function pointers).
+std::mutex g_active_mu;
+std::shared_ptr<OpProfiler::State> g_active;
+
+struct Frame {
+  std::string name;
+  int64_t start_ns;
+  int64_t child_ns = 0;
+};
+thread_local std::vector<Frame> t_stack;
+
+uint64_t thread_key() { return std::hash<std::thread::id>()(std::this_thread::get_id()); }
+
+std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& fn) {
+  t_stack.push_back({fn.name() ? fn.name() : "?", now_ns(), 0});
+  return nullptr;
+}
+
+void on_exit(const at::RecordFunction& /*fn*/, at::ObserverContext* /*ctx*/) {
+  if (t_stack.empty()) return;  // started before the profiler
+  Frame f = std::move(t_stack.back());
+  t_stack.pop_back();
+  const int64_t end = now_ns();
+  const int64_t total = end - f.start_ns;
+  if (!t_stack.empty()) t_stack.back().child_ns += total;
+  std::shared_ptr<OpProfiler::State> s;
+  {
+    std::lock_guard<std::mutex> lk(g_active_mu);
+    s = g_active;
+  }
+  if (!s) return;
+  std::lock_guard<std::mutex> lk(s->mu);
+  auto& op = s->ops[f.name];
+  op.name = f.name;
+  ++op.calls;
+  op.self_us += double(total - f.child_ns) / 1e3;
+  op.total_us += double(total) / 1e3;
+  bool outermost = true;
+  for (const auto& g : t_stack) outermost = outermost && g.name != f.name;
+  if (outermost) s->outer_us[f.name] += double(total) / 1e3;
+  if (s->trace.size() < OpProfiler::State::kMaxTrace) {
+    s->trace.push_back({std::move(f.name), f.start_ns - s->origin_ns, total, thread_key()});
+  } else {
+    ++s->dropped;
+  }
+}
+
+}  // namespace
+
+OpProfiler::OpProfiler() : state_(std::make_shared<State>()) {}
+OpProfiler::~OpProfiler() {
+  try {
+    stop();
+  } catch (...) {
+  }
+}
+
+bool OpProfiler::running() const { return state_->running; }
+
+void OpProfiler::start() {
+  if (state_->running) return;
+  {
+    std::lock_guard<std::mutex> lk(g_active_mu);
+    if (g_active) throw RunError("OpProfiler: another profiler is recording");
+    g_active = state_;
+  }
+  state_->origin_ns = now_ns();
+  state_->handle = at::addGlobalCallback(
+      at::RecordFunctionCallback(&on_enter, &on_exit)
+          .needsInputs(false)
+          .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION,
+                   at::RecordScope::USER_SCOPE}));
+  state_->running = true;
+}
+
+void OpProfiler::stop() {
+  if (!state_->running) return;
+  at::removeCallback(state_->handle);
+  std::lock_guard<std::mutex> lk(g_active_mu);
+  if (g_active == state_) g_active.reset();
+  state_->running = false;
+}
+
+std::vector<OpStat> OpProfiler::table() const {
+  std::lock_guard<std::mutex> lk(state_->mu);
+  std::vector<OpStat> out;
+  for (const auto& [name, op] : state_->ops) out.push_back(op);
+  std::sort(out.begin(), out.end(),
+            [](const OpStat& a, const OpStat& b) { return a.self_us > b.self_us; });
+  return out;
+}
+
+double OpProfiler::total_us(const std::string& name) const {
+  std::lock_guard<std::mutex> lk(state_->mu);
+  const auto it = state_->outer_us.find(name);
+  return it == state_->outer_us.end() ? 0.0 : it->second;
+}
+
+int64_t OpProfiler::events() const {
+  std::lock_guard<std::mutex> lk(state_->mu);
+  return int64_t(state_->trace.size()) + state_->dropped;
+}
+
+int64_t OpProfiler::dropped_events() const {
+  std::lock_guard<std::mutex> lk(state_->mu);
+  return state_->dropped;
+}
+
+std::string OpProfiler::chrome_trace() const {
+  std::lock_guard<std::mutex> lk(state_->mu);
+  // Threads numbered in order of appearance (the main thread first).
+  std::unordered_map<uint64_t, int> tids;
+  nlohmann::json events = nlohmann::json::array();
+  for (const auto& e : state_->trace) {
+    auto it = tids.emplace(e.tid, int(tids.size())).first;
+    events.push_back({{"name", e.name},
+                      {"ph", "X"},
+                      {"ts", double(e.start_ns) / 1e3},
+                      {"dur", double(e.dur_ns) / 1e3},
+                      {"pid", 0},
+                      {"tid", it->second}});
+  }
+  return nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump();
+}
+
+std::string op_table_csv(const std::vector<OpStat>& ops) {
+  double all = 0;
+  for (const auto& o : ops) all += o.self_us;
+  std::ostringstream out;
+  out << "name,calls,self_us,total_us,self_share\n";
+  for (const auto& o : ops) {
+    std::string name = o.name;
+    if (name.find_first_of(",\"") != std::string::npos) {
+      std::string q = "\"";
+      for (char c : name) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+      name = q + "\"";
+    }
+    char line[160];
+    std::snprintf(line, sizeof(line), ",%lld,%.1f,%.1f,%.4f\n", static_cast<long long>(o.calls),
+                  o.self_us, o.total_us, all > 0 ? o.self_us / all : 0.0);
+    out << name << line;
+  }
+  return out.str();
+}
+
+std::string op_table_text(const std::vector<OpStat>& ops, size_t rows) {
+  double all = 0;
+  for (const auto& o : ops) all += o.self_us;
+  std::ostringstream out;
+  char line[200];
+  std::snprintf(line, sizeof(line), "%-44s %8s %12s %7s %12s\n", "op", "calls", "self ms",
+                "self %", "total ms");
+  out << line;
+  for (size_t i = 0; i < ops.size() && i < rows; ++i) {
+    const auto& o = ops[i];
+    std::string name = o.name.size() > 44 ? o.name.substr(0, 41) + "..." : o.name;
+    std::snprintf(line, sizeof(line), "%-44s %8lld %12.2f %6.1f%% %12.2f\n", name.c_str(),
+                  static_cast<long long>(o.calls), o.self_us / 1e3,
+                  all > 0 ? 100.0 * o.self_us / all : 0.0, o.total_us / 1e3);
+    out << line;
+  }
+  return out.str();
+}
+
+}  // namespace accel::metrics
