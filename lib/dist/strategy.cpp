@@ -32,28 +32,31 @@ StateBytes Strategy::state_bytes(const torch::optim::Optimizer& optimizer) const
   return b;
 }
 
-// NCCL reduces device tensors only: host tensors (metrics, flags) make a
+namespace {
+
+// NCCL communicates device tensors only: host tensors (metrics, flags) make a
 // round trip through the rank's device.
-void Strategy::all_reduce(torch::Tensor& t, ReduceOp op) {
-  if (!ctx_.comm) return;
-  if (ctx_.comm->backend() == "nccl" && !t.is_cuda()) {
-    auto on_device = t.to(ctx_.device);
-    ctx_.comm->all_reduce(on_device, op).wait();
-    t.copy_(on_device);
+template <typename Collective>
+void on_comm_device(const DistContext& ctx, torch::Tensor& t, Collective&& collective) {
+  if (ctx.comm->backend() != "nccl" || t.is_cuda()) {
+    collective(t);
     return;
   }
-  ctx_.comm->all_reduce(t, op).wait();
+  auto on_device = t.to(ctx.device);
+  collective(on_device);
+  t.copy_(on_device);
+}
+
+}  // namespace
+
+void Strategy::all_reduce(torch::Tensor& t, ReduceOp op) {
+  if (!ctx_.comm) return;
+  on_comm_device(ctx_, t, [&](torch::Tensor& x) { ctx_.comm->all_reduce(x, op).wait(); });
 }
 
 void Strategy::broadcast(torch::Tensor& t, int root) {
   if (!ctx_.comm) return;
-  if (ctx_.comm->backend() == "nccl" && !t.is_cuda()) {
-    auto on_device = t.to(ctx_.device);
-    ctx_.comm->broadcast(on_device, root);
-    t.copy_(on_device);
-    return;
-  }
-  ctx_.comm->broadcast(t, root);
+  on_comm_device(ctx_, t, [&](torch::Tensor& x) { ctx_.comm->broadcast(x, root); });
 }
 
 void Strategy::barrier() {

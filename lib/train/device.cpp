@@ -278,8 +278,11 @@ struct GraphedStep::Impl {
     auto side = c10::cuda::getStreamFromPool(false, idx);
     // Autocast's cast cache would hand the graph tensors cast before capture;
     // cast inside it instead (as torch.cuda.graph users are told to).
-    const bool cache = at::autocast::is_autocast_cache_enabled();
-    at::autocast::set_autocast_cache_enabled(false);
+    struct NoAutocastCache {
+      bool was = at::autocast::is_autocast_cache_enabled();
+      NoAutocastCache() { at::autocast::set_autocast_cache_enabled(false); }
+      ~NoAutocastCache() { at::autocast::set_autocast_cache_enabled(was); }
+    } no_cache;
     try {
       c10::cuda::CUDAStreamGuard guard(side);
       compat::cuda_graph_capture_begin(*graph, cudaStreamCaptureModeThreadLocal);
@@ -294,12 +297,10 @@ struct GraphedStep::Impl {
       }
       graph->capture_end();
     } catch (const std::exception& e) {
-      at::autocast::set_autocast_cache_enabled(cache);
       graph.reset();
       throw RunError(std::string("runtime.cuda_graphs: capturing the train step failed: ") +
                      e.what());
     }
-    at::autocast::set_autocast_cache_enabled(cache);
     side.synchronize();
     captured = true;
 #else

@@ -81,7 +81,7 @@ class Run {
   torch::Tensor forward(const torch::Tensor& x) {
     return plain_ ? forward_raw_(fabric_->to_device(x)) : fsetup_->model.forward(x);
   }
-  torch::Tensor step_loss(const data::Batch& batch, torch::Tensor& logits);
+  torch::Tensor step_loss(const data::Batch& batch, const torch::Tensor& y, torch::Tensor& logits);
 
   const config::RunConfig& cfg_;
   const nlohmann::json& resolved_;
@@ -115,9 +115,10 @@ class Run {
   EpochState resumed_epoch_;
 };
 
-torch::Tensor Run::step_loss(const data::Batch& batch, torch::Tensor& logits) {
+torch::Tensor Run::step_loss(const data::Batch& batch, const torch::Tensor& y,
+                             torch::Tensor& logits) {
   logits = forward(batch.x);
-  return torch::cross_entropy_loss(logits, fabric_->to_device(batch.y));
+  return torch::cross_entropy_loss(logits, y);
 }
 
 void Run::init_weights(models::VisionTransformer& model) {
@@ -345,16 +346,17 @@ bool Run::train_batch(const data::Batch& batch, int epoch, EpochState& es, int64
   // The scopes name the parts of a step for --profile (free otherwise).
   RECORD_USER_SCOPE("accel::step");
   clock_->begin();
+  const auto y = fabric_->to_device(batch.y);  // for the loss and the accuracy
   torch::Tensor logits, loss;
   if (graph_) {  // runtime.cuda_graphs: the lines below, captured once and replayed
     RECORD_USER_SCOPE("accel::graph_replay");
     set_learning_rate(opt.inner(), cfg_.optim, opt_steps_, total_opt_steps_);
     capturable_->before_step();
-    std::tie(loss, logits) = graph_->run(batch.x, batch.y);
+    std::tie(loss, logits) = graph_->run(batch.x, y);
   } else if (plain_) {  // cvpr2023 01_pytorch-vit.py
     {
       RECORD_USER_SCOPE("accel::forward");
-      loss = step_loss(batch, logits);
+      loss = step_loss(batch, y, logits);
     }
     {
       RECORD_USER_SCOPE("accel::backward");
@@ -369,7 +371,7 @@ bool Run::train_batch(const data::Batch& batch, int epoch, EpochState& es, int64
   } else {  // 03_fabric-vit.py: the same lines, backward and step through Fabric
     {
       RECORD_USER_SCOPE("accel::forward");
-      loss = step_loss(batch, logits);
+      loss = step_loss(batch, y, logits);
     }
     {
       RECORD_USER_SCOPE("accel::backward");
@@ -389,7 +391,6 @@ bool Run::train_batch(const data::Batch& batch, int epoch, EpochState& es, int64
     RECORD_USER_SCOPE("accel::metrics");
     torch::NoGradGuard no_grad;
     const int64_t n = batch.valid;
-    auto y = batch.y.device() == logits.device() ? batch.y : batch.y.to(logits.device(), true);
     PendingStep p;
     p.loss = loss.detach().to(torch::kDouble, /*non_blocking=*/false, /*copy=*/true);
     p.correct = logits.narrow(0, 0, n).argmax(1).eq(y.narrow(0, 0, n)).sum();

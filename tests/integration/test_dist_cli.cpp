@@ -116,6 +116,15 @@ int wait_exit(pid_t pid, std::chrono::seconds limit) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+// Until the run in `out` trains: config.json is written before step 1, and
+// 1.5 s later it has taken some steps and set its signal handlers.
+void wait_for_training(const fs::path& out) {
+  for (int i = 0; i < 600 && !fs::exists(out / "config.json"); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+}
+
 std::string slurp(const fs::path& f) {
   std::ifstream in(f);
   return std::string(std::istreambuf_iterator<char>(in), {});
@@ -250,11 +259,7 @@ TEST_CASE("cli: SIGTERM stops every rank at the same step and --resume auto fini
   auto r = run_cli(args + " --out " + full.string());
   REQUIRE_MESSAGE(r.code == 0, r.output);
   const pid_t launcher = spawn_cli(args + " --out " + cut.string(), logs / "log");
-  // Stop it once it has trained a little (config.json is written before step 1).
-  for (int i = 0; i < 600 && !fs::exists(cut / "config.json"); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  wait_for_training(cut);  // stop it once it has trained a little
   ::kill(launcher, SIGTERM);
   const int code = wait_exit(launcher, std::chrono::seconds(120));
   INFO(slurp(logs / "log"));
@@ -280,10 +285,7 @@ TEST_CASE("cli: SIGUSR1 stops a one-process run after its step with status inter
   // Slurm's pre-emption warning (sbatch --signal=USR1@60) reaches the one process.
   const pid_t run = spawn_cli("run" + smoke(8, 30) + " --set train.epochs=3 --out " + cut.string(),
                               logs / "log");
-  for (int i = 0; i < 600 && !fs::exists(cut / "config.json"); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  wait_for_training(cut);
   ::kill(run, SIGUSR1);
   const int code = wait_exit(run, std::chrono::seconds(120));
   const auto log = slurp(logs / "log");
@@ -311,10 +313,7 @@ TEST_CASE("cli: a second SIGTERM ends a one-process run at once") {
   // 100 ms after the first, while the step the first one waits for still runs.
   const pid_t run = spawn_cli("run" + smoke(64, 0) + " --set train.epochs=50 --out " + out.string(),
                               logs / "log");
-  for (int i = 0; i < 600 && !fs::exists(out / "config.json"); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // training, handlers set
+  wait_for_training(out);
   ::kill(run, SIGTERM);
   // Apart, so the kernel does not merge the two into one pending signal.
   std::this_thread::sleep_for(std::chrono::milliseconds(100));

@@ -53,6 +53,19 @@ torch::Tensor loss_of(Net& net, const torch::Tensor& x, const torch::Tensor& y) 
   return torch::cross_entropy_loss(net.seq->forward(x), y);
 }
 
+// The body the run captures: zero in place, forward, loss, backward, step.
+train::StepBody step_body(Net& net, torch::optim::Optimizer& opt) {
+  return [&net, &opt](const torch::Tensor& x, const torch::Tensor& y) {
+    for (auto& p : net.params())
+      if (p.grad().defined()) p.grad().zero_();
+    auto logits = net.seq->forward(x);
+    auto loss = torch::cross_entropy_loss(logits, y);
+    loss.backward();
+    opt.step();
+    return std::make_pair(loss.detach(), logits.detach());
+  };
+}
+
 void compare_with_torch(bool adamw) {
   Net a(7), b(7);
   const double wd = 0.05;
@@ -140,18 +153,7 @@ TEST_CASE("device: the graphed step without capture trains bitwise like the loop
   auto opt_b = train::make_capturable_adam(b.params(), 1e-2, 0.9, 0.999, 1e-8, 0.0, false);
   auto* cap_a = dynamic_cast<train::Capturable*>(opt_a.get());
   auto* cap_b = dynamic_cast<train::Capturable*>(opt_b.get());
-  train::GraphedStep graphed(
-      torch::kCPU,
-      [&](const torch::Tensor& x, const torch::Tensor& y) {
-        for (auto& p : b.params())
-          if (p.grad().defined()) p.grad().zero_();
-        auto logits = b.seq->forward(x);
-        auto loss = torch::cross_entropy_loss(logits, y);
-        loss.backward();
-        opt_b->step();
-        return std::make_pair(loss.detach(), logits.detach());
-      },
-      /*warmup=*/2, /*capture=*/false);
+  train::GraphedStep graphed(torch::kCPU, step_body(b, *opt_b), /*warmup=*/2, /*capture=*/false);
   torch::manual_seed(5);
   for (int step = 0; step < 6; ++step) {
     const auto x = torch::randn({8, 6});
@@ -247,18 +249,7 @@ TEST_CASE("gpu capture replays the step as the eager graphed step computes it") 
     Net net(21, dev);
     auto opt = train::make_capturable_adam(net.params(), 1e-2, 0.9, 0.999, 1e-8, 0.01, true);
     auto* cap = dynamic_cast<train::Capturable*>(opt.get());
-    train::GraphedStep graphed(
-        dev,
-        [&](const torch::Tensor& x, const torch::Tensor& y) {
-          for (auto& p : net.params())
-            if (p.grad().defined()) p.grad().zero_();
-          auto logits = net.seq->forward(x);
-          auto loss = torch::cross_entropy_loss(logits, y);
-          loss.backward();
-          opt->step();
-          return std::make_pair(loss.detach(), logits.detach());
-        },
-        /*warmup=*/2, capture);
+    train::GraphedStep graphed(dev, step_body(net, *opt), /*warmup=*/2, capture);
     torch::manual_seed(9);
     std::vector<float> losses;
     for (int step = 0; step < 8; ++step) {
