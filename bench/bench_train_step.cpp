@@ -14,9 +14,11 @@
 #include <torch/torch.h>
 
 #include "accel/config/run_config.h"
+#include "accel/models/attention.h"
 #include "accel/models/vit.h"
 #include "accel/train/fabric.h"
 #include "accel/train/trainer.h"
+#include "accel/util/torch_compat.h"
 
 namespace {
 
@@ -35,7 +37,9 @@ int threads_from_env() {
   return static_cast<int>(n);
 }
 
-void BM_TrainStep(benchmark::State& state, const std::string& precision, int batch) {
+void BM_TrainStep(benchmark::State& state, const std::string& precision, int batch,
+                  accel::models::AttentionImpl attention) {
+  accel::models::set_attention_impl(attention);
   accel::config::RuntimeConfig runtime;
   runtime.precision = precision;
   runtime.threads = threads_from_env();
@@ -62,10 +66,48 @@ void BM_TrainStep(benchmark::State& state, const std::string& precision, int bat
   state.counters["GFLOP_per_s"] = benchmark::Counter(
       images * 3.0 * accel::models::vit_forward_flops(spec) / 1e9, benchmark::Counter::kIsRate);
   state.counters["threads"] = fabric.threads();
+  accel::models::set_attention_impl(accel::models::AttentionImpl::Auto);
 }
 
-#define ACCEL_TRAIN_STEP(name, precision, batch)                      \
-  BENCHMARK_CAPTURE(BM_TrainStep, name, std::string(precision), batch) \
+// Attention alone, forward and backward, on the CPU ladder's shape (batch 16,
+// 197 tokens, 4 heads of 24): the fused kernel (Auto, where it applies) vs the
+// explicit matmul-softmax-matmul.
+void BM_Attention(benchmark::State& state, accel::models::AttentionImpl impl) {
+  const int64_t B = 16, S = 197, H = 4, Dh = 24, D = H * Dh;
+  auto qkv = torch::randn({B, S, 3 * D}).requires_grad_(true);
+  auto up = torch::randn({B, S, D});
+  for (auto _ : state) {
+    torch::Tensor out;
+    if (impl == accel::models::AttentionImpl::Auto &&
+        accel::models::fused_attention_applies(qkv, H, false)) {
+      out = accel::models::fused_attention(qkv, H);
+    } else {
+      auto parts = qkv.view({B, S, 3, H, Dh}).permute({2, 0, 3, 1, 4}).contiguous().unbind(0);
+      out = accel::compat::attention_explicit(parts[0], parts[1], parts[2], 0.0, false)
+                .transpose(1, 2)
+                .reshape({B, S, D});
+    }
+    out.backward(up);
+    qkv.mutable_grad().reset();
+  }
+  // Six S x S x Dh matmuls per head (2 forward, 4 backward), 2 FLOPs per MAC.
+  const double flops = 6.0 * 2.0 * B * H * S * S * Dh;
+  state.counters["GFLOP_per_s"] = benchmark::Counter(double(state.iterations()) * flops / 1e9,
+                                                     benchmark::Counter::kIsRate);
+}
+BENCHMARK_CAPTURE(BM_Attention, fused, accel::models::AttentionImpl::Auto)
+    ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
+BENCHMARK_CAPTURE(BM_Attention, explicit, accel::models::AttentionImpl::Explicit)
+    ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
+
+#define ACCEL_TRAIN_STEP(name, precision, batch)                                  \
+  BENCHMARK_CAPTURE(BM_TrainStep, name, std::string(precision), batch,             \
+                    accel::models::AttentionImpl::Auto)                            \
+      ->Unit(benchmark::kMillisecond)                                              \
+      ->UseRealTime()                                                              \
+      ->MinTime(3.0);                                                              \
+  BENCHMARK_CAPTURE(BM_TrainStep, name##_explicit_attention, std::string(precision), \
+                    batch, accel::models::AttentionImpl::Explicit)                 \
       ->Unit(benchmark::kMillisecond)                                  \
       ->UseRealTime()                                                  \
       ->MinTime(3.0)

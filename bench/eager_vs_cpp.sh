@@ -8,16 +8,19 @@
 #   accel-bench: build/accel_bench --benchmark_filter=TrainStep/... (Google
 #                Benchmark; mean real time per iteration over >= 3 s)
 #   eager:       bench/eager_step.py (median of EAGER_STEPS steps after 5 warm-up)
-# for precision 32-true and bf16-mixed, at 1 thread and at all cores. Each case
-# runs the two back to back, alternating (accel, eager) for ROUNDS rounds, and
-# reports the median of the rounds. ratio = eager ms / accel-bench ms: > 1 means
-# accel-bench is faster. Prints a Markdown table.
+# for precision 32-true and bf16-mixed (bf16 only on CPUs with AVX512-BF16 or
+# AMX, or with EMULATED_BF16=1), at 1 thread and at all cores. accel-bench runs
+# twice: as shipped (on LibTorch 1.13 its fused CPU attention kernel), and with
+# the explicit matmul-softmax-matmul attention eager also runs, to show what the
+# kernel buys. Each case runs the three back to back, alternating, for ROUNDS
+# rounds, and reports the median of the rounds. ratio = eager ms / accel-bench
+# ms: > 1 means accel-bench is faster. Prints a Markdown table.
 #
 #   bash bench/eager_vs_cpp.sh                  # batch 16, 3 rounds
 #   BATCH=64 ROUNDS=5 bash bench/eager_vs_cpp.sh
 # Needs build/accel_bench (cmake --build build --target accel_bench) and
 # python3-torch (scripts/setup.sh). Env: BATCH (16; bench_train_step.cpp has
-# cases for 16 and 64), ROUNDS (3), EAGER_STEPS (20), THREADS_ALL (nproc),
+# cases for 16 and 64), ROUNDS (3), PRECISIONS ("32-true bf16-mixed"), EAGER_STEPS (20), THREADS_ALL (nproc),
 # PYTHON (/usr/bin/python3, Debian's, where python3-torch lives), ACCEL_BENCH_BIN.
 set -euo pipefail
 # Both sides use the OpenBLAS kernels accel-bench's CLI would choose (an
@@ -34,6 +37,7 @@ BATCH=${BATCH:-16}
 ROUNDS=${ROUNDS:-3}
 EAGER_STEPS=${EAGER_STEPS:-20}
 THREADS_ALL=${THREADS_ALL:-$(nproc)}
+PRECISIONS=${PRECISIONS:-32-true bf16-mixed}
 BIN=${ACCEL_BENCH_BIN:-$root/build/accel_bench}
 if [ -z "${PYTHON:-}" ]; then
   PYTHON=python3
@@ -76,26 +80,36 @@ threads_list=(1)
 echo "CPU: $cpu; bf16 ISA: ${bf16_isa:-none}; LibTorch: $(readlink -f "$cpp_lib")"
 echo "batch $BATCH, $ROUNDS rounds (accel, eager alternating), OMP_WAIT_POLICY=$OMP_WAIT_POLICY, OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-(OpenBLAS default)}, $(date -u +%FT%TZ)"
 echo
-echo "| case | accel-bench step ms | eager step ms | ratio eager/accel | rounds accel / eager (ms) |"
-echo "|---|---:|---:|---:|---|"
-for prec in 32-true bf16-mixed; do
+echo "| case | accel-bench step ms | accel-bench, explicit attention | eager step ms | eager / accel-bench | eager / accel-bench explicit | rounds accel / explicit / eager (ms) |"
+echo "|---|---:|---:|---:|---:|---:|---|"
+for prec in $PRECISIONS; do
+  if [ "$prec" = bf16-mixed ] && [ -z "$bf16_isa" ] && [ -z "${EMULATED_BF16:-}" ]; then
+    echo "| bf16-mixed | skipped: this CPU has no AVX512-BF16 or AMX, bf16 is emulated (~12x slower than 32-true); EMULATED_BF16=1 runs it anyway | | | | | |"
+    continue
+  fi
   for t in "${threads_list[@]}"; do
-    filter="TrainStep/vit_tiny_fmnist_b${BATCH}_${prec//-/_}/"
-    a=() e=()
+    base="TrainStep/vit_tiny_fmnist_b${BATCH}_${prec//-/_}"
+    a=() x=() e=()
     for ((r = 0; r < ROUNDS; r++)); do
-      out=$(ACCEL_BENCH_THREADS=$t "$BIN" --benchmark_filter="$filter" --benchmark_format=json 2>/dev/null) ||
-        die "accel_bench failed for $filter (threads $t)"
+      out=$(ACCEL_BENCH_THREADS=$t "$BIN" --benchmark_filter="$base/" --benchmark_format=json 2>/dev/null) ||
+        die "accel_bench failed for $base (threads $t)"
       a+=("$(printf '%s' "$out" | json_field real_time)")
+      out=$(ACCEL_BENCH_THREADS=$t "$BIN" --benchmark_filter="${base}_explicit_attention/" --benchmark_format=json 2>/dev/null) ||
+        die "accel_bench failed for ${base}_explicit_attention (threads $t)"
+      x+=("$(printf '%s' "$out" | json_field real_time)")
       out=$("$PYTHON" "$root/bench/eager_step.py" --precision "$prec" --batch "$BATCH" \
               --threads "$t" --steps "$EAGER_STEPS") || die "eager_step.py failed ($prec, threads $t)"
       e+=("$(printf '%s' "$out" | json_field step_ms_median)")
     done
     am=$(median "${a[@]}")
+    xm=$(median "${x[@]}")
     em=$(median "${e[@]}")
     note=""
     [ "$prec" = bf16-mixed ] && [ -z "$bf16_isa" ] && note=" (emulated)"
-    printf '| %s, %s thr, b%s%s | %.1f | %.1f | %.2f | %s / %s |\n' "$prec" "$t" "$BATCH" "$note" \
-      "$am" "$em" "$(awk -v e="$em" -v a="$am" 'BEGIN{print e/a}')" \
-      "$(printf '%.0f ' "${a[@]}" | sed 's/ $//')" "$(printf '%.0f ' "${e[@]}" | sed 's/ $//')"
+    printf '| %s, %s thr, b%s%s | %.1f | %.1f | %.1f | %.2f | %.2f | %s / %s / %s |\n' "$prec" "$t" "$BATCH" "$note" \
+      "$am" "$xm" "$em" "$(awk -v e="$em" -v a="$am" 'BEGIN{print e/a}')" \
+      "$(awk -v e="$em" -v a="$xm" 'BEGIN{print e/a}')" \
+      "$(printf '%.0f ' "${a[@]}" | sed 's/ $//')" "$(printf '%.0f ' "${x[@]}" | sed 's/ $//')" \
+      "$(printf '%.0f ' "${e[@]}" | sed 's/ $//')"
   done
 done

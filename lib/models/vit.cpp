@@ -3,9 +3,16 @@
 // torchvision's would.
 #include "accel/models/vit.h"
 
+#include <atomic>
 #include <cmath>
 #include <map>
 #include <sstream>
+#include <vector>
+
+#include <ATen/record_function.h>
+
+#include "accel/kernels/attention.h"
+#include "accel/models/attention.h"
 
 #include "accel/util/errors.h"
 #include "accel/util/torch_compat.h"
@@ -98,6 +105,78 @@ int64_t vit_param_count(const ViTSpec& s) {
          2 * D /*final ln*/ + D * s.num_classes + s.num_classes;
 }
 
+// ---- attention ---------------------------------------------------------------
+
+namespace {
+
+std::atomic<AttentionImpl> g_attention_impl{AttentionImpl::Auto};
+
+// The fused kernel as an autograd op: forward saves qkv and the softmax
+// probabilities. Each (sample, head) is computed whole by one thread, so
+// results do not depend on the thread count.
+struct FusedAttentionFn : torch::autograd::Function<FusedAttentionFn> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& qkv_in,
+                               int64_t heads) {
+    RECORD_FUNCTION("accel::fused_attention", std::vector<c10::IValue>{});
+    auto qkv = qkv_in.contiguous();
+    const int64_t B = qkv.size(0), S = qkv.size(1), D = qkv.size(2) / 3, Dh = D / heads;
+    const int64_t Sp = kernels::padded(S);
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh)));
+    auto out = torch::empty({B, S, D}, qkv.options());
+    auto probs = torch::empty({B, heads, S, Sp}, qkv.options());
+    kernels::attention_forward(qkv.data_ptr<float>(), out.data_ptr<float>(),
+                               probs.data_ptr<float>(), B, S, D, heads, scale);
+    ctx->save_for_backward({qkv, probs});
+    ctx->saved_data["heads"] = heads;
+    return out;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    RECORD_FUNCTION("accel::fused_attention_backward", std::vector<c10::IValue>{});
+    const auto saved = ctx->get_saved_variables();
+    const auto& qkv = saved[0];
+    const auto& probs = saved[1];
+    const int64_t heads = ctx->saved_data["heads"].toInt();
+    const int64_t B = qkv.size(0), S = qkv.size(1), D = qkv.size(2) / 3, Dh = D / heads;
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh)));
+    auto dout = grads[0].contiguous();
+    auto dqkv = torch::empty_like(qkv);
+    kernels::attention_backward(qkv.data_ptr<float>(), probs.data_ptr<float>(),
+                                dout.data_ptr<float>(), dqkv.data_ptr<float>(), B, S, D, heads,
+                                scale);
+    return {dqkv, torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+void set_attention_impl(AttentionImpl impl) { g_attention_impl.store(impl); }
+AttentionImpl attention_impl() { return g_attention_impl.load(); }
+
+std::string attention_kernel_name() {
+  if (attention_impl() == AttentionImpl::Explicit) return "explicit";
+  if (compat::kHasSdpa) return "sdpa";
+  return std::string("fused-cpu (") + kernels::attention_isa() + ")";
+}
+
+bool fused_attention_applies(const torch::Tensor& qkv, int64_t heads, bool dropout_active) {
+  return !dropout_active && qkv.device().is_cpu() && qkv.scalar_type() == torch::kFloat &&
+         qkv.dim() == 3 && heads > 0 && qkv.size(2) % (3 * heads) == 0 && qkv.size(1) > 0 &&
+         !qkv.is_sparse();
+}
+
+torch::Tensor fused_attention(const torch::Tensor& qkv, int64_t heads) {
+  if (!fused_attention_applies(qkv, heads, false)) {
+    std::ostringstream msg;
+    msg << "fused_attention: needs a CPU float32 [B, S, 3D] tensor with D divisible by heads ("
+        << heads << "); got " << qkv.scalar_type() << " " << qkv.sizes() << " on "
+        << qkv.device();
+    throw std::invalid_argument(msg.str());
+  }
+  return FusedAttentionFn::apply(qkv, heads);
+}
+
 // ---------------------------------------------------------------------------
 
 SelfAttentionImpl::SelfAttentionImpl(int dim, int heads, double dropout)
@@ -114,13 +193,21 @@ SelfAttentionImpl::SelfAttentionImpl(int dim, int heads, double dropout)
 torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x) {
   const auto B = x.size(0), S = x.size(1), D = x.size(2);
   const auto Dh = D / heads_;
+  auto proj = torch::linear(x, in_proj_weight, in_proj_bias);
+  const bool dropout_active = is_training() && dropout_ > 0.0;
+  if (attention_impl() == AttentionImpl::Auto && !compat::kHasSdpa &&
+      fused_attention_applies(proj, heads_, dropout_active)) {
+    return out_proj->forward(FusedAttentionFn::apply(proj, heads_));
+  }
   // [B,S,3D] -> [3,B,H,S,Dh], contiguous so every matmul operand is too.
-  auto qkv = torch::linear(x, in_proj_weight, in_proj_bias)
-                 .view({B, S, 3, heads_, Dh})
+  auto qkv = proj.view({B, S, 3, heads_, Dh})
                  .permute({2, 0, 3, 1, 4})
                  .contiguous();
   auto parts = qkv.unbind(0);
-  auto out = compat::attention(parts[0], parts[1], parts[2], dropout_, is_training());
+  auto out = attention_impl() == AttentionImpl::Explicit
+                 ? compat::attention_explicit(parts[0], parts[1], parts[2], dropout_,
+                                              is_training())
+                 : compat::attention(parts[0], parts[1], parts[2], dropout_, is_training());
   out = out.transpose(1, 2).reshape({B, S, D});
   return out_proj->forward(out);
 }

@@ -15,6 +15,7 @@
 #include <regex>
 
 #include "accel/metrics/metrics.h"
+#include "accel/models/attention.h"
 #include "accel/train/checkpoint.h"
 #include "accel/train/trainer.h"
 #include "accel/util/errors.h"
@@ -236,6 +237,9 @@ nlohmann::json run_environment(const Fabric& fabric) {
     case at::Float32MatmulPrecision::HIGH: env["float32_matmul_precision"] = "high"; break;
     case at::Float32MatmulPrecision::MEDIUM: env["float32_matmul_precision"] = "medium"; break;
   }
+  // The attention a float32 model without attention dropout runs here
+  // (accel/models/attention.h).
+  env["attention_kernel"] = models::attention_kernel_name();
   return env;
 }
 

@@ -7,6 +7,8 @@
 #include <string>
 
 
+#include "accel/kernels/attention.h"
+#include "accel/models/attention.h"
 #include "accel/models/vit.h"
 #include "accel/train/trainer.h"
 #include "accel/util/errors.h"
@@ -16,6 +18,34 @@ using accel::models::ViTSpec;
 using accel::models::VisionTransformer;
 
 namespace {
+// The explicit attention on the fused kernel's [B, S, 3D] input, as the
+// model's own explicit path computes it.
+torch::Tensor explicit_attention(const torch::Tensor& qkv, int64_t heads) {
+  const auto B = qkv.size(0), S = qkv.size(1), D = qkv.size(2) / 3;
+  auto parts = qkv.view({B, S, 3, heads, D / heads}).permute({2, 0, 3, 1, 4}).unbind(0);
+  auto out = accel::compat::attention_reference(parts[0], parts[1], parts[2]);
+  return out.transpose(1, 2).reshape({B, S, D});
+}
+
+// Forward output and qkv's gradient under a fixed upstream gradient.
+std::pair<torch::Tensor, torch::Tensor> attention_and_grad(
+    const torch::Tensor& qkv0, int64_t heads, const torch::Tensor& upstream, bool fused) {
+  auto qkv = qkv0.clone().requires_grad_(true);
+  auto out = fused ? accel::models::fused_attention(qkv, heads) : explicit_attention(qkv, heads);
+  out.backward(upstream);
+  return {out.detach(), qkv.grad()};
+}
+
+// Restores the kernels' ISA choice and the thread count after a test.
+struct KernelStateGuard {
+  int threads = torch::get_num_threads();
+  ~KernelStateGuard() {
+    accel::kernels::attention_force_baseline(false);
+    accel::models::set_attention_impl(accel::models::AttentionImpl::Auto);
+    torch::set_num_threads(threads);
+  }
+};
+
 ViTSpec tiny(int classes = 5) {
   auto s = accel::models::vit_preset("vit_tiny_fmnist");
   s.num_classes = classes;
@@ -103,6 +133,95 @@ TEST_CASE("model: the attention kernel matches the explicit softmax attention") 
   auto fast = accel::compat::attention(q, k, v, 0.0, false);
   auto ref = accel::compat::attention_reference(q, k, v);
   CHECK(torch::allclose(fast, ref, 1e-5, 1e-5));
+}
+
+TEST_CASE("model: the fused attention kernel matches the explicit attention and its gradients") {
+  KernelStateGuard restore;
+  struct Shape { int64_t B, S, H, Dh; };
+  // The CPU ladder's heads, vit_b_16's, a single token, and sizes that are
+  // not multiples of the kernel's 8-float vectors or its 4- and 6-row blocks.
+  const Shape shapes[] = {{2, 197, 4, 24}, {1, 50, 12, 64}, {3, 1, 1, 8},
+                          {1, 5, 2, 3},    {2, 33, 3, 20},  {1, 13, 1, 17}};
+  for (bool baseline : {false, true}) {
+    accel::kernels::attention_force_baseline(baseline);
+    for (const auto& sh : shapes) {
+      CAPTURE(sh.S);
+      CAPTURE(sh.Dh);
+      const std::string isa = accel::kernels::attention_isa();
+      CAPTURE(isa);
+      torch::manual_seed(sh.S * 100 + sh.Dh);
+      auto qkv = torch::randn({sh.B, sh.S, 3 * sh.H * sh.Dh}) * 2.0;  // peaked softmax rows
+      auto up = torch::randn({sh.B, sh.S, sh.H * sh.Dh});
+      auto [out, grad] = attention_and_grad(qkv, sh.H, up, true);
+      auto [ref_out, ref_grad] = attention_and_grad(qkv, sh.H, up, false);
+      REQUIRE(out.sizes() == ref_out.sizes());
+      CHECK(torch::allclose(out, ref_out, 1e-4, 1e-5));
+      CHECK(torch::allclose(grad, ref_grad, 1e-4, 1e-5));
+      CHECK((out - ref_out).abs().max().item<double>() < 5e-5);
+    }
+  }
+  accel::kernels::attention_force_baseline(false);
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    CHECK(std::string(accel::kernels::attention_isa()) == "avx2+fma");
+  }
+#endif
+}
+
+TEST_CASE("model: fused attention is bitwise the same on 1 and 2 threads") {
+  KernelStateGuard restore;
+  torch::manual_seed(3);
+  auto qkv = torch::randn({4, 197, 3 * 96});
+  auto up = torch::randn({4, 197, 96});
+  torch::set_num_threads(1);
+  auto [out1, grad1] = attention_and_grad(qkv, 4, up, true);
+  torch::set_num_threads(2);
+  auto [out2, grad2] = attention_and_grad(qkv, 4, up, true);
+  CHECK(torch::equal(out1, out2));
+  CHECK(torch::equal(grad1, grad2));
+}
+
+TEST_CASE("model: fused attention refuses what it cannot compute naming the tensor") {
+  auto bf16 = torch::randn({1, 4, 12}).to(torch::kBFloat16);
+  CHECK_THROWS_WITH_AS(accel::models::fused_attention(bf16, 2),
+                       doctest::Contains("BFloat16"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(accel::models::fused_attention(torch::randn({1, 4, 12}), 5),
+                       doctest::Contains("divisible by heads (5)"), std::invalid_argument);
+  CHECK_FALSE(accel::models::fused_attention_applies(torch::randn({1, 4, 12}), 2, true));
+}
+
+TEST_CASE("model: the ViT trains the same through the fused and the explicit attention") {
+  KernelStateGuard restore;
+  auto spec = tiny();
+  spec.image_size = 16;  // 16 tokens + class token
+  auto run = [&](accel::models::AttentionImpl impl) {
+    accel::models::set_attention_impl(impl);
+    torch::manual_seed(7);
+    VisionTransformer model(spec);
+    torch::optim::Adam opt(model->parameters(), torch::optim::AdamOptions(1e-3));
+    auto x = torch::randn({4, 1, 16, 16});
+    auto y = torch::tensor({0, 1, 2, 3});
+    std::vector<double> losses;
+    for (int i = 0; i < 3; ++i) {
+      opt.zero_grad();
+      auto loss = torch::nn::functional::cross_entropy(model->forward(x), y);
+      loss.backward();
+      opt.step();
+      losses.push_back(loss.item<double>());
+    }
+    return losses;
+  };
+  const auto fused = run(accel::models::AttentionImpl::Auto);
+  const auto ref = run(accel::models::AttentionImpl::Explicit);
+  for (size_t i = 0; i < fused.size(); ++i) CHECK(fused[i] == doctest::Approx(ref[i]).epsilon(1e-5));
+  accel::models::set_attention_impl(accel::models::AttentionImpl::Explicit);
+  CHECK(accel::models::attention_kernel_name() == "explicit");
+  accel::models::set_attention_impl(accel::models::AttentionImpl::Auto);
+  if (accel::compat::kHasSdpa) {
+    CHECK(accel::models::attention_kernel_name() == "sdpa");
+  } else {
+    CHECK(accel::models::attention_kernel_name().rfind("fused-cpu (", 0) == 0);
+  }
 }
 
 TEST_CASE("model: an inconsistent spec is a config error naming the field") {

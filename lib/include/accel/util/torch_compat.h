@@ -29,6 +29,20 @@ constexpr bool kHasSdpa = ACCEL_TORCH_AT_LEAST(2, 0);
 // 2.x: at::scaled_dot_product_attention. 1.13: the explicit form, written with
 // contiguous matmul operands (1.13's CPU bmm loops per batch on a transposed
 // operand, ~10x slower).
+// (On a CPU in float32, 1.13 models take accel-bench's fused kernel before
+// this: accel/models/attention.h.)
+inline torch::Tensor attention_explicit(const torch::Tensor& q, const torch::Tensor& k,
+                                        const torch::Tensor& v, double dropout_p,
+                                        bool training) {
+  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+  auto scores = torch::matmul(q * scale, k.transpose(-2, -1).contiguous());
+  auto weights = torch::softmax(scores, -1);
+  if (training && dropout_p > 0.0) {
+    weights = torch::dropout(weights, dropout_p, /*train=*/true);
+  }
+  return torch::matmul(weights, v);
+}
+
 inline torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k,
                                const torch::Tensor& v, double dropout_p,
                                bool training) {
@@ -37,13 +51,7 @@ inline torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k,
                                           training ? dropout_p : 0.0,
                                           /*is_causal=*/false);
 #else
-  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
-  auto scores = torch::matmul(q * scale, k.transpose(-2, -1).contiguous());
-  auto weights = torch::softmax(scores, -1);
-  if (training && dropout_p > 0.0) {
-    weights = torch::dropout(weights, dropout_p, /*train=*/true);
-  }
-  return torch::matmul(weights, v);
+  return attention_explicit(q, k, v, dropout_p, training);
 #endif
 }
 

@@ -1,0 +1,68 @@
+// A fused softmax-attention kernel for CPUs, float32, one (sample, head) at a
+// time, with no LibTorch dependency (lib/kernels/attention.cpp).
+//
+// Why it exists: LibTorch 1.13 (Debian 12's) has no fused attention on CPU
+// (at::scaled_dot_product_attention arrived in 2.0), and its CPU bmm runs a
+// head's 197x24x197 products one BLAS call at a time, at a fraction of the
+// core's peak: attention's bmm was 39% of rung 03's step. This kernel reads q,
+// k and v straight out of the in-projection's [S, 3D] rows (no head split
+// copies), keeps a head's operands in cache, computes scores, softmax and the
+// weighted sum with register-blocked FMA micro-kernels, and writes the output
+// in the merged [S, D] layout out_proj reads. The softmax probabilities are
+// kept for the backward pass (as eager keeps softmax's output).
+//
+// Layout for one sample: qkv is [S, 3D] row-major (q at columns [0, D), k at
+// [D, 2D), v at [2D, 3D); head h at h*Dh within each), out and dout are
+// [S, D], dqkv is [S, 3D], probs is [S, padded(S)].
+//
+// Deterministic: each (sample, head) is computed by one thread in a fixed
+// order, so results do not depend on the thread count. The code is compiled
+// for AVX2+FMA and for the baseline ISA and picks one at run time
+// (attention_isa()).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace accel::kernels {
+
+// n rounded up to a multiple of 8 (one 256-bit vector of floats).
+inline int64_t padded(int64_t n) { return (n + 7) / 8 * 8; }
+
+// Scratch floats one thread needs for one head.
+std::size_t attention_forward_scratch(int64_t seq, int64_t head_dim);
+std::size_t attention_backward_scratch(int64_t seq, int64_t head_dim);
+
+// out[:, h*Dh:(h+1)*Dh] = softmax(scale * q_h k_h^T) v_h; probs = the softmax.
+void attention_forward_head(const float* qkv, float* out, float* probs, int64_t seq,
+                            int64_t dim, int64_t head_dim, int64_t head, float scale,
+                            float* scratch);
+
+// The gradients of q_h, k_h and v_h into dqkv's head-h columns, from dout and
+// the forward's probs.
+void attention_backward_head(const float* qkv, const float* probs, const float* dout,
+                             float* dqkv, int64_t seq, int64_t dim, int64_t head_dim,
+                             int64_t head, float scale, float* scratch);
+
+// A whole batch, the (sample, head) pairs spread over LibTorch's intra-op
+// threads (at::parallel_for; lib/kernels/attention_parallel.cpp). qkv [B, S, 3D],
+// out [B, S, D], probs [B, H, S, padded(S)], dout [B, S, D], dqkv [B, S, 3D].
+void attention_forward(const float* qkv, float* out, float* probs, int64_t batch, int64_t seq,
+                       int64_t dim, int64_t heads, float scale);
+void attention_backward(const float* qkv, const float* probs, const float* dout, float* dqkv,
+                        int64_t batch, int64_t seq, int64_t dim, int64_t heads, float scale);
+
+// Whether attention_forward/backward run their heads in parallel in this
+// build: at::parallel_for is an inline OpenMP loop in LibTorch's headers, so
+// it is parallel only in a translation unit compiled with -fopenmp, which
+// CMakeLists.txt does where LibTorch uses the system's libgomp (Debian's
+// builds), and not with pip's bundled one (two OpenMP runtimes).
+bool attention_parallel();
+
+// "avx2+fma" or "baseline": the code path the kernels take on this CPU.
+const char* attention_isa();
+
+// Tests: take the baseline path even where AVX2+FMA is available.
+void attention_force_baseline(bool on);
+
+}  // namespace accel::kernels

@@ -1,0 +1,40 @@
+// Which softmax attention the models run, and the fused CPU kernel as an
+// autograd op (implemented in lib/models/vit.cpp over lib/kernels/attention.cpp).
+//
+// Auto (the default) picks, per call:
+//   - LibTorch's at::scaled_dot_product_attention where it exists (2.0+);
+//   - else, on a CPU float32 tensor with no attention dropout, accel-bench's
+//     fused kernel (accel/kernels/attention.h): the case of Debian's 1.13;
+//   - else the explicit form (matmul, softmax, dropout, matmul).
+// Explicit forces the explicit form on every version (benchmarks compare the
+// two; tests use it as the reference).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <torch/torch.h>
+
+namespace accel::models {
+
+enum class AttentionImpl { Auto, Explicit };
+
+// Process-wide, like LibTorch's own kernel switches; set before a run.
+void set_attention_impl(AttentionImpl impl);
+AttentionImpl attention_impl();
+
+// What Auto runs here for a float32 CPU model without attention dropout:
+// "fused-cpu (avx2+fma)", "fused-cpu (baseline)", "sdpa" or "explicit".
+// Recorded in every result's env block.
+std::string attention_kernel_name();
+
+// True when the fused kernel takes this in-projection output: CPU, float32,
+// [B, S, 3D] with D divisible by heads, and no dropout to apply.
+bool fused_attention_applies(const torch::Tensor& qkv, int64_t heads, bool dropout_active);
+
+// softmax(q k^T / sqrt(Dh)) v for every head, from the in-projection's output
+// qkv [B, S, 3D] (q, k, v each [B, S, H*Dh]) to the merged-head [B, S, D] that
+// out_proj reads. Differentiable (once) with respect to qkv.
+torch::Tensor fused_attention(const torch::Tensor& qkv, int64_t heads);
+
+}  // namespace accel::models

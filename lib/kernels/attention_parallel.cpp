@@ -1,0 +1,48 @@
+// The batch-level attention kernels: (sample, head) pairs over LibTorch's
+// intra-op threads. Only ATen/Parallel.h from LibTorch, no precompiled header:
+// this file is compiled with -fopenmp where LibTorch's OpenMP is the system's
+// libgomp (see attention.h, attention_parallel()).
+#include <ATen/Parallel.h>
+
+#include <vector>
+
+#include "accel/kernels/attention.h"
+
+namespace accel::kernels {
+
+bool attention_parallel() {
+#ifdef _OPENMP
+  return true;
+#else
+  return false;
+#endif
+}
+
+void attention_forward(const float* qkv, float* out, float* probs, int64_t batch, int64_t seq,
+                       int64_t dim, int64_t heads, float scale) {
+  const int64_t head_dim = dim / heads, sp = padded(seq);
+  at::parallel_for(0, batch * heads, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> scratch(attention_forward_scratch(seq, head_dim));
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t b = i / heads, h = i % heads;
+      attention_forward_head(qkv + b * seq * 3 * dim, out + b * seq * dim, probs + i * seq * sp,
+                             seq, dim, head_dim, h, scale, scratch.data());
+    }
+  });
+}
+
+void attention_backward(const float* qkv, const float* probs, const float* dout, float* dqkv,
+                        int64_t batch, int64_t seq, int64_t dim, int64_t heads, float scale) {
+  const int64_t head_dim = dim / heads, sp = padded(seq);
+  at::parallel_for(0, batch * heads, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> scratch(attention_backward_scratch(seq, head_dim));
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t b = i / heads, h = i % heads;
+      attention_backward_head(qkv + b * seq * 3 * dim, probs + i * seq * sp,
+                              dout + b * seq * dim, dqkv + b * seq * 3 * dim, seq, dim, head_dim,
+                              h, scale, scratch.data());
+    }
+  });
+}
+
+}  // namespace accel::kernels
