@@ -70,12 +70,13 @@ void BM_TrainStep(benchmark::State& state, const std::string& precision, int bat
 }
 
 // Attention alone, forward and backward, on the CPU ladder's shape (batch 16,
-// 197 tokens, 4 heads of 24): the fused kernel (Auto, where it applies) vs the
-// explicit matmul-softmax-matmul.
-void BM_Attention(benchmark::State& state, accel::models::AttentionImpl impl) {
+// 197 tokens, 4 heads of 24), in float32 and bfloat16: the fused kernel (Auto,
+// where it applies) vs the explicit matmul-softmax-matmul.
+void BM_Attention(benchmark::State& state, accel::models::AttentionImpl impl,
+                  torch::Dtype dtype) {
   const int64_t B = 16, S = 197, H = 4, Dh = 24, D = H * Dh;
-  auto qkv = torch::randn({B, S, 3 * D}).requires_grad_(true);
-  auto up = torch::randn({B, S, D});
+  auto qkv = torch::randn({B, S, 3 * D}).to(dtype).requires_grad_(true);
+  auto up = torch::randn({B, S, D}).to(dtype);
   for (auto _ : state) {
     torch::Tensor out;
     if (impl == accel::models::AttentionImpl::Auto &&
@@ -95,10 +96,15 @@ void BM_Attention(benchmark::State& state, accel::models::AttentionImpl impl) {
   state.counters["GFLOP_per_s"] = benchmark::Counter(double(state.iterations()) * flops / 1e9,
                                                      benchmark::Counter::kIsRate);
 }
-BENCHMARK_CAPTURE(BM_Attention, fused, accel::models::AttentionImpl::Auto)
-    ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
-BENCHMARK_CAPTURE(BM_Attention, explicit, accel::models::AttentionImpl::Explicit)
-    ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
+#define ACCEL_ATTENTION(name, impl, dtype)                                                   \
+  BENCHMARK_CAPTURE(BM_Attention, name, accel::models::AttentionImpl::impl, torch::dtype) \
+      ->Unit(benchmark::kMillisecond)                                                      \
+      ->UseRealTime()                                                                      \
+      ->MinTime(2.0)
+ACCEL_ATTENTION(fused_fp32, Auto, kFloat);
+ACCEL_ATTENTION(explicit_fp32, Explicit, kFloat);
+ACCEL_ATTENTION(fused_bf16, Auto, kBFloat16);
+ACCEL_ATTENTION(explicit_bf16, Explicit, kBFloat16);
 
 #define ACCEL_TRAIN_STEP(name, precision, batch)                                  \
   BENCHMARK_CAPTURE(BM_TrainStep, name, std::string(precision), batch,             \

@@ -4,6 +4,7 @@
 // libgomp (see attention.h, attention_parallel()).
 #include <ATen/Parallel.h>
 
+#include <cstddef>
 #include <vector>
 
 #include "accel/kernels/attention.h"
@@ -18,29 +19,62 @@ bool attention_parallel() {
 #endif
 }
 
-void attention_forward(const float* qkv, float* out, float* probs, int64_t batch, int64_t seq,
-                       int64_t dim, int64_t heads, float scale) {
-  const int64_t head_dim = dim / heads, sp = padded(seq);
+void attention_forward(const float* qkv, float* out, float* probs, int64_t probs_ld,
+                       int64_t batch, int64_t seq, int64_t dim, int64_t heads, float scale) {
+  const int64_t head_dim = dim / heads, sp = probs_ld;
   at::parallel_for(0, batch * heads, 1, [&](int64_t begin, int64_t end) {
     std::vector<float> scratch(attention_forward_scratch(seq, head_dim));
     for (int64_t i = begin; i < end; ++i) {
       const int64_t b = i / heads, h = i % heads;
       attention_forward_head(qkv + b * seq * 3 * dim, out + b * seq * dim, probs + i * seq * sp,
-                             seq, dim, head_dim, h, scale, scratch.data());
+                             sp, seq, dim, head_dim, h, scale, scratch.data());
     }
   });
 }
 
-void attention_backward(const float* qkv, const float* probs, const float* dout, float* dqkv,
-                        int64_t batch, int64_t seq, int64_t dim, int64_t heads, float scale) {
-  const int64_t head_dim = dim / heads, sp = padded(seq);
+void attention_backward(const float* qkv, const float* probs, int64_t probs_ld,
+                        const float* dout, float* dqkv, int64_t batch, int64_t seq, int64_t dim,
+                        int64_t heads, float scale) {
+  const int64_t head_dim = dim / heads, sp = probs_ld;
   at::parallel_for(0, batch * heads, 1, [&](int64_t begin, int64_t end) {
     std::vector<float> scratch(attention_backward_scratch(seq, head_dim));
     for (int64_t i = begin; i < end; ++i) {
       const int64_t b = i / heads, h = i % heads;
-      attention_backward_head(qkv + b * seq * 3 * dim, probs + i * seq * sp,
+      attention_backward_head(qkv + b * seq * 3 * dim, probs + i * seq * sp, sp,
                               dout + b * seq * dim, dqkv + b * seq * 3 * dim, seq, dim, head_dim,
                               h, scale, scratch.data());
+    }
+  });
+}
+
+void attention_bf16_forward(const uint16_t* qkv, uint16_t* out, uint16_t* probs,
+                            int64_t probs_ld, int64_t batch, int64_t seq, int64_t dim,
+                            int64_t heads, float scale) {
+  const int64_t head_dim = dim / heads, sp = probs_ld;
+  at::parallel_for(0, batch * heads, 1, [&](int64_t begin, int64_t end) {
+    std::vector<std::max_align_t> scratch(
+        attention_bf16_forward_scratch(seq, head_dim) / sizeof(std::max_align_t) + 1);
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t b = i / heads, h = i % heads;
+      attention_bf16_forward_head(qkv + b * seq * 3 * dim, out + b * seq * dim,
+                                  probs + i * seq * sp, sp, seq, dim, head_dim, h, scale,
+                                  scratch.data());
+    }
+  });
+}
+
+void attention_bf16_backward(const uint16_t* qkv, const uint16_t* probs, int64_t probs_ld,
+                             const uint16_t* dout, uint16_t* dqkv, int64_t batch, int64_t seq,
+                             int64_t dim, int64_t heads, float scale) {
+  const int64_t head_dim = dim / heads, sp = probs_ld;
+  at::parallel_for(0, batch * heads, 1, [&](int64_t begin, int64_t end) {
+    std::vector<std::max_align_t> scratch(
+        attention_bf16_backward_scratch(seq, head_dim) / sizeof(std::max_align_t) + 1);
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t b = i / heads, h = i % heads;
+      attention_bf16_backward_head(qkv + b * seq * 3 * dim, probs + i * seq * sp, sp,
+                                   dout + b * seq * dim, dqkv + b * seq * 3 * dim, seq, dim,
+                                   head_dim, h, scale, scratch.data());
     }
   });
 }

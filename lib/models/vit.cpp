@@ -112,23 +112,39 @@ namespace {
 std::atomic<AttentionImpl> g_attention_impl{AttentionImpl::Auto};
 
 // The fused kernel as an autograd op: forward saves qkv and the softmax
-// probabilities. Each (sample, head) is computed whole by one thread, so
+// probabilities. A bfloat16 qkv (bf16-mixed: autocast ran the in-projection
+// in bf16) takes the AVX512-BF16 kernel where the CPU has it (bf16 products,
+// float32 accumulation and softmax); elsewhere it is computed in float32 and
+// returned in bf16. Each (sample, head) is computed whole by one thread, so
 // results do not depend on the thread count.
 struct FusedAttentionFn : torch::autograd::Function<FusedAttentionFn> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& qkv_in,
                                int64_t heads) {
     RECORD_FUNCTION("accel::fused_attention", std::vector<c10::IValue>{});
-    auto qkv = qkv_in.contiguous();
-    const int64_t B = qkv.size(0), S = qkv.size(1), D = qkv.size(2) / 3, Dh = D / heads;
-    const int64_t Sp = kernels::padded(S);
+    const int64_t B = qkv_in.size(0), S = qkv_in.size(1), D = qkv_in.size(2) / 3;
+    const int64_t Dh = D / heads;
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh)));
+    const auto dtype = qkv_in.scalar_type();
+    ctx->saved_data["heads"] = heads;
+    ctx->saved_data["dtype"] = static_cast<int64_t>(dtype);
+    if (dtype == torch::kBFloat16 && kernels::attention_bf16_supported(D, Dh)) {
+      auto qkv = qkv_in.contiguous();
+      const int64_t Sp = kernels::attention_bf16_padded(S);
+      auto out = torch::empty({B, S, D}, qkv.options());
+      auto probs = torch::empty({B, heads, S, Sp}, qkv.options());
+      kernels::attention_bf16_forward(bf16_bits(qkv), bf16_bits(out), bf16_bits(probs), Sp, B,
+                                      S, D, heads, scale);
+      ctx->save_for_backward({qkv, probs});
+      return out;
+    }
+    auto qkv = qkv_in.to(torch::kFloat).contiguous();
+    const int64_t Sp = kernels::attention_padded(S);
     auto out = torch::empty({B, S, D}, qkv.options());
     auto probs = torch::empty({B, heads, S, Sp}, qkv.options());
     kernels::attention_forward(qkv.data_ptr<float>(), out.data_ptr<float>(),
-                               probs.data_ptr<float>(), B, S, D, heads, scale);
+                               probs.data_ptr<float>(), Sp, B, S, D, heads, scale);
     ctx->save_for_backward({qkv, probs});
-    ctx->saved_data["heads"] = heads;
-    return out;
+    return out.to(dtype);
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -138,14 +154,26 @@ struct FusedAttentionFn : torch::autograd::Function<FusedAttentionFn> {
     const auto& qkv = saved[0];
     const auto& probs = saved[1];
     const int64_t heads = ctx->saved_data["heads"].toInt();
+    const auto dtype = static_cast<torch::ScalarType>(ctx->saved_data["dtype"].toInt());
     const int64_t B = qkv.size(0), S = qkv.size(1), D = qkv.size(2) / 3, Dh = D / heads;
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh)));
-    auto dout = grads[0].contiguous();
+    if (probs.scalar_type() == torch::kBFloat16) {  // the forward took the bf16 kernel
+      auto dout = grads[0].to(torch::kBFloat16).contiguous();
+      auto dqkv = torch::empty_like(qkv);
+      kernels::attention_bf16_backward(bf16_bits(qkv), bf16_bits(probs), probs.size(3),
+                                       bf16_bits(dout), bf16_bits(dqkv), B, S, D, heads, scale);
+      return {dqkv, torch::Tensor()};
+    }
+    auto dout = grads[0].to(torch::kFloat).contiguous();
     auto dqkv = torch::empty_like(qkv);
-    kernels::attention_backward(qkv.data_ptr<float>(), probs.data_ptr<float>(),
+    kernels::attention_backward(qkv.data_ptr<float>(), probs.data_ptr<float>(), probs.size(3),
                                 dout.data_ptr<float>(), dqkv.data_ptr<float>(), B, S, D, heads,
                                 scale);
-    return {dqkv, torch::Tensor()};
+    return {dqkv.to(dtype), torch::Tensor()};
+  }
+
+  static uint16_t* bf16_bits(const torch::Tensor& t) {
+    return reinterpret_cast<uint16_t*>(t.data_ptr<at::BFloat16>());
   }
 };
 
@@ -161,7 +189,8 @@ std::string attention_kernel_name() {
 }
 
 bool fused_attention_applies(const torch::Tensor& qkv, int64_t heads, bool dropout_active) {
-  return !dropout_active && qkv.device().is_cpu() && qkv.scalar_type() == torch::kFloat &&
+  const auto t = qkv.scalar_type();
+  return !dropout_active && qkv.device().is_cpu() && (t == torch::kFloat || t == torch::kBFloat16) &&
          qkv.dim() == 3 && heads > 0 && qkv.size(2) % (3 * heads) == 0 && qkv.size(1) > 0 &&
          !qkv.is_sparse();
 }
@@ -169,7 +198,8 @@ bool fused_attention_applies(const torch::Tensor& qkv, int64_t heads, bool dropo
 torch::Tensor fused_attention(const torch::Tensor& qkv, int64_t heads) {
   if (!fused_attention_applies(qkv, heads, false)) {
     std::ostringstream msg;
-    msg << "fused_attention: needs a CPU float32 [B, S, 3D] tensor with D divisible by heads ("
+    msg << "fused_attention: needs a CPU float32 or bfloat16 [B, S, 3D] tensor with D divisible "
+           "by heads ("
         << heads << "); got " << qkv.scalar_type() << " " << qkv.sizes() << " on "
         << qkv.device();
     throw std::invalid_argument(msg.str());

@@ -40,7 +40,7 @@ std::pair<torch::Tensor, torch::Tensor> attention_and_grad(
 struct KernelStateGuard {
   int threads = torch::get_num_threads();
   ~KernelStateGuard() {
-    accel::kernels::attention_force_baseline(false);
+    accel::kernels::attention_force_isa("");
     accel::models::set_attention_impl(accel::models::AttentionImpl::Auto);
     torch::set_num_threads(threads);
   }
@@ -142,8 +142,9 @@ TEST_CASE("model: the fused attention kernel matches the explicit attention and 
   // not multiples of the kernel's 8-float vectors or its 4- and 6-row blocks.
   const Shape shapes[] = {{2, 197, 4, 24}, {1, 50, 12, 64}, {3, 1, 1, 8},
                           {1, 5, 2, 3},    {2, 33, 3, 20},  {1, 13, 1, 17}};
-  for (bool baseline : {false, true}) {
-    accel::kernels::attention_force_baseline(baseline);
+  // Every code path this CPU can run (AVX-512, AVX2+FMA, baseline).
+  for (const auto& name : accel::kernels::attention_isas()) {
+    accel::kernels::attention_force_isa(name);
     for (const auto& sh : shapes) {
       CAPTURE(sh.S);
       CAPTURE(sh.Dh);
@@ -160,12 +161,56 @@ TEST_CASE("model: the fused attention kernel matches the explicit attention and 
       CHECK((out - ref_out).abs().max().item<double>() < 5e-5);
     }
   }
-  accel::kernels::attention_force_baseline(false);
+  accel::kernels::attention_force_isa("");
 #if defined(__x86_64__)
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+  if (__builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
+    CHECK(std::string(accel::kernels::attention_isa()) == "avx512+bf16");
+    CHECK(accel::kernels::attention_bf16_native());
+  } else if (__builtin_cpu_supports("avx512f")) {
+    CHECK(std::string(accel::kernels::attention_isa()) == "avx512");
+  } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
     CHECK(std::string(accel::kernels::attention_isa()) == "avx2+fma");
   }
 #endif
+  CHECK(accel::kernels::attention_isas().back() == "baseline");
+  CHECK_THROWS_AS(accel::kernels::attention_force_isa("sse9"), std::invalid_argument);
+}
+
+TEST_CASE("model: fused attention on bfloat16 answers in bfloat16 on every code path") {
+  KernelStateGuard restore;
+  torch::manual_seed(5);
+  auto qkv = torch::randn({2, 197, 3 * 96}).to(torch::kBFloat16);
+  auto up = torch::randn({2, 197, 96}).to(torch::kBFloat16);
+  for (const auto& name : accel::kernels::attention_isas()) {
+    accel::kernels::attention_force_isa(name);
+    CAPTURE(name);
+    // The float32 kernel on the same (bf16-exact) values, same code path.
+    auto [ref, ref_grad] =
+        attention_and_grad(qkv.to(torch::kFloat), 4, up.to(torch::kFloat), true);
+    auto x = qkv.clone().requires_grad_(true);
+    auto out = accel::models::fused_attention(x, 4);
+    out.backward(up);
+    CHECK((out.scalar_type() == torch::kBFloat16));
+    CHECK((x.grad().scalar_type() == torch::kBFloat16));
+    if (accel::kernels::attention_bf16_native()) {
+      // bf16 products (probabilities and dS rounded to bf16), float32 sums:
+      // within a few bf16 roundings of the float32 result.
+      const double out_err = (out.to(torch::kFloat) - ref).abs().max().item<double>();
+      const double grad_err = (x.grad().to(torch::kFloat) - ref_grad).abs().max().item<double>();
+      const double grad_scale = ref_grad.abs().max().item<double>();
+      CAPTURE(out_err);
+      CAPTURE(grad_err);
+      CAPTURE(grad_scale);
+      CHECK(out_err < 2e-2);
+      CHECK(grad_err < 2e-2 * grad_scale);
+      CHECK(torch::allclose(out.to(torch::kFloat), ref, 2e-2, 2e-2));
+    } else {
+      // Computed in float32, rounded to bf16 once.
+      CHECK(torch::equal(out, ref.to(torch::kBFloat16)));
+      CHECK(torch::equal(x.grad(), ref_grad.to(torch::kBFloat16)));
+    }
+  }
 }
 
 TEST_CASE("model: fused attention is bitwise the same on 1 and 2 threads") {
@@ -182,9 +227,9 @@ TEST_CASE("model: fused attention is bitwise the same on 1 and 2 threads") {
 }
 
 TEST_CASE("model: fused attention refuses what it cannot compute naming the tensor") {
-  auto bf16 = torch::randn({1, 4, 12}).to(torch::kBFloat16);
-  CHECK_THROWS_WITH_AS(accel::models::fused_attention(bf16, 2),
-                       doctest::Contains("BFloat16"), std::invalid_argument);
+  auto f64 = torch::randn({1, 4, 12}, torch::kDouble);
+  CHECK_THROWS_WITH_AS(accel::models::fused_attention(f64, 2),
+                       doctest::Contains("Double"), std::invalid_argument);
   CHECK_THROWS_WITH_AS(accel::models::fused_attention(torch::randn({1, 4, 12}), 5),
                        doctest::Contains("divisible by heads (5)"), std::invalid_argument);
   CHECK_FALSE(accel::models::fused_attention_applies(torch::randn({1, 4, 12}), 2, true));

@@ -13,44 +13,75 @@
 //
 // Layout for one sample: qkv is [S, 3D] row-major (q at columns [0, D), k at
 // [D, 2D), v at [2D, 3D); head h at h*Dh within each), out and dout are
-// [S, D], dqkv is [S, 3D], probs is [S, padded(S)].
+// [S, D], dqkv is [S, 3D], probs is [S, attention_padded(S)].
 //
 // Deterministic: each (sample, head) is computed by one thread in a fixed
 // order, so results do not depend on the thread count. The code is compiled
-// for AVX2+FMA and for the baseline ISA and picks one at run time
-// (attention_isa()).
+// for AVX-512F, for AVX2+FMA and for the baseline ISA and picks the best the
+// CPU has at run time (attention_isa()).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace accel::kernels {
 
-// n rounded up to a multiple of 8 (one 256-bit vector of floats).
-inline int64_t padded(int64_t n) { return (n + 7) / 8 * 8; }
+// Floats per vector on the ISA in use (16 with AVX-512, else 8), and n rounded
+// up to a multiple of it: the row length of the probabilities.
+int64_t attention_lanes();
+inline int64_t attention_padded(int64_t n) {
+  const int64_t w = attention_lanes();
+  return (n + w - 1) / w * w;
+}
 
 // Scratch floats one thread needs for one head.
 std::size_t attention_forward_scratch(int64_t seq, int64_t head_dim);
 std::size_t attention_backward_scratch(int64_t seq, int64_t head_dim);
 
-// out[:, h*Dh:(h+1)*Dh] = softmax(scale * q_h k_h^T) v_h; probs = the softmax.
-void attention_forward_head(const float* qkv, float* out, float* probs, int64_t seq,
-                            int64_t dim, int64_t head_dim, int64_t head, float scale,
+// out[:, h*Dh:(h+1)*Dh] = softmax(scale * q_h k_h^T) v_h; probs = the softmax,
+// rows of probs_ld = attention_padded(seq) floats (std::logic_error otherwise).
+void attention_forward_head(const float* qkv, float* out, float* probs, int64_t probs_ld,
+                            int64_t seq, int64_t dim, int64_t head_dim, int64_t head, float scale,
                             float* scratch);
 
 // The gradients of q_h, k_h and v_h into dqkv's head-h columns, from dout and
 // the forward's probs.
-void attention_backward_head(const float* qkv, const float* probs, const float* dout,
-                             float* dqkv, int64_t seq, int64_t dim, int64_t head_dim,
-                             int64_t head, float scale, float* scratch);
+void attention_backward_head(const float* qkv, const float* probs, int64_t probs_ld,
+                             const float* dout, float* dqkv, int64_t seq, int64_t dim,
+                             int64_t head_dim, int64_t head, float scale, float* scratch);
 
 // A whole batch, the (sample, head) pairs spread over LibTorch's intra-op
 // threads (at::parallel_for; lib/kernels/attention_parallel.cpp). qkv [B, S, 3D],
-// out [B, S, D], probs [B, H, S, padded(S)], dout [B, S, D], dqkv [B, S, 3D].
-void attention_forward(const float* qkv, float* out, float* probs, int64_t batch, int64_t seq,
-                       int64_t dim, int64_t heads, float scale);
-void attention_backward(const float* qkv, const float* probs, const float* dout, float* dqkv,
-                        int64_t batch, int64_t seq, int64_t dim, int64_t heads, float scale);
+// out [B, S, D], probs [B, H, S, probs_ld], dout [B, S, D], dqkv [B, S, 3D].
+void attention_forward(const float* qkv, float* out, float* probs, int64_t probs_ld,
+                       int64_t batch, int64_t seq, int64_t dim, int64_t heads, float scale);
+void attention_backward(const float* qkv, const float* probs, int64_t probs_ld,
+                        const float* dout, float* dqkv, int64_t batch, int64_t seq, int64_t dim,
+                        int64_t heads, float scale);
+
+// ---- bfloat16 data on CPUs with AVX512-BF16 (lib/kernels/attention_bf16.cpp)
+// The same attention on bf16 qkv/dout (uint16_t bits), products on vdpbf16ps
+// with float32 accumulation; probabilities kept in bf16, rows of
+// attention_bf16_padded(seq). Only where attention_bf16_supported().
+bool attention_bf16_native();  // the CPU has AVX512-BF16 and no cap forbids it
+bool attention_bf16_supported(int64_t dim, int64_t head_dim);  // ... and even dims
+int64_t attention_bf16_padded(int64_t seq);
+std::size_t attention_bf16_forward_scratch(int64_t seq, int64_t head_dim);   // bytes
+std::size_t attention_bf16_backward_scratch(int64_t seq, int64_t head_dim);  // bytes
+void attention_bf16_forward_head(const uint16_t* qkv, uint16_t* out, uint16_t* probs,
+                                 int64_t probs_ld, int64_t seq, int64_t dim, int64_t head_dim,
+                                 int64_t head, float scale, void* scratch);
+void attention_bf16_backward_head(const uint16_t* qkv, const uint16_t* probs, int64_t probs_ld,
+                                  const uint16_t* dout, uint16_t* dqkv, int64_t seq, int64_t dim,
+                                  int64_t head_dim, int64_t head, float scale, void* scratch);
+void attention_bf16_forward(const uint16_t* qkv, uint16_t* out, uint16_t* probs,
+                            int64_t probs_ld, int64_t batch, int64_t seq, int64_t dim,
+                            int64_t heads, float scale);
+void attention_bf16_backward(const uint16_t* qkv, const uint16_t* probs, int64_t probs_ld,
+                             const uint16_t* dout, uint16_t* dqkv, int64_t batch, int64_t seq,
+                             int64_t dim, int64_t heads, float scale);
 
 // Whether attention_forward/backward run their heads in parallel in this
 // build: at::parallel_for is an inline OpenMP loop in LibTorch's headers, so
@@ -59,10 +90,13 @@ void attention_backward(const float* qkv, const float* probs, const float* dout,
 // builds), and not with pip's bundled one (two OpenMP runtimes).
 bool attention_parallel();
 
-// "avx2+fma" or "baseline": the code path the kernels take on this CPU.
+// The code path the kernels take on this CPU: "avx512+bf16" (float32 on
+// AVX-512, bf16 on AVX512-BF16), "avx512", "avx2+fma" or "baseline"; and every
+// path this CPU can run, best first.
 const char* attention_isa();
+std::vector<std::string> attention_isas();
 
-// Tests: take the baseline path even where AVX2+FMA is available.
-void attention_force_baseline(bool on);
+// Tests: cap the path at the named ISA ("" = the best the CPU has).
+void attention_force_isa(const std::string& name);
 
 }  // namespace accel::kernels

@@ -3,8 +3,9 @@
 //
 // Auto (the default) picks, per call:
 //   - LibTorch's at::scaled_dot_product_attention where it exists (2.0+);
-//   - else, on a CPU float32 tensor with no attention dropout, accel-bench's
-//     fused kernel (accel/kernels/attention.h): the case of Debian's 1.13;
+//   - else, on a CPU float32 or bfloat16 tensor with no attention dropout,
+//     accel-bench's fused kernel (accel/kernels/attention.h; bf16 computed in
+//     float32): the case of Debian's 1.13;
 //   - else the explicit form (matmul, softmax, dropout, matmul).
 // Explicit forces the explicit form on every version (benchmarks compare the
 // two; tests use it as the reference).
@@ -23,13 +24,14 @@ enum class AttentionImpl { Auto, Explicit };
 void set_attention_impl(AttentionImpl impl);
 AttentionImpl attention_impl();
 
-// What Auto runs here for a float32 CPU model without attention dropout:
-// "fused-cpu (avx2+fma)", "fused-cpu (baseline)", "sdpa" or "explicit".
+// What Auto runs here for a CPU model without attention dropout:
+// "fused-cpu (avx512)", "fused-cpu (avx2+fma)", "fused-cpu (baseline)",
+// "sdpa" or "explicit".
 // Recorded in every result's env block.
 std::string attention_kernel_name();
 
-// True when the fused kernel takes this in-projection output: CPU, float32,
-// [B, S, 3D] with D divisible by heads, and no dropout to apply.
+// True when the fused kernel takes this in-projection output: CPU, float32 or
+// bfloat16, [B, S, 3D] with D divisible by heads, and no dropout to apply.
 bool fused_attention_applies(const torch::Tensor& qkv, int64_t heads, bool dropout_active);
 
 // softmax(q k^T / sqrt(Dh)) v for every head, from the in-projection's output
