@@ -9,6 +9,7 @@
 # what the communication and synchronisation cost.
 #   bash bench/scaling.sh                 # ddp, bf16-mixed, 3 rounds
 #   STRATEGY=fsdp PRECISION=32-true REPEATS=5 bash bench/scaling.sh
+#   EXTRA="--set runtime.bucket_mb=0.5" bash bench/scaling.sh   # settings for the 2-rank runs
 # Needs an idle machine: other load on the cores shows up as lost scaling.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,13 +25,15 @@ common=(-c configs/ladder/cpu/00-scratch.json --set train.loop=fabric
         --set train.epochs=1 --set train.limit_train_batches="$BATCHES"
         --set train.limit_eval_batches=1 --set train.warmup_steps=5
         --set train.save_checkpoint=false -q)
+# EXTRA="--set runtime.bucket_mb=0.5 ...": more settings for the 2-rank runs.
+read -r -a extra <<< "${EXTRA:-}"
 ips() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['images_per_s'])" "$1"; }
 one=(); two=(); pair=()
 for r in $(seq 1 "$REPEATS"); do
   "$EXE" run "${common[@]}" --out "$out/one-$r" >/dev/null
   one+=("$(ips "$out/one-$r/result.json")")
   "$EXE" run "${common[@]}" --set runtime.devices=2 --set runtime.strategy="$STRATEGY" \
-    --out "$out/two-$r" >/dev/null
+    ${extra[@]+"${extra[@]}"} --out "$out/two-$r" >/dev/null
   two+=("$(ips "$out/two-$r/result.json")")
   "$EXE" run "${common[@]}" --out "$out/pa-$r" >/dev/null &
   "$EXE" run "${common[@]}" --set train.seed=7 --out "$out/pb-$r" >/dev/null
