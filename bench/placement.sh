@@ -7,6 +7,8 @@
 #   and N ranks x 1 thread (DDP) where N = cores.
 #   bash bench/placement.sh                  # 32-true and bf16-mixed, 3 rounds
 #   PRECISIONS=32-true REPEATS=5 bash bench/placement.sh
+#   BUSY=1 bash bench/placement.sh           # with one busy-looping process beside
+#                                            # (a shared machine: CI, ctest -j, a build)
 # Needs an idle machine: other load on the cores shows up as lost speed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,9 +18,14 @@ BATCHES=${BATCHES:-30}
 PRECISIONS=${PRECISIONS:-"32-true bf16-mixed"}
 cores=$(nproc)
 out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+hog=""
+trap 'rm -rf "$out"; [ -n "$hog" ] && kill "$hog" 2>/dev/null; true' EXIT
+if [ "${BUSY:-0}" = 1 ]; then
+  yes >/dev/null &
+  hog=$!
+fi
 ips() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['images_per_s'])" "$1"; }
-echo "CPU: $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1), $cores cores; $("$EXE" env | sed -n 's/^ *"openblas_core": "\([^"]*\)".*/OpenBLAS kernels \1/p'); $(date -u +%FT%TZ)"
+echo "CPU: $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1), $cores cores${hog:+, one busy-looping process beside}; $("$EXE" env | sed -n 's/^ *"openblas_core": "\([^"]*\)".*/OpenBLAS kernels \1/p'); $(date -u +%FT%TZ)"
 echo
 echo "| precision | placement | OMP_WAIT_POLICY | images/s (median of $REPEATS) | vs 1 x 1 |"
 echo "|---|---|---|---|---|"
