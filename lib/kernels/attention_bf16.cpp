@@ -153,31 +153,34 @@ void pack_pairs_along_cols(const uint16_t* src, int64_t ld, int64_t rows, int64_
   }
 }
 
-// Word (ii, d) = (src[2ii][d], src[2ii+1][d]): pairs along the rows, one
-// output row per row pair (an odd last row pairs with zero), columns padded to ldd.
-void pack_pairs_along_rows(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols,
-                           uint32_t* dst, int64_t ldd) {
+// Word (ii, d) = (src[2ii][d], src[2ii+1][d]), pairs along the rows of
+// rows x cols of src (an odd last row pairs with zero), stored at
+// dst[ii * pair_stride + d * col_stride]: one output row per row pair
+// (col_stride 1) or its transpose (pair_stride 1).
+void pack_row_pairs(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols, uint32_t* dst,
+                    int64_t pair_stride, int64_t col_stride) {
   for (int64_t ii = 0; ii < (rows + 1) / 2; ++ii) {
     const uint16_t* r0 = src + 2 * ii * ld;
     const uint16_t* r1 = 2 * ii + 1 < rows ? r0 + ld : nullptr;
     for (int64_t d = 0; d < cols; ++d) {
-      dst[ii * ldd + d] = uint32_t(r0[d]) | (r1 ? uint32_t(r1[d]) << 16 : 0u);
+      dst[ii * pair_stride + d * col_stride] =
+          uint32_t(r0[d]) | (r1 ? uint32_t(r1[d]) << 16 : 0u);
     }
-    for (int64_t d = cols; d < ldd; ++d) dst[ii * ldd + d] = 0;
   }
 }
 
-// Word (d, ii) = (src[2ii][d], src[2ii+1][d]): the transpose of the above,
-// rows = cols of src, ldd words per row.
+// Pairs along the rows, one output row per row pair, columns zero-padded to ldd.
+void pack_pairs_along_rows(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols,
+                           uint32_t* dst, int64_t ldd) {
+  pack_row_pairs(src, ld, rows, cols, dst, ldd, 1);
+  for (int64_t ii = 0; ii < (rows + 1) / 2; ++ii)
+    for (int64_t d = cols; d < ldd; ++d) dst[ii * ldd + d] = 0;
+}
+
+// The transpose: word (d, ii) at dst[d * ldd + ii].
 void pack_transposed_pairs(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols,
                            uint32_t* dst, int64_t ldd) {
-  for (int64_t ii = 0; ii < (rows + 1) / 2; ++ii) {
-    const uint16_t* r0 = src + 2 * ii * ld;
-    const uint16_t* r1 = 2 * ii + 1 < rows ? r0 + ld : nullptr;
-    for (int64_t d = 0; d < cols; ++d) {
-      dst[d * ldd + ii] = uint32_t(r0[d]) | (r1 ? uint32_t(r1[d]) << 16 : 0u);
-    }
-  }
+  pack_row_pairs(src, ld, rows, cols, dst, 1, ldd);
 }
 
 // exp(x) for x <= 0 on 16 lanes: as attention_body.inc's exp_nonpositive.

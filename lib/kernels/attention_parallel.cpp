@@ -19,64 +19,67 @@ bool attention_parallel() {
 #endif
 }
 
+namespace {
+
+// Runs fn(sample, head, scratch) for every (sample, head) pair, the pairs split
+// over the intra-op threads; each thread gets its own scratch of `bytes`.
+template <typename Fn>
+void for_each_head(int64_t batch, int64_t heads, std::size_t bytes, const Fn& fn) {
+  at::parallel_for(0, batch * heads, 1, [&](int64_t begin, int64_t end) {
+    std::vector<std::max_align_t> scratch(bytes / sizeof(std::max_align_t) + 1);
+    for (int64_t i = begin; i < end; ++i) fn(i / heads, i % heads, scratch.data());
+  });
+}
+
+}  // namespace
+
 void attention_forward(const float* qkv, float* out, float* probs, int64_t probs_ld,
                        int64_t batch, int64_t seq, int64_t dim, int64_t heads, float scale) {
-  const int64_t head_dim = dim / heads, sp = probs_ld;
-  at::parallel_for(0, batch * heads, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> scratch(attention_forward_scratch(seq, head_dim));
-    for (int64_t i = begin; i < end; ++i) {
-      const int64_t b = i / heads, h = i % heads;
-      attention_forward_head(qkv + b * seq * 3 * dim, out + b * seq * dim, probs + i * seq * sp,
-                             sp, seq, dim, head_dim, h, scale, scratch.data());
-    }
-  });
+  const int64_t hd = dim / heads;
+  for_each_head(batch, heads, sizeof(float) * attention_forward_scratch(seq, hd),
+                [&](int64_t b, int64_t h, void* scratch) {
+                  attention_forward_head(qkv + b * seq * 3 * dim, out + b * seq * dim,
+                                         probs + (b * heads + h) * seq * probs_ld, probs_ld, seq,
+                                         dim, hd, h, scale, static_cast<float*>(scratch));
+                });
 }
 
 void attention_backward(const float* qkv, const float* probs, int64_t probs_ld,
                         const float* dout, float* dqkv, int64_t batch, int64_t seq, int64_t dim,
                         int64_t heads, float scale) {
-  const int64_t head_dim = dim / heads, sp = probs_ld;
-  at::parallel_for(0, batch * heads, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> scratch(attention_backward_scratch(seq, head_dim));
-    for (int64_t i = begin; i < end; ++i) {
-      const int64_t b = i / heads, h = i % heads;
-      attention_backward_head(qkv + b * seq * 3 * dim, probs + i * seq * sp, sp,
-                              dout + b * seq * dim, dqkv + b * seq * 3 * dim, seq, dim, head_dim,
-                              h, scale, scratch.data());
-    }
-  });
+  const int64_t hd = dim / heads;
+  for_each_head(batch, heads, sizeof(float) * attention_backward_scratch(seq, hd),
+                [&](int64_t b, int64_t h, void* scratch) {
+                  attention_backward_head(qkv + b * seq * 3 * dim,
+                                          probs + (b * heads + h) * seq * probs_ld, probs_ld,
+                                          dout + b * seq * dim, dqkv + b * seq * 3 * dim, seq, dim,
+                                          hd, h, scale, static_cast<float*>(scratch));
+                });
 }
 
 void attention_bf16_forward(const uint16_t* qkv, uint16_t* out, uint16_t* probs,
                             int64_t probs_ld, int64_t batch, int64_t seq, int64_t dim,
                             int64_t heads, float scale) {
-  const int64_t head_dim = dim / heads, sp = probs_ld;
-  at::parallel_for(0, batch * heads, 1, [&](int64_t begin, int64_t end) {
-    std::vector<std::max_align_t> scratch(
-        attention_bf16_forward_scratch(seq, head_dim) / sizeof(std::max_align_t) + 1);
-    for (int64_t i = begin; i < end; ++i) {
-      const int64_t b = i / heads, h = i % heads;
-      attention_bf16_forward_head(qkv + b * seq * 3 * dim, out + b * seq * dim,
-                                  probs + i * seq * sp, sp, seq, dim, head_dim, h, scale,
-                                  scratch.data());
-    }
-  });
+  const int64_t hd = dim / heads;
+  for_each_head(batch, heads, attention_bf16_forward_scratch(seq, hd),
+                [&](int64_t b, int64_t h, void* scratch) {
+                  attention_bf16_forward_head(qkv + b * seq * 3 * dim, out + b * seq * dim,
+                                              probs + (b * heads + h) * seq * probs_ld, probs_ld,
+                                              seq, dim, hd, h, scale, scratch);
+                });
 }
 
 void attention_bf16_backward(const uint16_t* qkv, const uint16_t* probs, int64_t probs_ld,
                              const uint16_t* dout, uint16_t* dqkv, int64_t batch, int64_t seq,
                              int64_t dim, int64_t heads, float scale) {
-  const int64_t head_dim = dim / heads, sp = probs_ld;
-  at::parallel_for(0, batch * heads, 1, [&](int64_t begin, int64_t end) {
-    std::vector<std::max_align_t> scratch(
-        attention_bf16_backward_scratch(seq, head_dim) / sizeof(std::max_align_t) + 1);
-    for (int64_t i = begin; i < end; ++i) {
-      const int64_t b = i / heads, h = i % heads;
-      attention_bf16_backward_head(qkv + b * seq * 3 * dim, probs + i * seq * sp, sp,
-                                   dout + b * seq * dim, dqkv + b * seq * 3 * dim, seq, dim,
-                                   head_dim, h, scale, scratch.data());
-    }
-  });
+  const int64_t hd = dim / heads;
+  for_each_head(batch, heads, attention_bf16_backward_scratch(seq, hd),
+                [&](int64_t b, int64_t h, void* scratch) {
+                  attention_bf16_backward_head(qkv + b * seq * 3 * dim,
+                                               probs + (b * heads + h) * seq * probs_ld, probs_ld,
+                                               dout + b * seq * dim, dqkv + b * seq * 3 * dim, seq,
+                                               dim, hd, h, scale, scratch);
+                });
 }
 
 }  // namespace accel::kernels
