@@ -257,7 +257,8 @@ void print_banner(std::ostream& out, const nlohmann::json& env, const nlohmann::
                                                    : std::string()) +
                                               ")"
                                         : std::string())
-      << " | OMP_WAIT_POLICY " << str("omp_wait_policy")
+      << " | OMP_WAIT_POLICY " << str("omp_wait_policy") << " | attention "
+      << str("attention_kernel")
       << (env.value("cuda_available", false)
               ? " | GPUs " + std::to_string(env.value("gpu_count", 0))
               : std::string(" | no GPU"))
