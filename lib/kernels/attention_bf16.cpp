@@ -183,23 +183,18 @@ void pack_transposed_pairs(const uint16_t* src, int64_t ld, int64_t rows, int64_
   pack_row_pairs(src, ld, rows, cols, dst, 1, ldd);
 }
 
-// exp(x) for x <= 0 on 16 lanes: as attention_body.inc's exp_nonpositive.
-inline __m512 exp_nonpositive(__m512 x) {
-  x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
-  const __m512 t = _mm512_fmsub_ps(x, _mm512_set1_ps(1.44269504088896341f), _mm512_set1_ps(0.5f));
-  const __m512i n = _mm512_cvttps_epi32(t);
-  const __m512 nf = _mm512_cvtepi32_ps(n);
-  __m512 y = _mm512_fnmadd_ps(nf, _mm512_set1_ps(0.693359375f), x);
-  y = _mm512_fnmadd_ps(nf, _mm512_set1_ps(-2.12194440e-4f), y);
-  __m512 p = _mm512_fmadd_ps(y, _mm512_set1_ps(1.0f / 5040), _mm512_set1_ps(1.0f / 720));
-  p = _mm512_fmadd_ps(p, y, _mm512_set1_ps(1.0f / 120));
-  p = _mm512_fmadd_ps(p, y, _mm512_set1_ps(1.0f / 24));
-  p = _mm512_fmadd_ps(p, y, _mm512_set1_ps(1.0f / 6));
-  p = _mm512_fmadd_ps(p, y, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, y, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, y, _mm512_set1_ps(1.0f));
-  const __m512i bits = _mm512_slli_epi32(_mm512_add_epi32(n, _mm512_set1_epi32(127)), 23);
-  return _mm512_mul_ps(p, _mm512_castsi512_ps(bits));
+// exp(x) for x <= 0 on 16 lanes: the float32 kernels' own (attention_exp.inc).
+typedef float vf __attribute__((vector_size(64)));
+typedef int32_t vi __attribute__((vector_size(64)));
+#include "attention_exp.inc"
+
+inline __m512 exp16(__m512 x) {
+  vf v;
+  std::memcpy(&v, &x, sizeof v);
+  const vf e = exp_nonpositive(v);
+  __m512 r;
+  std::memcpy(&r, &e, sizeof r);
+  return r;
 }
 
 // probs row (bf16, Sp) = softmax(scale * scores row [0, S)), zeros after S.
@@ -217,7 +212,7 @@ void softmax_row(const float* row, int64_t S, int64_t Sp, float scale, uint16_t*
   __m512 sum = _mm512_setzero_ps();
   for (int64_t v = 0; v < nv; ++v) {
     const __m512 x = _mm512_loadu_ps(row + 16 * v);
-    const __m512 ev = _mm512_maskz_mov_ps(live(16 * v), exp_nonpositive(_mm512_fmsub_ps(x, sc, shift)));
+    const __m512 ev = _mm512_maskz_mov_ps(live(16 * v), exp16(_mm512_fmsub_ps(x, sc, shift)));
     sum = _mm512_add_ps(sum, ev);
     if (v < 64) e[v] = ev;
   }
@@ -225,7 +220,7 @@ void softmax_row(const float* row, int64_t S, int64_t Sp, float scale, uint16_t*
   for (int64_t v = 0; v < nv; ++v) {
     const __m512 ev = v < 64 ? e[v]
                              : _mm512_maskz_mov_ps(live(16 * v),
-                                                   exp_nonpositive(_mm512_fmsub_ps(
+                                                   exp16(_mm512_fmsub_ps(
                                                        _mm512_loadu_ps(row + 16 * v), sc, shift)));
     const __m512i bits = bf16_bits_x16(_mm512_mul_ps(ev, inv));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 16 * v), _mm512_cvtepi32_epi16(bits));
