@@ -13,6 +13,11 @@ libtorch-dev.
 
 Prints one JSON line: impl, precision, batch, threads, step_ms_median,
 step_ms_p10, step_ms_p90, images_per_s (batch / median step), params.
+--ddp N runs N processes (--threads each, default 1) as PyTorch's own
+DistributedDataParallel over Gloo on 127.0.0.1 (default 25 MB buckets, as
+accel-bench's runtime.bucket_mb), batch per process, each its own random data;
+rank 0 prints, images_per_s is the total (N x batch / rank 0's median step):
+the peer of accel-bench's DDP in bench/scaling.sh (PEER=1).
 --profile DIR also writes DIR/eager-ops.txt (top 40 ops by self CPU time) and
 DIR/eager-trace.json (Chrome trace) from torch.profiler over a few more steps.
 """
@@ -143,11 +148,27 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--profile", metavar="DIR", help="write eager-ops.txt and eager-trace.json")
     ap.add_argument("--profile-steps", type=int, default=5)
+    ap.add_argument("--ddp", type=int, default=1, metavar="N",
+                    help="N > 1: N processes under DistributedDataParallel over Gloo")
     args = ap.parse_args()
-    if args.batch < 1 or args.steps < 1 or args.warmup < 0 or args.threads < 0:
-        ap.error("--batch and --steps must be >= 1, --warmup and --threads >= 0")
+    if args.batch < 1 or args.steps < 1 or args.warmup < 0 or args.threads < 0 or args.ddp < 1:
+        ap.error("--batch, --steps and --ddp must be >= 1, --warmup and --threads >= 0")
+    if args.ddp > 1:
+        if args.profile:
+            ap.error("--profile is for one process")
+        import socket
+        import torch.multiprocessing as mp
+        with socket.socket() as sock:  # a free port for the rendezvous
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        mp.spawn(run, args=(args, port), nprocs=args.ddp, join=True)
+    else:
+        run(0, args, None)
 
-    threads = args.threads or len(os.sched_getaffinity(0))
+
+def run(rank, args, port):
+    ddp = args.ddp > 1
+    threads = args.threads or (1 if ddp else len(os.sched_getaffinity(0)))
     torch.set_num_threads(threads)
     torch.manual_seed(args.seed)
 
@@ -157,6 +178,13 @@ def main():
     if params != EXPECTED_PARAMS:
         print(f"eager_step: warning: {params} parameters, accel-bench has {EXPECTED_PARAMS}",
               file=sys.stderr)
+    if ddp:
+        import torch.distributed as dist
+        os.environ["MASTER_ADDR"] = "127.0.0.1"
+        os.environ["MASTER_PORT"] = str(port)
+        dist.init_process_group("gloo", rank=rank, world_size=args.ddp)
+        model = nn.parallel.DistributedDataParallel(model)  # broadcasts rank 0's weights
+        torch.manual_seed(args.seed + 1 + rank)  # each rank its own batch
     opt = torch.optim.Adam(model.parameters(), lr=5e-5, betas=(0.9, 0.999), eps=1e-8)
     x = torch.randn(args.batch, SPEC["in_channels"], SPEC["image_size"], SPEC["image_size"])
     y = torch.randint(SPEC["num_classes"], (args.batch,), dtype=torch.long)
@@ -190,14 +218,19 @@ def main():
                     f"{args.profile_steps} steps, torch {torch.__version__}\n{table}\n")
         prof.export_chrome_trace(os.path.join(args.profile, "eager-trace.json"))
 
+    if ddp:
+        dist.destroy_process_group()
+        if rank != 0:
+            return
     times.sort()
     med = statistics.median(times)
     print(json.dumps({
-        "impl": "eager", "precision": args.precision, "batch": args.batch,
+        "impl": "eager-ddp" if ddp else "eager", "precision": args.precision,
+        "batch": args.batch, "processes": args.ddp,
         "threads": threads, "step_ms_median": round(med, 3),
         "step_ms_p10": round(percentile(times, 0.1), 3),
         "step_ms_p90": round(percentile(times, 0.9), 3),
-        "images_per_s": round(args.batch / med * 1e3, 2), "params": params,
+        "images_per_s": round(args.ddp * args.batch / med * 1e3, 2), "params": params,
     }))
 
 

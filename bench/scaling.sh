@@ -10,6 +10,9 @@
 #   bash bench/scaling.sh                 # ddp, bf16-mixed, 3 rounds
 #   STRATEGY=fsdp PRECISION=32-true REPEATS=5 bash bench/scaling.sh
 #   EXTRA="--set runtime.bucket_mb=0.5" bash bench/scaling.sh   # settings for the 2-rank runs
+#   PEER=1 bash bench/scaling.sh          # also PyTorch's own DDP on the same LibTorch
+#                                         # (bench/eager_step.py --ddp 2, random data,
+#                                         # Debian's python3-torch), in the same rounds
 # Needs an idle machine: other load on the cores shows up as lost scaling.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,7 +31,15 @@ common=(-c configs/ladder/cpu/00-scratch.json --set train.loop=fabric
 # EXTRA="--set runtime.bucket_mb=0.5 ...": more settings for the 2-rank runs.
 read -r -a extra <<< "${EXTRA:-}"
 ips() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['images_per_s'])" "$1"; }
-one=(); two=(); pair=()
+one=(); two=(); pair=(); peer1=(); peer2=()
+PYTHON=${PYTHON:-/usr/bin/python3}
+peer_ips() { "$PYTHON" bench/eager_step.py --precision "$PRECISION" --threads 1 --steps "$BATCHES" "$@" |
+             python3 -c "import json,sys; print(json.load(sys.stdin)['images_per_s'])"; }
+if [ "${PEER:-0}" = 1 ]; then
+  [ "$STRATEGY" = ddp ] || { echo "scaling: PEER=1 compares DDP only" >&2; exit 2; }
+  "$PYTHON" -c 'import torch' 2>/dev/null ||
+    { echo "scaling: $PYTHON cannot import torch; bash scripts/setup.sh --bench" >&2; exit 1; }
+fi
 for r in $(seq 1 "$REPEATS"); do
   "$EXE" run "${common[@]}" --out "$out/one-$r" >/dev/null
   one+=("$(ips "$out/one-$r/result.json")")
@@ -40,14 +51,24 @@ for r in $(seq 1 "$REPEATS"); do
   wait
   pair+=("$(python3 -c "print($(ips "$out/pa-$r/result.json") + $(ips "$out/pb-$r/result.json"))")")
   echo "round $r: 1 rank ${one[-1]} img/s | 2 ranks ${two[-1]} img/s | 2 independent 1-rank runs ${pair[-1]} img/s in all"
+  if [ "${PEER:-0}" = 1 ]; then
+    peer1+=("$(peer_ips)")
+    peer2+=("$(peer_ips --ddp 2)")
+    echo "round $r: PyTorch eager 1 process ${peer1[-1]} img/s | PyTorch DDP 2 processes ${peer2[-1]} img/s"
+  fi
 done
-python3 - "$STRATEGY" "$PRECISION" "${one[*]}" "${two[*]}" "${pair[*]}" <<'PY'
+python3 - "$STRATEGY" "$PRECISION" "${one[*]}" "${two[*]}" "${pair[*]}" "${peer1[*]}" "${peer2[*]}" <<'PY'
 import statistics, sys
 strategy, precision = sys.argv[1], sys.argv[2]
 a, b, c = (statistics.median(map(float, v.split())) for v in sys.argv[3:6])
-print("| strategy | precision | 1 rank x 1 thread img/s | 2 ranks x 1 thread img/s | speedup "
-      "| scaling efficiency | 2 independent runs img/s (ceiling) | efficiency vs ceiling |")
-print("|---|---|---|---|---|---|---|---|")
-print(f"| {strategy} | {precision} | {a:.1f} | {b:.1f} | {b/a:.2f}x | {b/(2*a):.2f} "
-      f"| {c:.1f} ({c/(2*a):.2f}) | {b/c:.2f} |")
+print("| implementation | strategy | precision | 1 rank x 1 thread img/s | 2 ranks x 1 thread img/s | speedup "
+      "| scaling efficiency | 2 independent runs img/s (ceiling) | efficiency vs ceiling "
+      "| step ms, 1 rank / 2 ranks |")
+print("|---|---|---|---|---|---|---|---|---|---|")
+print(f"| accel-bench | {strategy} | {precision} | {a:.1f} | {b:.1f} | {b/a:.2f}x | {b/(2*a):.2f} "
+      f"| {c:.1f} ({c/(2*a):.2f}) | {b/c:.2f} | {16e3/a:.1f} / {32e3/b:.1f} |")
+if sys.argv[6].strip():
+    pa, pb = (statistics.median(map(float, v.split())) for v in sys.argv[6:8])
+    print(f"| PyTorch eager DDP (random data) | ddp | {precision} | {pa:.1f} | {pb:.1f} | {pb/pa:.2f}x "
+          f"| {pb/(2*pa):.2f} | | | {16e3/pa:.1f} / {32e3/pb:.1f} |")
 PY
