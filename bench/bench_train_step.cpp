@@ -18,7 +18,6 @@
 #include "accel/models/vit.h"
 #include "accel/train/fabric.h"
 #include "accel/train/trainer.h"
-#include "accel/util/torch_compat.h"
 
 namespace {
 
@@ -74,6 +73,7 @@ void BM_TrainStep(benchmark::State& state, const std::string& precision, int bat
 // where it applies) vs the explicit matmul-softmax-matmul.
 void BM_Attention(benchmark::State& state, accel::models::AttentionImpl impl,
                   torch::Dtype dtype) {
+  if (const int t = threads_from_env()) torch::set_num_threads(t);
   const int64_t B = 16, S = 197, H = 4, Dh = 24, D = H * Dh;
   auto qkv = torch::randn({B, S, 3 * D}).to(dtype).requires_grad_(true);
   auto up = torch::randn({B, S, D}).to(dtype);
@@ -83,10 +83,7 @@ void BM_Attention(benchmark::State& state, accel::models::AttentionImpl impl,
         accel::models::fused_attention_applies(qkv, H, false)) {
       out = accel::models::fused_attention(qkv, H);
     } else {
-      auto parts = qkv.view({B, S, 3, H, Dh}).permute({2, 0, 3, 1, 4}).contiguous().unbind(0);
-      out = accel::compat::attention_explicit(parts[0], parts[1], parts[2], 0.0, false)
-                .transpose(1, 2)
-                .reshape({B, S, D});
+      out = accel::models::unfused_attention(qkv, H, 0.0, false, /*explicit_form=*/true);
     }
     out.backward(up);
     qkv.mutable_grad().reset();

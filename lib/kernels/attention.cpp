@@ -87,69 +87,64 @@ void check_probs_ld(int64_t probs_ld, int64_t seq) {
   }
 }
 
-// The float32 kernels: AVX-512 serves both AVX-512 levels.
-Isa fp32_isa() { return current() == Isa::Avx512Bf16 ? Isa::Avx512 : current(); }
+// The float32 kernels of one ISA.
+struct Fp32Kernels {
+  int64_t lanes;
+  std::size_t (*forward_scratch)(int64_t, int64_t);
+  std::size_t (*backward_scratch)(int64_t, int64_t);
+  void (*forward)(const float*, float*, float*, int64_t, int64_t, int64_t, int64_t, float, float*);
+  void (*backward)(const float*, const float*, const float*, float*, int64_t, int64_t, int64_t,
+                   int64_t, float, float*);
+};
+
+#define ACCEL_FP32_KERNELS(ns, lanes)                                                       \
+  Fp32Kernels {                                                                             \
+    lanes, ns::forward_scratch, ns::backward_scratch, ns::forward_head, ns::backward_head \
+  }
+
+// Those the ISA in use runs; AVX-512 serves both AVX-512 levels.
+const Fp32Kernels& fp32() {
+  static const Fp32Kernels base = ACCEL_FP32_KERNELS(baseline, 8);
+#if ACCEL_ATTENTION_X86
+  static const Fp32Kernels a2 = ACCEL_FP32_KERNELS(avx2, 8);
+  static const Fp32Kernels a512 = ACCEL_FP32_KERNELS(avx512, 16);
+  switch (current()) {
+    case Isa::Avx512Bf16:
+    case Isa::Avx512: return a512;
+    case Isa::Avx2: return a2;
+    case Isa::Baseline: break;
+  }
+#endif
+  return base;
+}
+#undef ACCEL_FP32_KERNELS
 
 }  // namespace
 
 bool attention_bf16_native() { return current() == Isa::Avx512Bf16; }
 
-int64_t attention_lanes() { return fp32_isa() == Isa::Avx512 ? 16 : 8; }
-
+int64_t attention_lanes() { return fp32().lanes; }
 
 std::size_t attention_forward_scratch(int64_t seq, int64_t head_dim) {
-  switch (fp32_isa()) {
-#if ACCEL_ATTENTION_X86
-    case Isa::Avx512: return avx512::forward_scratch(seq, head_dim);
-    case Isa::Avx2: return avx2::forward_scratch(seq, head_dim);
-#endif
-    default: return baseline::forward_scratch(seq, head_dim);
-  }
+  return fp32().forward_scratch(seq, head_dim);
 }
 
 std::size_t attention_backward_scratch(int64_t seq, int64_t head_dim) {
-  switch (fp32_isa()) {
-#if ACCEL_ATTENTION_X86
-    case Isa::Avx512: return avx512::backward_scratch(seq, head_dim);
-    case Isa::Avx2: return avx2::backward_scratch(seq, head_dim);
-#endif
-    default: return baseline::backward_scratch(seq, head_dim);
-  }
+  return fp32().backward_scratch(seq, head_dim);
 }
 
 void attention_forward_head(const float* qkv, float* out, float* probs, int64_t probs_ld,
                             int64_t seq, int64_t dim, int64_t head_dim, int64_t head, float scale,
                             float* scratch) {
   check_probs_ld(probs_ld, seq);
-  switch (fp32_isa()) {
-#if ACCEL_ATTENTION_X86
-    case Isa::Avx512:
-      return avx512::forward_head(qkv, out, probs, seq, dim, head_dim, head, scale, scratch);
-    case Isa::Avx2:
-      return avx2::forward_head(qkv, out, probs, seq, dim, head_dim, head, scale, scratch);
-#endif
-    default:
-      return baseline::forward_head(qkv, out, probs, seq, dim, head_dim, head, scale, scratch);
-  }
+  fp32().forward(qkv, out, probs, seq, dim, head_dim, head, scale, scratch);
 }
 
 void attention_backward_head(const float* qkv, const float* probs, int64_t probs_ld,
                              const float* dout, float* dqkv, int64_t seq, int64_t dim,
                              int64_t head_dim, int64_t head, float scale, float* scratch) {
   check_probs_ld(probs_ld, seq);
-  switch (fp32_isa()) {
-#if ACCEL_ATTENTION_X86
-    case Isa::Avx512:
-      return avx512::backward_head(qkv, probs, dout, dqkv, seq, dim, head_dim, head, scale,
-                                   scratch);
-    case Isa::Avx2:
-      return avx2::backward_head(qkv, probs, dout, dqkv, seq, dim, head_dim, head, scale,
-                                 scratch);
-#endif
-    default:
-      return baseline::backward_head(qkv, probs, dout, dqkv, seq, dim, head_dim, head, scale,
-                                     scratch);
-  }
+  fp32().backward(qkv, probs, dout, dqkv, seq, dim, head_dim, head, scale, scratch);
 }
 
 const char* attention_isa() { return isa_name(current()); }

@@ -188,6 +188,22 @@ std::string attention_kernel_name() {
   return std::string("fused-cpu (") + kernels::attention_isa() + ")";
 }
 
+bool takes_fused_attention(const torch::Tensor& qkv, int64_t heads, bool dropout_active) {
+  return attention_impl() == AttentionImpl::Auto && !compat::kHasSdpa &&
+         fused_attention_applies(qkv, heads, dropout_active);
+}
+
+torch::Tensor unfused_attention(const torch::Tensor& qkv, int64_t heads, double dropout_p,
+                                bool training, bool explicit_form) {
+  const auto B = qkv.size(0), S = qkv.size(1), D = qkv.size(2) / 3;
+  // [B,S,3D] -> [3,B,H,S,Dh], contiguous so every matmul operand is too.
+  auto parts = qkv.view({B, S, 3, heads, D / heads}).permute({2, 0, 3, 1, 4}).contiguous().unbind(0);
+  auto out = explicit_form
+                 ? compat::attention_explicit(parts[0], parts[1], parts[2], dropout_p, training)
+                 : compat::attention(parts[0], parts[1], parts[2], dropout_p, training);
+  return out.transpose(1, 2).reshape({B, S, D});
+}
+
 bool fused_attention_applies(const torch::Tensor& qkv, int64_t heads, bool dropout_active) {
   const auto t = qkv.scalar_type();
   return !dropout_active && qkv.device().is_cpu() && (t == torch::kFloat || t == torch::kBFloat16) &&
@@ -221,25 +237,13 @@ SelfAttentionImpl::SelfAttentionImpl(int dim, int heads, double dropout)
 }
 
 torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x) {
-  const auto B = x.size(0), S = x.size(1), D = x.size(2);
-  const auto Dh = D / heads_;
   auto proj = torch::linear(x, in_proj_weight, in_proj_bias);
   const bool dropout_active = is_training() && dropout_ > 0.0;
-  if (attention_impl() == AttentionImpl::Auto && !compat::kHasSdpa &&
-      fused_attention_applies(proj, heads_, dropout_active)) {
+  if (takes_fused_attention(proj, heads_, dropout_active)) {
     return out_proj->forward(FusedAttentionFn::apply(proj, heads_));
   }
-  // [B,S,3D] -> [3,B,H,S,Dh], contiguous so every matmul operand is too.
-  auto qkv = proj.view({B, S, 3, heads_, Dh})
-                 .permute({2, 0, 3, 1, 4})
-                 .contiguous();
-  auto parts = qkv.unbind(0);
-  auto out = attention_impl() == AttentionImpl::Explicit
-                 ? compat::attention_explicit(parts[0], parts[1], parts[2], dropout_,
-                                              is_training())
-                 : compat::attention(parts[0], parts[1], parts[2], dropout_, is_training());
-  out = out.transpose(1, 2).reshape({B, S, D});
-  return out_proj->forward(out);
+  return out_proj->forward(unfused_attention(proj, heads_, dropout_, is_training(),
+                                             attention_impl() == AttentionImpl::Explicit));
 }
 
 MlpBlockImpl::MlpBlockImpl(int dim, int mlp_dim, double dropout) : dropout_(dropout) {

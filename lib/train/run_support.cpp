@@ -237,7 +237,7 @@ nlohmann::json run_environment(const Fabric& fabric) {
     case at::Float32MatmulPrecision::HIGH: env["float32_matmul_precision"] = "high"; break;
     case at::Float32MatmulPrecision::MEDIUM: env["float32_matmul_precision"] = "medium"; break;
   }
-  // The attention a float32 model without attention dropout runs here
+  // The attention a model without attention dropout runs here
   // (accel/models/attention.h).
   env["attention_kernel"] = models::attention_kernel_name();
   return env;

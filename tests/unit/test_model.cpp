@@ -21,10 +21,7 @@ namespace {
 // The explicit attention on the fused kernel's [B, S, 3D] input, as the
 // model's own explicit path computes it.
 torch::Tensor explicit_attention(const torch::Tensor& qkv, int64_t heads) {
-  const auto B = qkv.size(0), S = qkv.size(1), D = qkv.size(2) / 3;
-  auto parts = qkv.view({B, S, 3, heads, D / heads}).permute({2, 0, 3, 1, 4}).unbind(0);
-  auto out = accel::compat::attention_reference(parts[0], parts[1], parts[2]);
-  return out.transpose(1, 2).reshape({B, S, D});
+  return accel::models::unfused_attention(qkv, heads, 0.0, false, /*explicit_form=*/true);
 }
 
 // Forward output and qkv's gradient under a fixed upstream gradient.

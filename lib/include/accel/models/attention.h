@@ -34,6 +34,17 @@ std::string attention_kernel_name();
 // bfloat16, [B, S, 3D] with D divisible by heads, and no dropout to apply.
 bool fused_attention_applies(const torch::Tensor& qkv, int64_t heads, bool dropout_active);
 
+// The choice Auto makes for this in-projection output (see above).
+bool takes_fused_attention(const torch::Tensor& qkv, int64_t heads, bool dropout_active);
+
+// The same attention without the fused kernel: heads split out of qkv
+// [B, S, 3D] into contiguous [B, H, S, Dh] operands, LibTorch's SDPA (2.x) or
+// the explicit form (1.13, or always with `explicit_form`), heads merged back
+// into [B, S, D]. The model's path when the fused kernel does not apply, and
+// the reference tests and benchmarks compare the kernel with.
+torch::Tensor unfused_attention(const torch::Tensor& qkv, int64_t heads, double dropout_p,
+                                bool training, bool explicit_form);
+
 // softmax(q k^T / sqrt(Dh)) v for every head, from the in-projection's output
 // qkv [B, S, 3D] (q, k, v each [B, S, H*Dh]) to the merged-head [B, S, D] that
 // out_proj reads. Differentiable (once) with respect to qkv.

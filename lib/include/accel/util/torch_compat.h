@@ -29,8 +29,8 @@ constexpr bool kHasSdpa = ACCEL_TORCH_AT_LEAST(2, 0);
 // 2.x: at::scaled_dot_product_attention. 1.13: the explicit form, written with
 // contiguous matmul operands (1.13's CPU bmm loops per batch on a transposed
 // operand, ~10x slower).
-// (On a CPU in float32, 1.13 models take accel-bench's fused kernel before
-// this: accel/models/attention.h.)
+// (On a CPU in float32 or bf16, 1.13 models take accel-bench's fused kernel
+// before this: accel/models/attention.h.)
 inline torch::Tensor attention_explicit(const torch::Tensor& q, const torch::Tensor& k,
                                         const torch::Tensor& v, double dropout_p,
                                         bool training) {
