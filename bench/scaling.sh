@@ -6,7 +6,10 @@
 # The hardware's own ceiling is measured too: two independent 1-rank runs at
 # the same time (no communication at all; they share memory bandwidth, caches
 # and whatever the hypervisor shares), img/s summed. DDP / that ceiling is
-# what the communication and synchronisation cost.
+# what the communication and synchronisation cost. The 2-rank run goes twice:
+# as configured (runtime.comm_wait auto: ranks that own their cores spin while
+# they wait for a collective) and with runtime.comm_wait=block (c10d's sleeping
+# wait), so the table shows what the spinning wait buys on this machine.
 #   bash bench/scaling.sh                 # ddp, bf16-mixed, 3 rounds
 #   STRATEGY=fsdp PRECISION=32-true REPEATS=5 bash bench/scaling.sh
 #   EXTRA="--set runtime.bucket_mb=0.5" bash bench/scaling.sh   # settings for the 2-rank runs
@@ -31,7 +34,7 @@ common=(-c configs/ladder/cpu/00-scratch.json --set train.loop=fabric
 # EXTRA="--set runtime.bucket_mb=0.5 ...": more settings for the 2-rank runs.
 read -r -a extra <<< "${EXTRA:-}"
 ips() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['images_per_s'])" "$1"; }
-one=(); two=(); pair=(); peer1=(); peer2=()
+one=(); two=(); block=(); pair=(); peer1=(); peer2=()
 PYTHON=${PYTHON:-/usr/bin/python3}
 peer_ips() { "$PYTHON" bench/eager_step.py --precision "$PRECISION" --threads 1 --steps "$BATCHES" "$@" |
              python3 -c "import json,sys; print(json.load(sys.stdin)['images_per_s'])"; }
@@ -46,29 +49,35 @@ for r in $(seq 1 "$REPEATS"); do
   "$EXE" run "${common[@]}" --set runtime.devices=2 --set runtime.strategy="$STRATEGY" \
     ${extra[@]+"${extra[@]}"} --out "$out/two-$r" >/dev/null
   two+=("$(ips "$out/two-$r/result.json")")
+  "$EXE" run "${common[@]}" --set runtime.devices=2 --set runtime.strategy="$STRATEGY" \
+    ${extra[@]+"${extra[@]}"} --set runtime.comm_wait=block --out "$out/block-$r" >/dev/null
+  block+=("$(ips "$out/block-$r/result.json")")
   "$EXE" run "${common[@]}" --out "$out/pa-$r" >/dev/null &
   "$EXE" run "${common[@]}" --set train.seed=7 --out "$out/pb-$r" >/dev/null
   wait
   pair+=("$(python3 -c "print($(ips "$out/pa-$r/result.json") + $(ips "$out/pb-$r/result.json"))")")
-  echo "round $r: 1 rank ${one[-1]} img/s | 2 ranks ${two[-1]} img/s | 2 independent 1-rank runs ${pair[-1]} img/s in all"
+  echo "round $r: 1 rank ${one[-1]} img/s | 2 ranks ${two[-1]} img/s (comm_wait=block ${block[-1]})" \
+       "| 2 independent 1-rank runs ${pair[-1]} img/s in all"
   if [ "${PEER:-0}" = 1 ]; then
     peer1+=("$(peer_ips)")
     peer2+=("$(peer_ips --ddp 2)")
     echo "round $r: PyTorch eager 1 process ${peer1[-1]} img/s | PyTorch DDP 2 processes ${peer2[-1]} img/s"
   fi
 done
-python3 - "$STRATEGY" "$PRECISION" "${one[*]}" "${two[*]}" "${pair[*]}" "${peer1[*]}" "${peer2[*]}" <<'PY'
+python3 - "$STRATEGY" "$PRECISION" "${one[*]}" "${two[*]}" "${block[*]}" "${pair[*]}" "${peer1[*]}" "${peer2[*]}" <<'PY'
 import statistics, sys
 strategy, precision = sys.argv[1], sys.argv[2]
-a, b, c = (statistics.median(map(float, v.split())) for v in sys.argv[3:6])
+a, b, w, c = (statistics.median(map(float, v.split())) for v in sys.argv[3:7])
 print("| implementation | strategy | precision | 1 rank x 1 thread img/s | 2 ranks x 1 thread img/s | speedup "
       "| scaling efficiency | 2 independent runs img/s (ceiling) | efficiency vs ceiling "
       "| step ms, 1 rank / 2 ranks |")
 print("|---|---|---|---|---|---|---|---|---|---|")
 print(f"| accel-bench | {strategy} | {precision} | {a:.1f} | {b:.1f} | {b/a:.2f}x | {b/(2*a):.2f} "
       f"| {c:.1f} ({c/(2*a):.2f}) | {b/c:.2f} | {16e3/a:.1f} / {32e3/b:.1f} |")
-if sys.argv[6].strip():
-    pa, pb = (statistics.median(map(float, v.split())) for v in sys.argv[6:8])
+print(f"| accel-bench, comm_wait=block | {strategy} | {precision} | {a:.1f} | {w:.1f} | {w/a:.2f}x "
+      f"| {w/(2*a):.2f} | | {w/c:.2f} | {16e3/a:.1f} / {32e3/w:.1f} |")
+if sys.argv[7].strip():
+    pa, pb = (statistics.median(map(float, v.split())) for v in sys.argv[7:9])
     print(f"| PyTorch eager DDP (random data) | ddp | {precision} | {pa:.1f} | {pb:.1f} | {pb/pa:.2f}x "
           f"| {pb/(2*pa):.2f} | | | {16e3/pa:.1f} / {32e3/pb:.1f} |")
 PY

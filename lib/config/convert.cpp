@@ -93,6 +93,7 @@ RuntimeConfig runtime_of(const json& r) {
   c.master_addr = r["master_addr"].get<std::string>();
   c.master_port = r["master_port"].get<int>();
   c.bucket_mb = r["bucket_mb"].get<double>();
+  c.comm_wait = r["comm_wait"].get<std::string>();
   c.fsdp_sharding = r["fsdp_sharding"].get<std::string>();
   c.fsdp_prefetch = r["fsdp_prefetch"].get<bool>();
   c.matmul_precision = r["matmul_precision"].get<std::string>();

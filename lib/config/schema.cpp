@@ -138,6 +138,12 @@ std::vector<Field> build_table() {
           .at_least(0).at_most(65535),
       d("runtime.bucket_mb", 25.0, "ddp: gradient bucket size in MiB (PyTorch's default 25)")
           .above(0),
+      s("runtime.comm_wait", "auto",
+        "how a rank waits for a gloo collective: spin = poll it, yielding the core, for up to "
+        "20 ms, then sleep (as MPI libraries do; a sleeping wait pays a wake-up per hop); "
+        "block = sleep at once (c10d's wait; kinder to other load on the cores); auto = spin "
+        "when the local ranks' threads fit the cores, else block")
+          .one_of({"auto", "spin", "block"}),
       s("runtime.fsdp_sharding", "FULL_SHARD",
         "fsdp: FULL_SHARD = ZeRO-3 (params, grads, optimizer state); SHARD_GRAD_OP = ZeRO-2 "
         "(params kept gathered from forward to backward); NO_SHARD = DDP-like")

@@ -70,12 +70,27 @@ c10d::ReduceOp to_c10d(ReduceOp op) {
 }
 
 // A c10d Work plus what must happen once it is done.
+//
+// A Gloo collective runs on c10d's worker threads, and its messages are moved
+// by Gloo's socket thread; a rank that sleeps in work->wait() is woken by
+// them, and each wake-up of a sleeping thread on an idle core costs tens of
+// microseconds to milliseconds on a VM (the vCPU halts). With `spin` set the
+// waiting thread instead polls isCompleted() and yields its core between
+// polls, so the core stays awake and hands itself straight to the threads
+// that do the work; after `spin` it sleeps as before (a long wait, e.g. for a
+// rank writing a checkpoint, burns no more than that). bench/scaling.sh
+// measures both.
 struct WorkHandle : Handle::Impl {
   c10::intrusive_ptr<c10d::Work> work;
   std::function<void()> then;
   std::string what;
+  std::chrono::microseconds spin{0};
   void wait() override {
     try {
+      if (spin.count() > 0) {
+        const auto until = Clock::now() + spin;
+        while (!work->isCompleted() && Clock::now() < until) std::this_thread::yield();
+      }
       work->wait();
     } catch (const std::exception& e) {
       throw RunError(what + " failed (a peer rank died or timed out?): " + brief(e));
@@ -93,13 +108,14 @@ class C10dComm final : public Comm {
   int rank() const override { return opts_.rank; }
   int size() const override { return opts_.world_size; }
   std::string backend() const override { return opts_.backend; }
+  std::string wait_mode() const override { return spin().count() > 0 ? "spin" : "block"; }
   bool native_reduce_scatter() const override { return opts_.backend == "nccl"; }
 
   Handle all_reduce(torch::Tensor& t, ReduceOp op) override {
     std::vector<at::Tensor> ts{t};
     c10d::AllreduceOptions o;
     o.reduceOp = to_c10d(op);
-    auto h = std::make_shared<WorkHandle>();
+    auto h = handle();
     h->what = "all_reduce";
     h->work = call("all_reduce", [&] { return pg_->allreduce(ts, o); });
     if (op == ReduceOp::Mean) {
@@ -113,17 +129,17 @@ class C10dComm final : public Comm {
     std::vector<at::Tensor> ts{t};
     c10d::BroadcastOptions o;
     o.rootRank = root;
-    WorkHandle h;
-    h.what = "broadcast";
-    h.work = call("broadcast", [&] { return pg_->broadcast(ts, o); });
-    h.wait();
+    auto h = handle();
+    h->what = "broadcast";
+    h->work = call("broadcast", [&] { return pg_->broadcast(ts, o); });
+    h->wait();
   }
 
   Handle all_gather(const torch::Tensor& shard, torch::Tensor& full) override {
     const int64_t n = shard.numel();
     TORCH_CHECK(full.numel() == n * size() && full.is_contiguous() && shard.is_contiguous(),
                 "all_gather: full must be contiguous with size() * shard.numel() elements");
-    auto h = std::make_shared<WorkHandle>();
+    auto h = handle();
     h->what = "all_gather";
     if (opts_.backend == "nccl") {
       auto out = full.view({-1});
@@ -143,7 +159,7 @@ class C10dComm final : public Comm {
     TORCH_CHECK(full.numel() == n * size() && full.is_contiguous() && shard.is_contiguous(),
                 "reduce_scatter: full must be contiguous with size() * shard.numel() elements");
     TORCH_CHECK(op == ReduceOp::Sum || op == ReduceOp::Mean, "reduce_scatter: Sum or Mean only");
-    auto h = std::make_shared<WorkHandle>();
+    auto h = handle();
     h->what = "reduce_scatter";
     const double div = op == ReduceOp::Mean ? double(size()) : 1.0;
     if (native_reduce_scatter()) {
@@ -173,10 +189,10 @@ class C10dComm final : public Comm {
   }
 
   void barrier() override {
-    WorkHandle h;
-    h.what = "barrier";
-    h.work = call("barrier", [&] { return pg_->barrier(c10d::BarrierOptions()); });
-    h.wait();
+    auto h = handle();
+    h->what = "barrier";
+    h->work = call("barrier", [&] { return pg_->barrier(c10d::BarrierOptions()); });
+    h->wait();
   }
 
   std::vector<std::string> all_gather_strings(const std::string& mine) override {
@@ -195,6 +211,15 @@ class C10dComm final : public Comm {
   }
 
  private:
+  std::chrono::microseconds spin() const {
+    return opts_.backend == "gloo" ? opts_.spin : std::chrono::microseconds(0);
+  }
+  std::shared_ptr<WorkHandle> handle() const {
+    auto h = std::make_shared<WorkHandle>();
+    h->spin = spin();
+    return h;
+  }
+
   template <typename F>
   c10::intrusive_ptr<c10d::Work> call(const char* what, F&& f) {
     try {

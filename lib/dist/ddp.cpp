@@ -3,7 +3,8 @@
 // (DESIGN.md): every rank starts from rank 0's parameters and buffers; the
 // parameters are grouped into buckets of about bucket_mb in reverse
 // registration order (the order backward produces gradients in), the first
-// bucket small so communication starts early; a gradient hook on each
+// bucket small so communication starts early where that pays
+// (StrategyOptions::small_first_bucket); a gradient hook on each
 // parameter copies its gradient into its bucket, and the moment a bucket is
 // complete its all-reduce (mean) is launched asynchronously, so communication
 // overlaps the rest of the backward pass. finish_gradient_sync launches what
@@ -35,7 +36,10 @@ struct Bucket {
 class DdpStrategy final : public Strategy {
  public:
   DdpStrategy(const StrategyOptions& o, DistContext ctx)
-      : Strategy(std::move(ctx)), bucket_bytes_(int64_t(o.bucket_mb * 1024 * 1024)) {
+      : Strategy(std::move(ctx)),
+        bucket_bytes_(int64_t(o.bucket_mb * 1024 * 1024)),
+        first_bucket_bytes_(o.small_first_bucket ? std::min(kFirstBucketBytes, bucket_bytes_)
+                                                 : bucket_bytes_) {
     if (o.bucket_mb <= 0) throw ConfigError("runtime.bucket_mb: must be > 0");
   }
 
@@ -127,7 +131,7 @@ class DdpStrategy final : public Strategy {
       const int64_t nbytes = p.numel() * int64_t(p.element_size());
       auto it = open.find(p.scalar_type());
       const bool first = it != open.end() && it->second == 0;
-      const int64_t cap = first ? std::min(kFirstBucketBytes, bucket_bytes_) : bucket_bytes_;
+      const int64_t cap = first ? first_bucket_bytes_ : bucket_bytes_;
       if (it == open.end() || (bytes[size_t(it->second)] > 0 && bytes[size_t(it->second)] + nbytes > cap)) {
         buckets_.emplace_back();
         bytes.push_back(0);
@@ -182,6 +186,7 @@ class DdpStrategy final : public Strategy {
   }
 
   int64_t bucket_bytes_;
+  int64_t first_bucket_bytes_;
   std::vector<torch::Tensor> params_;
   std::vector<Slot> slots_;
   std::vector<bool> ready_;

@@ -135,6 +135,11 @@ void Fabric::launch(const std::string& config_hash) {
     o.world_size = ctx_.world_size;
     o.timeout = std::chrono::seconds(runtime_.timeout_s);
     o.device = ctx_.device;
+    // runtime.comm_wait: spin while the ranks own their cores (every local
+    // rank's threads fit them), as MPI libraries do when not oversubscribed.
+    const bool fits = int64_t(threads_) * ctx_.local_world_size <= metrics::available_cores();
+    const bool spin = runtime_.comm_wait == "spin" || (runtime_.comm_wait == "auto" && fits);
+    o.spin = spin ? std::chrono::milliseconds(20) : std::chrono::microseconds(0);
     ctx_.comm = dist::connect(o);
     const auto hashes = ctx_.comm->all_gather_strings(config_hash);
     for (int r = 1; r < ctx_.world_size; ++r) {
@@ -151,6 +156,7 @@ void Fabric::launch(const std::string& config_hash) {
   dist::StrategyOptions so;
   so.name = runtime_.strategy;
   so.bucket_mb = runtime_.bucket_mb;
+  so.small_first_bucket = ctx_.device.is_cuda();
   so.fsdp_sharding = runtime_.fsdp_sharding;
   so.fsdp_prefetch = runtime_.fsdp_prefetch;
   so.comm_dtype = policy_.autocast ? policy_.autocast_dtype : policy_.param_dtype;

@@ -231,6 +231,7 @@ nlohmann::json run_environment(const Fabric& fabric) {
   env["local_world_size"] = c.local_world_size;
   env["num_nodes"] = c.num_nodes;
   env["backend"] = c.comm ? c.comm->backend() : std::string("none");
+  env["comm_wait"] = c.comm ? c.comm->wait_mode() : std::string("none");
   // What LibTorch applies, read back (runtime.matmul_precision sets it).
   switch (at::globalContext().float32MatmulPrecision()) {
     case at::Float32MatmulPrecision::HIGHEST: env["float32_matmul_precision"] = "highest"; break;
@@ -266,7 +267,8 @@ void print_banner(std::ostream& out, const nlohmann::json& env, const nlohmann::
   const auto& c = fabric.context();
   out << "== ranks: " << c.world_size << " (" << c.num_nodes << " node(s) x "
       << c.local_world_size << ") | device " << c.device.str() << " | backend "
-      << str("backend") << " | strategy " << resolved["runtime"].value("strategy", "auto")
+      << str("backend") << (c.comm ? " (waits " + str("comm_wait") + ")" : std::string())
+      << " | strategy " << resolved["runtime"].value("strategy", "auto")
       << "\n";
   out << "== resolved config:\n";
   for (const auto& [section, body] : resolved.items()) {

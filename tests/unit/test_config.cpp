@@ -62,7 +62,7 @@ const std::vector<std::string> kAllPaths = {
     "runtime.accelerator", "runtime.devices",
     "runtime.num_nodes", "runtime.strategy", "runtime.precision", "runtime.threads",
     "runtime.backend", "runtime.timeout_s", "runtime.master_addr", "runtime.master_port",
-    "runtime.bucket_mb", "runtime.fsdp_sharding", "runtime.fsdp_prefetch",
+    "runtime.bucket_mb", "runtime.comm_wait", "runtime.fsdp_sharding", "runtime.fsdp_prefetch",
     "runtime.matmul_precision", "runtime.cuda_graphs"};
 
 const json& at_path(const json& doc, const std::string& path) {

@@ -89,6 +89,7 @@ struct RuntimeConfig {
   std::string master_addr;           // "" = MASTER_ADDR or 127.0.0.1
   int master_port = 0;               // 0 = MASTER_PORT or a free port
   double bucket_mb = 25.0;           // ddp
+  std::string comm_wait = "auto";    // auto | spin | block: how a rank waits for a gloo collective
   std::string fsdp_sharding = "FULL_SHARD";
   bool fsdp_prefetch = true;
   std::string matmul_precision = "highest";  // highest | high | medium

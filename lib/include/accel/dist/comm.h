@@ -52,6 +52,9 @@ struct CommOptions {
   int world_size = 1;
   std::chrono::milliseconds timeout{std::chrono::seconds(180)};
   torch::Device device = torch::kCPU;    // NCCL: this rank's cuda device
+  // Gloo: how long a wait polls the collective (yielding the core between
+  // polls) before it sleeps; 0 sleeps at once. NCCL waits never block the host.
+  std::chrono::microseconds spin{0};
 };
 
 class Comm {
@@ -60,6 +63,8 @@ class Comm {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual std::string backend() const = 0;
+  // "spin" or "block": how this rank waits for a collective (CommOptions::spin).
+  virtual std::string wait_mode() const = 0;
 
   // In place on every rank. Mean = Sum / size (Gloo has no AVG).
   virtual Handle all_reduce(torch::Tensor& t, ReduceOp op) = 0;

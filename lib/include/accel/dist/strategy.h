@@ -130,6 +130,12 @@ class SingleDeviceStrategy : public Strategy {
 struct StrategyOptions {
   std::string name = "auto";            // auto | single | ddp | fsdp
   double bucket_mb = 25.0;              // ddp: gradient bucket size
+  // ddp: the first bucket (the last layers' gradients) capped at 1 MiB, as
+  // PyTorch does, so its all-reduce starts early in the backward pass. Worth
+  // it where communication runs beside the compute (NCCL on a GPU); on CPU
+  // ranks that own every core it only takes cores from the backward
+  // (bench/scaling.sh), so there the first bucket is as large as the others.
+  bool small_first_bucket = true;
   std::string fsdp_sharding = "FULL_SHARD";  // FULL_SHARD | SHARD_GRAD_OP | NO_SHARD
   bool fsdp_prefetch = true;            // fsdp: all-gather the next unit ahead
   // fsdp: dtype of all-gathers and reduce-scatters (bf16 under bf16-mixed);
