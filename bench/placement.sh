@@ -4,7 +4,8 @@
 # rounds, medians) on the same build and data, so the defaults can be the
 # fastest measured (issue 10, section 3):
 #   1 rank x 1 thread, 1 rank x all cores (OMP_WAIT_POLICY PASSIVE and ACTIVE),
-#   and N ranks x 1 thread (DDP) where N = cores.
+#   and N ranks x 1 thread (DDP) where N = cores, their waits for a collective
+#   spinning (runtime.comm_wait auto's choice there) and sleeping (block).
 #   bash bench/placement.sh                  # 32-true and bf16-mixed, 3 rounds
 #   PRECISIONS=32-true REPEATS=5 bash bench/placement.sh
 #   BUSY=1 bash bench/placement.sh           # with one busy-looping process beside
@@ -37,7 +38,8 @@ for precision in $PRECISIONS; do
   cases=("1x1|PASSIVE|--set runtime.threads=1"
          "1x${cores}|PASSIVE|--set runtime.threads=$cores"
          "1x${cores}|ACTIVE|--set runtime.threads=$cores"
-         "${cores}x1 (ddp)|PASSIVE|--set runtime.threads=1 --set runtime.devices=$cores --set runtime.strategy=ddp")
+         "${cores}x1 (ddp, waits spin)|PASSIVE|--set runtime.threads=1 --set runtime.devices=$cores --set runtime.strategy=ddp --set runtime.comm_wait=spin"
+         "${cores}x1 (ddp, waits block)|PASSIVE|--set runtime.threads=1 --set runtime.devices=$cores --set runtime.strategy=ddp --set runtime.comm_wait=block")
   declare -A got=()
   for r in $(seq 1 "$REPEATS"); do
     for i in "${!cases[@]}"; do
