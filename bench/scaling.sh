@@ -2,7 +2,10 @@
 # DDP/FSDP scaling on this machine: images/s of the CPU ladder's preset in
 # bf16-mixed (or PRECISION), 1 rank x 1 thread against 2 ranks x 1 thread,
 # measured back to back (ABAB..., REPEATS rounds) on the same build and data.
-# Scaling efficiency = img/s(2 ranks) / (2 x img/s(1 rank)), from the medians.
+# Scaling efficiency = img/s(2 ranks) / (2 x img/s(1 rank)), from the medians;
+# beside it the median of the rounds' own ratios (each round's 2-rank run over
+# the 1-rank run just before it), which a machine whose speed drifts between
+# rounds disturbs less.
 # The hardware's own ceiling is measured too: two independent 1-rank runs at
 # the same time (no communication at all; they share memory bandwidth, caches
 # and whatever the hypervisor shares), img/s summed. DDP / that ceiling is
@@ -67,17 +70,23 @@ done
 python3 - "$STRATEGY" "$PRECISION" "${one[*]}" "${two[*]}" "${block[*]}" "${pair[*]}" "${peer1[*]}" "${peer2[*]}" <<'PY'
 import statistics, sys
 strategy, precision = sys.argv[1], sys.argv[2]
-a, b, w, c = (statistics.median(map(float, v.split())) for v in sys.argv[3:7])
+rounds = [list(map(float, v.split())) for v in sys.argv[3:9]]
+a, b, w, c = (statistics.median(v) for v in rounds[:4])
+def per_round(two, one):  # median (min-max) of the rounds' own efficiencies
+    e = [t / (2 * o) for t, o in zip(two, one)]
+    return f"{statistics.median(e):.2f} ({min(e):.2f}-{max(e):.2f})"
 print("| implementation | strategy | precision | 1 rank x 1 thread img/s | 2 ranks x 1 thread img/s | speedup "
-      "| scaling efficiency | 2 independent runs img/s (ceiling) | efficiency vs ceiling "
-      "| step ms, 1 rank / 2 ranks |")
-print("|---|---|---|---|---|---|---|---|---|---|")
+      "| scaling efficiency | per-round efficiency, median (range) "
+      "| 2 independent runs img/s (ceiling) | efficiency vs ceiling | step ms, 1 rank / 2 ranks |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
 print(f"| accel-bench | {strategy} | {precision} | {a:.1f} | {b:.1f} | {b/a:.2f}x | {b/(2*a):.2f} "
-      f"| {c:.1f} ({c/(2*a):.2f}) | {b/c:.2f} | {16e3/a:.1f} / {32e3/b:.1f} |")
+      f"| {per_round(rounds[1], rounds[0])} | {c:.1f} ({c/(2*a):.2f}) | {b/c:.2f} "
+      f"| {16e3/a:.1f} / {32e3/b:.1f} |")
 print(f"| accel-bench, comm_wait=block | {strategy} | {precision} | {a:.1f} | {w:.1f} | {w/a:.2f}x "
-      f"| {w/(2*a):.2f} | | {w/c:.2f} | {16e3/a:.1f} / {32e3/w:.1f} |")
-if sys.argv[7].strip():
-    pa, pb = (statistics.median(map(float, v.split())) for v in sys.argv[7:9])
+      f"| {w/(2*a):.2f} | {per_round(rounds[2], rounds[0])} | | {w/c:.2f} "
+      f"| {16e3/a:.1f} / {32e3/w:.1f} |")
+if rounds[4]:
+    pa, pb = (statistics.median(v) for v in rounds[4:6])
     print(f"| PyTorch eager DDP (random data) | ddp | {precision} | {pa:.1f} | {pb:.1f} | {pb/pa:.2f}x "
-          f"| {pb/(2*pa):.2f} | | | {16e3/pa:.1f} / {32e3/pb:.1f} |")
+          f"| {pb/(2*pa):.2f} | {per_round(rounds[5], rounds[4])} | | | {16e3/pa:.1f} / {32e3/pb:.1f} |")
 PY
