@@ -1,6 +1,22 @@
 #!/usr/bin/env bash
 # Installs everything accel-bench needs from Debian's archive. Idempotent; run as root.
+#
+#   scripts/setup.sh            # the main job: Debian packages, OpenBLAS as BLAS
+#   scripts/setup.sh --tests    # also what scripts/test.sh's other two legs need
+#   scripts/setup.sh --bench    # also what the benchmarks against PyTorch need
+#
+# Every download of the project happens here (scripts/test.sh calls
+# `setup.sh --tests` first; its legs then build and test offline):
+# - Debian packages from the archive the host's apt uses;
+# - with --tests, PyPI's torch for the CUDA leg (scripts/setup-torch-venv.sh,
+#   cached outside the clone; only where that leg runs: a CUDA toolkit is here,
+#   or ACCEL_CUDA_LEG=1, or CI=true; not with ACCEL_CUDA_LEG=0);
+# - with --tests, the Debian 13 chroot of the LibTorch 2.6 leg (its packages
+#   from the same Debian archive, by debootstrap; scripts/test-libtorch2.sh's
+#   setup step with ACCEL_LT2_SETUP_ONLY=1, cached; not with
+#   ACCEL_SKIP_LIBTORCH2=1).
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 PKGS=(
   build-essential cmake ninja-build pkg-config
@@ -9,11 +25,20 @@ PKGS=(
   iproute2
   dataset-fashion-mnist libopenblas0-openmp gnuplot-nox
 )
-# `setup.sh --bench`: also what the benchmarks against PyTorch need
-# (bench/eager_vs_cpp.sh: PyTorch eager on the same LibTorch 1.13); not for
-# the main job or the tests, so CI does not install it.
-if [ "${1:-}" = "--bench" ]; then
-  PKGS+=(python3-torch)
+tests=0
+for arg in "$@"; do
+  case "$arg" in
+    # PyTorch eager on the same LibTorch 1.13 (bench/eager_vs_cpp.sh and the
+    # PEER=1 runs); not for the main job or the tests, so CI does not install it.
+    --bench) PKGS+=(python3-torch) ;;
+    --tests) tests=1 ;;
+    *) echo "setup.sh: unknown argument $arg (known: --tests, --bench)" >&2; exit 2 ;;
+  esac
+done
+lt2=0
+if [ "$tests" = 1 ] && [ -x scripts/test-libtorch2.sh ] && [ "${ACCEL_SKIP_LIBTORCH2:-0}" != 1 ]; then
+  lt2=1
+  PKGS+=(debootstrap wget)  # the LibTorch 2.6 leg's chroot
 fi
 
 missing=()
@@ -51,3 +76,16 @@ for lib in blas lapack; do
     echo "setup: warning: $target not found; BLAS stays at Debian's default" >&2
   fi
 done
+
+[ "$tests" = 1 ] || exit 0
+# The CUDA leg's torch, where scripts/test-cuda-leg.sh will run (its rule).
+cuda_mode=${ACCEL_CUDA_LEG:-auto}
+[ "$cuda_mode" = auto ] && [ "${CI:-}" = true ] && cuda_mode=1
+if [ "$cuda_mode" = 1 ] || { [ "$cuda_mode" = auto ] &&
+     { command -v nvcc >/dev/null || [ -x "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" ]; }; }; then
+  bash scripts/setup-torch-venv.sh >/dev/null
+  echo "setup: torch for the CUDA leg ready"
+fi
+if [ "$lt2" = 1 ]; then
+  $SUDO env ACCEL_LT2_SETUP_ONLY=1 bash scripts/test-libtorch2.sh
+fi

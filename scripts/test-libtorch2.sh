@@ -12,10 +12,12 @@
 #   ACCEL_LT2_CLEAN=1      wipe the chroot's build folder (/build) first
 #   ACCEL_LT2_CMAKE_ARGS   extra arguments for the cmake configure step (word-split)
 #
-# Downloads: only in its setup step (1., skipped while the cached chroot is
-# current), and only Debian packages from the Debian archive the host's apt
-# already uses (debootstrap fetches them with wget, through the host's apt proxy
-# if one is set); the build and the tests download nothing.
+# Downloads: only in its setup step (1.), which `scripts/setup.sh --tests` runs
+# (ACCEL_LT2_SETUP_ONLY=1) before scripts/test.sh's legs, so the legs find the
+# cached chroot current; and only Debian packages from the Debian archive the
+# host's apt already uses (debootstrap fetches them with wget, through the
+# host's apt proxy if one is set). The build and the tests download nothing.
+# debootstrap and wget come from scripts/setup.sh --tests.
 #
 # The checkout is bind-mounted read-only at /src; the build goes to /build inside the
 # chroot, so host and chroot builds never mix. Runs as root, needs no terminal.
@@ -206,13 +208,8 @@ if [ "$need_create" = 1 ]; then
   MIRROR=${ACCEL_LT2_MIRROR:-$(detect_mirror)}
   [ -n "$MIRROR" ] || die "no Debian mirror found in /etc/apt/sources.list{,.d/*}; set ACCEL_LT2_MIRROR"
   : >"$LOG"
-  if ! command -v debootstrap >/dev/null; then
-    say "installing debootstrap on the host"
-    logged "apt-get update (host)" env DEBIAN_FRONTEND=noninteractive apt-get update
-    logged "apt-get install debootstrap (host)" env DEBIAN_FRONTEND=noninteractive \
-      apt-get install -y --no-install-recommends debootstrap wget
-  fi
-  command -v wget >/dev/null || die "wget missing (debootstrap needs it)"
+  command -v debootstrap >/dev/null && command -v wget >/dev/null ||
+    die "debootstrap or wget missing: run scripts/setup.sh --tests (it installs them)"
   wget -q -T 30 -t 2 -O /dev/null "$MIRROR/dists/$SUITE/InRelease" \
     || die "Debian archive unreachable (or has no $SUITE): $MIRROR/dists/$SUITE/InRelease"
   avail_kb=$(df -Pk "$CACHE_DIR" | awk 'NR == 2 { print $4 }')

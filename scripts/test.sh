@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
-bash scripts/setup.sh
+bash scripts/setup.sh --tests  # every download happens here
 bash scripts/build.sh
 echo "test: setup and build took $(( $(date +%s) - start )) s"
 echo "test: LibTorch 1.13 (native) leg"

@@ -4,8 +4,9 @@
 // Auto (the default) picks, per call:
 //   - LibTorch's at::scaled_dot_product_attention where it exists (2.0+);
 //   - else, on a CPU float32 or bfloat16 tensor with no attention dropout,
-//     accel-bench's fused kernel (accel/kernels/attention.h; bf16 computed in
-//     float32): the case of Debian's 1.13;
+//     accel-bench's fused kernel (accel/kernels/attention.h; bf16 on the
+//     AVX512-BF16 kernel where the CPU has it, else computed in float32): the
+//     case of Debian's 1.13;
 //   - else the explicit form (matmul, softmax, dropout, matmul).
 // Explicit forces the explicit form on every version (benchmarks compare the
 // two; tests use it as the reference).
@@ -25,8 +26,8 @@ void set_attention_impl(AttentionImpl impl);
 AttentionImpl attention_impl();
 
 // What Auto runs here for a CPU model without attention dropout:
-// "fused-cpu (avx512)", "fused-cpu (avx2+fma)", "fused-cpu (baseline)",
-// "sdpa" or "explicit".
+// "fused-cpu (avx512+bf16)", "fused-cpu (avx512)", "fused-cpu (avx2+fma)",
+// "fused-cpu (baseline)", "sdpa" or "explicit".
 // Recorded in every result's env block.
 std::string attention_kernel_name();
 
