@@ -17,7 +17,7 @@
 #include "accel/models/attention.h"
 #include "accel/models/vit.h"
 #include "accel/train/fabric.h"
-#include "accel/train/trainer.h"
+#include "accel/train/optimizer.h"
 
 namespace {
 
@@ -54,7 +54,7 @@ void BM_TrainStep(benchmark::State& state, const std::string& precision, int bat
   auto x = torch::randn({batch, spec.in_channels, spec.image_size, spec.image_size});
   auto y = torch::randint(spec.num_classes, {batch}, torch::kLong);
   for (auto _ : state) {
-    auto loss = torch::cross_entropy_loss(setup.model.forward(x), y);
+    auto loss = torch::cross_entropy_loss(setup.model.forward({{"pixels", x}}), y);
     setup.optimizer.zero_grad();
     fabric.backward(loss);
     setup.optimizer.step();

@@ -14,7 +14,7 @@
 
 #include "accel/build_info.h"
 #include "accel/config/run_config.h"
-#include "accel/models/vit.h"
+#include "accel/models/family.h"
 #include "accel/report/losses.h"
 #include "accel/metrics/hardware.h"
 #include "accel/metrics/metrics.h"
@@ -27,7 +27,9 @@
 #include "accel/dist/launcher.h"
 #include "accel/train/checkpoint.h"
 #include "accel/train/fabric.h"
-#include "accel/train/trainer.h"
+#include "accel/train/checks.h"
+#include "accel/train/run.h"
+#include "accel/train/signals.h"
 #include "accel/util/errors.h"
 #include "accel/util/torch_compat.h"
 
@@ -133,17 +135,21 @@ int cmd_config(bool explain, const std::string& check, const std::vector<std::st
 }
 
 int cmd_presets() {
-  std::printf("%-16s %6s %5s %5s %5s %5s %6s %13s %14s\n", "preset", "image", "patch", "dim",
-              "depth", "heads", "mlp", "params", "GFLOP/img fwd");
-  for (const auto& name : accel::models::vit_preset_names()) {
-    const auto s = accel::models::vit_preset(name);
-    std::printf("%-16s %6d %5d %5d %5d %5d %6d %13lld %14.3f\n", name.c_str(), s.image_size,
-                s.patch_size, s.dim, s.depth, s.heads, s.mlp_dim,
-                static_cast<long long>(accel::models::vit_param_count(s)),
-                accel::models::vit_forward_flops(s) / 1e9);
+  std::printf("%-16s %-10s %12s  %-26s %s\n", "preset", "arch", "params", "forward FLOPs", "shape");
+  for (const auto& family : accel::models::model_families()) {
+    for (const auto& row : family.preset_rows()) {
+      char flops[64];
+      if (row.flops >= 1e9) {
+        std::snprintf(flops, sizeof flops, "%.3f GFLOP/%s", row.flops / 1e9, row.unit.c_str());
+      } else {
+        std::snprintf(flops, sizeof flops, "%.1f MFLOP/%s", row.flops / 1e6, row.unit.c_str());
+      }
+      std::printf("%-16s %-10s %12lld  %-26s %s\n", row.name.c_str(), family.info.arch.c_str(),
+                  static_cast<long long>(row.params), flops, row.shape.c_str());
+    }
   }
-  std::printf("(params with the preset's channels and classes: %s)\n",
-              "vit_b_*/vit_l_16 3 channels, 1000 classes; vit_tiny_fmnist 1 channel, 10");
+  std::printf("(params with each preset's own channels, classes and vocabulary; a run's head "
+              "follows its data)\n");
   return 0;
 }
 

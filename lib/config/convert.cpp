@@ -1,6 +1,8 @@
 // Resolved JSON -> RunConfig. The document is validated again first (cheap,
 // idempotent on resolved documents) so a hand-built or partial document gets
 // defaults and a ConfigError rather than a json exception.
+#include <cstdio>
+
 #include "accel/config/run_config.h"
 #include "accel/util/errors.h"
 #include "schema.h"
@@ -10,16 +12,25 @@ namespace {
 
 using nlohmann::json;
 
+// A field the resolved document may leave out (one that does not apply to
+// its model family or data kind): the struct keeps its default then.
+template <typename T>
+void take(const json& section, const char* key, T& field) {
+  auto it = section.find(key);
+  if (it != section.end() && !it->is_null()) field = it->get<T>();
+}
+
 ModelConfig model_of(const json& m) {
   ModelConfig c;
+  c.arch = m["arch"].get<std::string>();
   c.preset = m["preset"].get<std::string>();
-  c.image_size = m["image_size"].get<int>();
-  c.in_channels = m["in_channels"].get<int>();
-  c.patch_size = m["patch_size"].get<int>();
-  c.dim = m["dim"].get<int>();
-  c.depth = m["depth"].get<int>();
+  take(m, "image_size", c.image_size);
+  take(m, "in_channels", c.in_channels);
+  take(m, "patch_size", c.patch_size);
+  take(m, "dim", c.dim);
+  take(m, "depth", c.depth);
   c.heads = m["heads"].get<int>();
-  c.mlp_dim = m["mlp_dim"].get<int>();
+  take(m, "mlp_dim", c.mlp_dim);
   c.num_classes = m["num_classes"].get<int>();
   c.dropout = m["dropout"].get<double>();
   c.attention_dropout = m["attention_dropout"].get<double>();
@@ -38,8 +49,8 @@ DataConfig data_of(const json& d) {
   c.classes = d["classes"].get<std::vector<int>>();
   c.train_subset = d["train_subset"].get<int64_t>();
   c.val_fraction = d["val_fraction"].get<double>();
-  c.resize = d["resize"].get<int>();
-  c.normalize = d["normalize"].get<bool>();
+  take(d, "resize", c.resize);
+  take(d, "normalize", c.normalize);
   c.synthetic_train = d["synthetic_train"].get<int64_t>();
   c.synthetic_test = d["synthetic_test"].get<int64_t>();
   c.prefetch = d["prefetch"].get<int>();
@@ -119,6 +130,17 @@ RunConfig to_run_config(const nlohmann::json& resolved) {
   c.train = train_of(r["train"]);
   c.runtime = runtime_of(r["runtime"]);
   return c;
+}
+
+std::string config_hash(const nlohmann::json& resolved) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : resolved.dump()) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  char buf[20];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(h));
+  return buf;
 }
 
 }  // namespace accel::config

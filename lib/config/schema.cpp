@@ -7,6 +7,8 @@
 #include <sstream>
 
 #include "accel/config/run_config.h"
+#include "accel/data/catalog.h"
+#include "accel/models/catalog.h"
 #include "schema.h"
 
 namespace accel::config::detail {
@@ -33,20 +35,50 @@ Field s(const char* p, const char* v, const char* doc) { return make(p, Type::St
 // Dims that a preset supplies when left at 0.
 Field dim(const char* p, const char* doc) { return i(p, 0, doc).at_least(0); }
 
+// Choices read from the registries, so no list is written twice.
+std::vector<std::string> archs() {
+  std::vector<std::string> out;
+  for (const auto& f : models::model_catalog()) out.push_back(f.arch);
+  return out;
+}
+std::vector<std::string> presets() {
+  std::vector<std::string> out;
+  for (const auto& f : models::model_catalog()) out.insert(out.end(), f.presets.begin(), f.presets.end());
+  out.push_back("custom");
+  return out;
+}
+std::vector<std::string> formats() {
+  std::vector<std::string> out = {"auto"};
+  for (const auto& f : models::model_catalog()) {
+    for (const auto& x : f.formats)
+      if (std::find(out.begin(), out.end(), x) == out.end()) out.push_back(x);
+  }
+  return out;
+}
+std::vector<std::string> datasets() {
+  std::vector<std::string> out;
+  for (const auto& d : data::dataset_catalog()) out.push_back(d.name);
+  return out;
+}
+
 std::vector<Field> build_table() {
   return {
       s("name", "", "run name, used in result records"),
       s("description", "", "free text kept with the results"),
 
-      s("model.preset", "vit_tiny_fmnist", "architecture preset; custom = give every dim")
-          .one_of({"vit_tiny_fmnist", "vit_b_16", "vit_b_32", "vit_l_16", "custom"}),
-      dim("model.image_size", "input side in pixels; 0 = from preset"),
-      dim("model.in_channels", "input channels; 0 = the dataset's (else must equal it)"),
-      dim("model.patch_size", "patch side in pixels; 0 = from preset"),
-      dim("model.dim", "embedding width; 0 = from preset"),
-      dim("model.depth", "transformer blocks; 0 = from preset"),
+      s("model.arch", "vit",
+        "model family; unset = the family of model.preset (vit when neither is given)")
+          .one_of(archs()),
+      s("model.preset", "vit_tiny_fmnist",
+        "architecture preset of model.arch (default: the family's first); custom = give every dim")
+          .one_of(presets()),
+      dim("model.image_size", "input side in pixels; 0 = from preset").only({"vit"}),
+      dim("model.in_channels", "input channels; 0 = the dataset's (else must equal it)").only({"vit"}),
+      dim("model.patch_size", "patch side in pixels; 0 = from preset").only({"vit"}),
+      dim("model.dim", "embedding width; 0 = from preset").only({"vit"}),
+      dim("model.depth", "transformer blocks; 0 = from preset").only({"vit"}),
       dim("model.heads", "attention heads; 0 = from preset"),
-      dim("model.mlp_dim", "MLP hidden width; 0 = from preset"),
+      dim("model.mlp_dim", "MLP hidden width; 0 = from preset").only({"vit"}),
       i("model.num_classes", 0, "classifier outputs; 0 = classes the data yields").at_least(0),
       d("model.dropout", 0.0, "dropout after embeddings and in MLPs").at_least(0).below(1),
       d("model.attention_dropout", 0.0, "dropout on attention weights").at_least(0).below(1),
@@ -58,11 +90,13 @@ std::vector<Field> build_table() {
       s("model.init_head", "auto",
         "init: auto = replace the head only when its class count differs; replace = always "
         "(a new task)").one_of({"auto", "replace"}),
-      s("model.init_format", "auto", "safetensors parameter names")
-          .one_of({"auto", "torchvision", "timm", "hf"}),
+      s("model.init_format", "auto",
+        "safetensors parameter names (vit: torchvision, timm, hf; text families: hf)")
+          .one_of(formats()),
 
-      s("data.dataset", "fashion-mnist", "dataset to train and evaluate on")
-          .one_of({"fashion-mnist", "cifar10", "synthetic"}),
+      s("data.dataset", "fashion-mnist",
+        "dataset to train and evaluate on (default: the first of the model's kind of data)")
+          .one_of(datasets()),
       s("data.root", "", "dataset directory; \"\" = the dataset's default location"),
       make("data.classes", Type::IntList, json::array(),
            "class subset, remapped to 0..n-1; [] = all")
@@ -71,11 +105,12 @@ std::vector<Field> build_table() {
           .at_least(0).kind(IntKind::I64),
       d("data.val_fraction", 0.1, "fraction of train held out for validation")
           .at_least(0).below(1),
-      i("data.resize", 0, "square side images are resized to; 0 = the model's image_size (else must equal it)").at_least(0),
-      b("data.normalize", true, "normalise with the dataset's mean and std"),
-      i("data.synthetic_train", 1024, "synthetic dataset: training images")
+      i("data.resize", 0, "square side images are resized to; 0 = the model's image_size (else must equal it)")
+          .at_least(0).only({"image"}),
+      b("data.normalize", true, "normalise with the dataset's mean and std").only({"image"}),
+      i("data.synthetic_train", 1024, "synthetic datasets: training rows")
           .at_least(1).kind(IntKind::I64),
-      i("data.synthetic_test", 256, "synthetic dataset: test images")
+      i("data.synthetic_test", 256, "synthetic datasets: test rows")
           .at_least(1).kind(IntKind::I64),
       i("data.prefetch", 2, "batches prepared ahead of training").at_least(0),
 
@@ -202,6 +237,14 @@ std::string type_name(const Field& f) {
   return "?";
 }
 
+// "; vit only" / "; default 0.1 for bert" notes of an explain line.
+std::string tag_note(const Field& f) {
+  std::string note;
+  if (!f.tags.empty()) note += "; only for " + join(f.tags, ", ");
+  for (const auto& [tag, v] : f.tag_defaults) note += "; default " + v.dump() + " for " + tag;
+  return note;
+}
+
 // The trailing "(one of ...)" / "(range ...)" note of an explain line.
 std::string constraint_note(const Field& f) {
   if (!f.choices.empty()) {
@@ -242,6 +285,17 @@ const std::vector<std::string>& top_level_keys() {
     return k;
   }();
   return keys;
+}
+
+bool applies(const Field& f, const Active& active) {
+  if (f.tags.empty()) return true;
+  return std::any_of(f.tags.begin(), f.tags.end(), [&](const std::string& t) { return active.has(t); });
+}
+
+nlohmann::json default_of(const Field& f, const Active& active) {
+  for (const auto& [tag, v] : f.tag_defaults)
+    if (active.has(tag)) return v;
+  return f.def;
 }
 
 const Field* find_field(const std::string& path) {
@@ -323,7 +377,7 @@ std::string explain_schema() {
   for (const auto& f : schema()) {
     std::string note = constraint_note(f);
     rows.push_back({f.path, type_name(f), f.def.dump(),
-                    f.doc + (note.empty() ? "" : "  (" + note + ")")});
+                    f.doc + (note.empty() ? "" : "  (" + note + ")") + tag_note(f)});
   }
   size_t wp = 0, wt = 0, wd = 0;
   for (const auto& r : rows) {

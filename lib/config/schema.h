@@ -35,6 +35,13 @@ struct Field {
   bool unique = false;    // IntList: no repeated entries
   bool nonempty = false;  // String: "" rejected
   std::vector<std::string> words;  // Int: strings also accepted as themselves ("auto")
+  // Where the field means something: a model.arch ("vit"), a data kind
+  // ("image", "text") or a data.dataset ("text-csv"); empty = every config.
+  // A config that sets a field outside its tags is refused, naming them; the
+  // resolved document leaves such fields out.
+  std::vector<std::string> tags;
+  // Defaults that differ by tag (the first whose tag is active wins).
+  std::vector<std::pair<std::string, nlohmann::json>> tag_defaults;
 
   Field& at_least(double v) { min = v; min_open = false; return *this; }
   Field& above(double v) { min = v; min_open = true; return *this; }
@@ -49,7 +56,22 @@ struct Field {
   Field& no_duplicates() { unique = true; return *this; }
   Field& not_empty() { nonempty = true; return *this; }
   Field& or_word(std::string w) { words.push_back(std::move(w)); return *this; }
+  Field& only(std::vector<std::string> t) { tags = std::move(t); return *this; }
+  Field& default_for(std::string tag, nlohmann::json v) {
+    tag_defaults.emplace_back(std::move(tag), std::move(v));
+    return *this;
+  }
 };
+
+// The tags a document activates (Field::tags): its model.arch, its data kind
+// and its data.dataset.
+struct Active {
+  std::string arch, kind, dataset;
+  bool has(const std::string& tag) const { return tag == arch || tag == kind || tag == dataset; }
+};
+bool applies(const Field& f, const Active& active);
+// The field's default under these tags.
+nlohmann::json default_of(const Field& f, const Active& active);
 
 // The table, in explain order: top-level fields, then model, data, optim,
 // train, runtime.

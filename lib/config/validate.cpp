@@ -10,6 +10,8 @@
 #include <set>
 
 #include "accel/config/run_config.h"
+#include "accel/data/catalog.h"
+#include "accel/models/catalog.h"
 #include "accel/util/errors.h"
 #include "schema.h"
 
@@ -149,13 +151,7 @@ std::string where_of(const Origins& o, std::initializer_list<const char*> paths)
   return "";
 }
 
-void check_model(const json& m, const Origins& o) {
-  if (m["preset"] == "custom") {
-    for (const char* k : {"patch_size", "dim", "depth", "heads", "mlp_dim"})
-      if (m[k] == 0)
-        throw ConfigError(where_of(o, {"model.preset"}) + "model." + k +
-                          ": must be set (> 0) when model.preset is \"custom\"");
-  }
+void check_model(const json& m, const Origins& o, const models::FamilyInfo& family) {
   const bool needs_path = m["init"] != "random";
   if (needs_path && m["init_path"].get<std::string>().empty())
     throw ConfigError(where_of(o, {"model.init"}) + "model.init_path: required when model.init is " +
@@ -163,23 +159,29 @@ void check_model(const json& m, const Origins& o) {
   if (!needs_path && !m["init_path"].get<std::string>().empty())
     throw ConfigError(where_of(o, {"model.init_path"}) +
                       "model.init_path: set but model.init is \"random\"");
-  int dim = m["dim"], heads = m["heads"], image = m["image_size"], patch = m["patch_size"];
-  if (dim > 0 && heads > 0 && dim % heads != 0)
-    throw ConfigError(where_of(o, {"model.heads", "model.dim"}) + "model.heads: " +
-                      std::to_string(heads) + " does not divide model.dim " +
-                      std::to_string(dim));
-  if (image > 0 && patch > 0 && image % patch != 0)
-    throw ConfigError(where_of(o, {"model.patch_size", "model.image_size"}) +
-                      "model.patch_size: " + std::to_string(patch) +
-                      " does not divide model.image_size " + std::to_string(image));
+  const std::string format = m["init_format"];
+  if (format != "auto" &&
+      std::find(family.formats.begin(), family.formats.end(), format) == family.formats.end())
+    throw ConfigError(where_of(o, {"model.init_format"}) + "model.init_format: \"" + format +
+                      "\" is not a weight format of model.arch \"" + family.arch + "\" (auto, " +
+                      join(family.formats, ", ") + ")");
+  // The family's own cross-field rules on the dims given.
+  if (family.check) {
+    family.check(m, [&](const std::vector<std::string>& paths) {
+      for (const auto& p : paths)
+        if (!prefix(o, p).empty()) return prefix(o, p);
+      return std::string();
+    });
+  }
 }
 
 void check_classes(const json& r, const Origins& o) {
   const json& data = r["data"];
   const std::string dataset = data["dataset"];
   const json& classes = data["classes"];
-  // Both real datasets have exactly 10 classes; synthetic is open-ended.
-  int64_t available = dataset == "synthetic" ? 0 : 10;
+  // The dataset table's class count; 0 = known only once the data is read.
+  const auto* info = data::find_dataset(dataset);
+  const int64_t available = info ? info->classes : 0;
   for (const auto& c : classes)
     if (available > 0 && c.get<int64_t>() >= available)
       throw ConfigError(where_of(o, {"data.classes", "data.dataset"}) + "data.classes: " +
@@ -233,17 +235,100 @@ void check_keys(const json& doc, const std::string& origin) {
   }
 }
 
+namespace {
+
+// "a vit field" / "a text-data field" / "a text-csv field"
+std::string tag_words(const Field& f) {
+  std::vector<std::string> words;
+  for (const auto& t : f.tags) {
+    if (models::find_family(t)) words.push_back(t);
+    else if (data::find_dataset(t)) words.push_back(t);
+    else words.push_back(t + "-data");
+  }
+  return join(words, " or ");
+}
+
+// The model family, the dataset and its kind: what decides which fields a
+// document has (Field::tags), resolved before the fields.
+Active resolve_active(const json& merged, const Origins& origins, const models::FamilyInfo*& family) {
+  auto given = [&](const char* path) -> const json* { return lookup(merged, *find_field(path)); };
+  Active a;
+  const auto& catalog = models::model_catalog();
+  if (const json* arch = given("model.arch")) {
+    a.arch = check_value(*find_field("model.arch"), *arch, origins).get<std::string>();
+  } else if (const json* preset = given("model.preset");
+             preset && preset->is_string() && models::family_of_preset(preset->get<std::string>())) {
+    a.arch = models::family_of_preset(preset->get<std::string>())->arch;
+  } else {
+    a.arch = catalog.front().arch;
+  }
+  family = models::find_family(a.arch);
+  if (const json* ds = given("data.dataset")) {
+    a.dataset = check_value(*find_field("data.dataset"), *ds, origins).get<std::string>();
+  } else {
+    a.dataset = data::default_dataset(family->input);
+  }
+  const auto* info = data::find_dataset(a.dataset);
+  a.kind = info ? info->kind : "";
+  if (a.kind != family->input)
+    throw ConfigError(where_of(origins, {"data.dataset", "model.arch", "model.preset"}) +
+                      "data.dataset: \"" + a.dataset + "\" holds " + a.kind +
+                      " data, but model.arch \"" + a.arch + "\" reads " + family->input +
+                      "; choose a dataset of that kind or another model.arch");
+  return a;
+}
+
+// model.preset must be one of the family's presets (or custom).
+json check_preset(const json* given, const models::FamilyInfo& family, const Origins& origins) {
+  if (!given) return family.presets.front();
+  Field f = *find_field("model.preset");
+  f.choices = family.presets;
+  f.choices.push_back("custom");
+  try {
+    return check_value(f, *given, origins);
+  } catch (const ConfigError& e) {
+    std::string msg = e.what();
+    if (given->is_string()) {
+      if (const auto* other = models::family_of_preset(given->get<std::string>()))
+        msg += " (\"" + given->get<std::string>() + "\" is a " + other->arch +
+               " preset; set model.arch \"" + other->arch + "\" or leave it out)";
+    }
+    throw ConfigError(msg);
+  }
+}
+
+}  // namespace
+
 json validate(const json& merged, const Origins& origins) {
+  const models::FamilyInfo* family = nullptr;
+  const Active active = resolve_active(merged, origins, family);
   json out = json::object();
   for (const auto& f : schema()) {
     const json* v = lookup(merged, f);
-    json value = v ? check_value(f, *v, origins) : f.def;
+    if (!applies(f, active)) {
+      if (v)
+        throw ConfigError(prefix(origins, f.path) + f.path + ": a " + tag_words(f) +
+                          " field, but this config's model.arch is \"" + active.arch +
+                          "\" and data.dataset \"" + active.dataset + "\" (" + active.kind +
+                          " data); leave it out");
+      continue;
+    }
+    json value;
+    if (f.path == "model.arch") {
+      value = active.arch;
+    } else if (f.path == "data.dataset") {
+      value = active.dataset;
+    } else if (f.path == "model.preset") {
+      value = check_preset(v, *family, origins);
+    } else {
+      value = v ? check_value(f, *v, origins) : default_of(f, active);
+    }
     if (f.section.empty())
       out[f.key] = std::move(value);
     else
       out[f.section][f.key] = std::move(value);
   }
-  check_model(out["model"], origins);
+  check_model(out["model"], origins, *family);
   check_classes(out, origins);
   check_runtime(out["runtime"], origins);
   return out;

@@ -68,37 +68,10 @@ std::vector<int64_t> epoch_indices(int64_t n, bool shuffle, uint64_t seed, int e
   return mine;
 }
 
-torch::Tensor transform_images(const torch::Tensor& u8, const ImageSet& set, int resize,
-                               bool normalize) {
-  if (u8.dim() != 4 || u8.scalar_type() != torch::kUInt8)
-    throw std::invalid_argument("transform_images: expected uint8 [B, C, H, W]");
-  auto x = u8.to(torch::kFloat).div_(255.0);
-  if (resize > 0 && (x.size(2) != resize || x.size(3) != resize)) {
-    namespace F = torch::nn::functional;
-    x = F::interpolate(x, F::InterpolateFuncOptions()
-                              .size(std::vector<int64_t>{resize, resize})
-                              .mode(torch::kBilinear)
-                              .align_corners(false));
-  }
-  if (normalize) {
-    const int64_t c = x.size(1);
-    const auto nm = static_cast<int64_t>(set.mean.size());
-    if ((nm != c && nm != 1) || set.std.size() != set.mean.size())
-      throw std::invalid_argument("transform_images: " + std::to_string(nm) + " means and " +
-                                  std::to_string(set.std.size()) + " stds for " +
-                                  std::to_string(c) + " channels");
-    const auto mean = torch::from_blob(const_cast<float*>(set.mean.data()), {1, nm, 1, 1},
-                                       torch::kFloat).clone();
-    const auto std = torch::from_blob(const_cast<float*>(set.std.data()), {1, nm, 1, 1},
-                                      torch::kFloat).clone();
-    x.sub_(mean).div_(std);
-  }
-  return x;
-}
-
-Loader::Loader(std::shared_ptr<const ImageSet> set, LoaderOptions opts)
+Loader::Loader(std::shared_ptr<const ExampleSet> set, LoaderOptions opts)
     : set_(std::move(set)), opts_(opts) {
   if (!set_) throw std::invalid_argument("Loader: no dataset");
+  if (!set_->collator) throw std::invalid_argument("Loader: the dataset has no collator");
   if (opts_.batch_size <= 0) throw std::invalid_argument("Loader: batch_size must be > 0");
   if (opts_.prefetch < 0) throw std::invalid_argument("Loader: prefetch must be >= 0");
   if (opts_.world_size < 1 || opts_.rank < 0 || opts_.rank >= opts_.world_size)
@@ -125,12 +98,11 @@ Batch Loader::make_batch(int64_t b) const {
   const int64_t end = std::min<int64_t>(begin + opts_.batch_size, static_cast<int64_t>(order_.size()));
   const auto idx = torch::from_blob(const_cast<int64_t*>(order_.data()) + begin, {end - begin},
                                     torch::kLong).clone();
-  Batch batch;
-  batch.x = transform_images(set_->images.index_select(0, idx), *set_, opts_.resize, opts_.normalize);
+  Batch batch = set_->collator->collate(*set_, idx, opts_.collate);
   batch.y = set_->labels.index_select(0, idx);
   batch.valid = std::clamp<int64_t>(real_ - begin, 0, end - begin);
   if (opts_.pin_memory) {
-    batch.x = batch.x.pin_memory();
+    for (auto& kv : batch.inputs) kv.second = kv.second.pin_memory();
     batch.y = batch.y.pin_memory();
   }
   return batch;

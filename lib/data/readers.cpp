@@ -1,8 +1,8 @@
-// Readers for the on-disk datasets (IDX for the MNIST family, the CIFAR-10
-// binary version), the synthetic generator, and where each dataset's files
-// are expected. Everything here produces uint8 tensors; conversion to float
-// happens per batch in the loader so a whole dataset never exists as float.
-#include <array>
+// Readers for the on-disk image datasets (IDX for the MNIST family, the
+// CIFAR-10 binary version) and the synthetic generator. Everything here
+// produces uint8 image sets; conversion to float happens per batch in the
+// collator so a whole dataset never exists as float. Where each dataset's
+// files are is the dataset table's (datasets.cpp).
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -76,35 +76,9 @@ torch::Tensor to_tensor(std::vector<uint8_t>& bytes, std::vector<int64_t> shape)
   return torch::from_blob(bytes.data(), shape, torch::kUInt8).clone();
 }
 
-// Per-channel mean/std in [0,1] units from a byte histogram: exact and cheap,
-// without materialising the dataset as float.
-void fill_stats(ImageSet& set) {
-  const int64_t n = set.images.size(0), c = set.images.size(1);
-  const int64_t plane = set.images.size(2) * set.images.size(3);
-  const uint8_t* p = set.images.data_ptr<uint8_t>();
-  set.mean.assign(static_cast<size_t>(c), 0.0F);
-  set.std.assign(static_cast<size_t>(c), 1.0F);
-  for (int64_t ch = 0; ch < c; ++ch) {
-    std::array<int64_t, 256> hist{};
-    for (int64_t i = 0; i < n; ++i) {
-      const uint8_t* q = p + (i * c + ch) * plane;
-      for (int64_t k = 0; k < plane; ++k) ++hist[q[k]];
-    }
-    double cnt = 0, sum = 0, sq = 0;
-    for (int v = 0; v < 256; ++v) {
-      const double x = v / 255.0, h = static_cast<double>(hist[static_cast<size_t>(v)]);
-      cnt += h, sum += h * x, sq += h * x * x;
-    }
-    if (cnt == 0) continue;
-    const double mean = sum / cnt, var = std::max(0.0, sq / cnt - mean * mean);
-    set.mean[static_cast<size_t>(ch)] = static_cast<float>(mean);
-    set.std[static_cast<size_t>(ch)] = var > 0 ? static_cast<float>(std::sqrt(var)) : 1.0F;
-  }
-}
-
 }  // namespace
 
-ImageSet read_idx(const fs::path& images_file, const fs::path& labels_file, int num_classes) {
+ExampleSet read_idx(const fs::path& images_file, const fs::path& labels_file, int num_classes) {
   require_file(images_file);
   require_file(labels_file);
   if (num_classes <= 0) throw std::invalid_argument("read_idx: num_classes must be positive");
@@ -133,15 +107,14 @@ ImageSet read_idx(const fs::path& images_file, const fs::path& labels_file, int 
                                   std::to_string(i) + " is out of range (" +
                                   std::to_string(num_classes) + " classes)");
 
-  ImageSet set;
-  set.images = to_tensor(pixels, {n, 1, h, w});
-  set.labels = to_tensor(labels, {n}).to(torch::kLong);
-  set.num_classes = num_classes;
-  fill_stats(set);  // generic MNIST-family default; load_splits uses published values
-  return set;
+  auto images = to_tensor(pixels, {n, 1, h, w});
+  // Statistics of the file itself: a generic MNIST-family default (the
+  // dataset table uses published values where there are some).
+  auto [mean, stdev] = pixel_stats(images);
+  return make_image_set(images, to_tensor(labels, {n}).to(torch::kLong), num_classes, mean, stdev);
 }
 
-ImageSet read_cifar10(const std::vector<fs::path>& files) {
+ExampleSet read_cifar10(const std::vector<fs::path>& files) {
   constexpr int64_t kPixels = 3 * 32 * 32, kRecord = 1 + kPixels;
   std::vector<torch::Tensor> images, labels;
   for (const auto& file : files) {
@@ -177,13 +150,10 @@ ImageSet read_cifar10(const std::vector<fs::path>& files) {
     images.push_back(img);
     labels.push_back(lab);
   }
-  ImageSet set;
-  set.images = images.empty() ? torch::empty({0, 3, 32, 32}, torch::kUInt8) : torch::cat(images);
-  set.labels = labels.empty() ? torch::empty({0}, torch::kLong) : torch::cat(labels);
-  set.num_classes = 10;
-  set.mean = {0.4914F, 0.4822F, 0.4465F};
-  set.std = {0.2470F, 0.2435F, 0.2616F};
-  return set;
+  return make_image_set(
+      images.empty() ? torch::empty({0, 3, 32, 32}, torch::kUInt8) : torch::cat(images),
+      labels.empty() ? torch::empty({0}, torch::kLong) : torch::cat(labels), 10,
+      {0.4914F, 0.4822F, 0.4465F}, {0.2470F, 0.2435F, 0.2616F});
 }
 
 namespace {
@@ -204,7 +174,7 @@ uint64_t splitmix64(uint64_t& s) {
 // and a per-sample brightness shift (+-20). Labels cycle 0..k-1 so every
 // class is equally represented in any contiguous range, including the
 // validation tail.
-ImageSet make_synthetic(int64_t n, int channels, int size, int num_classes, uint64_t seed) {
+ExampleSet make_synthetic(int64_t n, int channels, int size, int num_classes, uint64_t seed) {
   if (n < 0 || channels <= 0 || size <= 0 || num_classes <= 0)
     throw std::invalid_argument("make_synthetic: n >= 0, channels, size and classes > 0 required");
   constexpr int kGrid = 4;
@@ -238,71 +208,8 @@ ImageSet make_synthetic(int64_t n, int channels, int size, int num_classes, uint
           *ip++ = static_cast<uint8_t>(std::clamp(v, 0, 255));
         }
   }
-  ImageSet set;
-  set.images = images;
-  set.labels = labels;
-  set.num_classes = num_classes;
-  fill_stats(set);
-  return set;
-}
-
-fs::path default_root(const std::string& dataset) {
-  if (dataset == "fashion-mnist") return "/usr/share/datasets/fashion-mnist";  // Debian dataset-fashion-mnist
-  if (dataset == "cifar10" || dataset == "synthetic") return {};
-  throw ConfigError("data.dataset: unknown dataset '" + dataset +
-                    "' (expected fashion-mnist, cifar10 or synthetic)");
-}
-
-namespace {
-fs::path data_root(const config::DataConfig& cfg) {
-  const fs::path def = default_root(cfg.dataset);  // also rejects unknown names
-  return cfg.root.empty() ? def : fs::path(cfg.root);
-}
-
-// CIFAR-10 lives in cifar-10-batches-bin/ as extracted from the official
-// tarball; data.root may name either its parent or the folder itself. When
-// neither holds the files, the conventional sub-folder is reported.
-fs::path cifar_dir(const fs::path& root) {
-  std::error_code ec;
-  const fs::path sub = root / "cifar-10-batches-bin";
-  if (fs::is_directory(sub, ec)) return sub;
-  if (fs::exists(root / "data_batch_1.bin", ec) || fs::exists(root / "test_batch.bin", ec))
-    return root;
-  return sub;
-}
-}  // namespace
-
-std::vector<fs::path> required_files(const config::DataConfig& cfg) {
-  const fs::path root = data_root(cfg);
-  std::vector<fs::path> files;
-  if (cfg.dataset == "fashion-mnist") {
-    // The Debian package ships .gz; an unpacked copy is accepted as well.
-    for (const char* name : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
-                             "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"}) {
-      const fs::path gz = root / (std::string(name) + ".gz"), raw = root / name;
-      std::error_code ec;
-      files.push_back(!fs::exists(gz, ec) && fs::exists(raw, ec) ? raw : gz);
-    }
-  } else if (cfg.dataset == "cifar10") {
-    const fs::path dir = cifar_dir(root);
-    for (int b = 1; b <= 5; ++b) files.push_back(dir / ("data_batch_" + std::to_string(b) + ".bin"));
-    files.push_back(dir / "test_batch.bin");
-  }
-  return files;  // synthetic: none
-}
-
-void check_data_files(const config::DataConfig& cfg) {
-  for (const auto& file : required_files(cfg)) {
-    std::error_code ec;
-    if (fs::exists(file, ec)) continue;
-    std::string hint;
-    if (cfg.dataset == "fashion-mnist" && cfg.root.empty())
-      hint = " (install the Debian package dataset-fashion-mnist or set data.root)";
-    else if (cfg.dataset == "cifar10")
-      hint = " (data.root must hold cifar-10-batches-bin/ or be that folder: data_batch_1..5.bin, "
-             "test_batch.bin)";
-    throw ConfigError("data.root: missing file " + file.string() + hint);
-  }
+  auto [mean, stdev] = pixel_stats(images);
+  return make_image_set(images, labels, num_classes, mean, stdev);
 }
 
 }  // namespace accel::data

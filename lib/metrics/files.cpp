@@ -2,6 +2,7 @@
 // metrics.csv, config.json, and checkpoints if their writer uses it) goes
 // through write_bytes_atomic: a reader, or the next run after a kill -9 or a
 // power cut, sees either the old file or the complete new one, never a part.
+#include <ctime>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -143,6 +144,13 @@ std::vector<fs::path> remove_stale_temp_files(const fs::path& dir) {
     if (fs::remove(it->path(), ec)) removed.push_back(it->path());
   }
   return removed;
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
 }
 
 }  // namespace accel::metrics

@@ -1,5 +1,9 @@
 #include "accel/metrics/profiler.h"
 
+#include <cstdio>
+
+#include "accel/metrics/metrics.h"
+
 #include <ATen/record_function.h>
 
 #include <algorithm>
@@ -209,6 +213,37 @@ std::string op_table_text(const std::vector<OpStat>& ops, size_t rows) {
     out << line;
   }
   return out.str();
+}
+
+std::string write_step_profile(const OpProfiler& profiler, int64_t steps, int64_t first_step,
+                               const std::filesystem::path& dir) {
+  const auto ops = profiler.table();
+  const double n = double(std::max<int64_t>(steps, 1));
+  auto ms = [&](const char* scope) { return profiler.total_us(scope) / 1e3 / n; };
+  const double step = ms("accel::step"), fwd = ms("accel::forward"), bwd = ms("accel::backward"),
+               opt = ms("accel::optimizer"), graph = ms("accel::graph_replay"),
+               data = ms("accel::data");
+  const double inside = fwd + bwd + opt + graph;
+  const double outside = std::max(0.0, step - inside);
+  char line[512];
+  std::snprintf(line, sizeof(line),
+                "== profile: %lld steps from step %lld, per step: %.2f ms = forward %.2f + backward "
+                "%.2f + optimizer %.2f%s + outside %.2f (%.1f%%: metrics, logging, copies); "
+                "waiting for data %.2f ms before it",
+                static_cast<long long>(steps), static_cast<long long>(first_step), step, fwd,
+                bwd, opt, graph > 0 ? (" + graph replay " + std::to_string(graph)).c_str() : "",
+                outside, step > 0 ? 100.0 * outside / step : 0.0, data);
+  std::string summary = std::string(line) + "\n";
+  summary += "(host time; on a GPU kernels run asynchronously, so these times are launch "
+             "and sync time, not kernel time)\n\n";
+  summary += op_table_text(ops, 30);
+  std::filesystem::create_directories(dir);
+  write_file_atomic(dir / "ops.csv", op_table_csv(ops));
+  write_file_atomic(dir / "ops.txt", op_table_text(ops, ops.size()));
+  write_file_atomic(dir / "trace.json", profiler.chrome_trace());
+  write_file_atomic(dir / "summary.txt", summary);
+  return std::string(line) + "\n" + op_table_text(ops, 12) + "== profile written to " +
+         dir.string() + " (ops.txt, ops.csv, trace.json, summary.txt)";
 }
 
 }  // namespace accel::metrics

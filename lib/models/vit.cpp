@@ -3,19 +3,14 @@
 // torchvision's would.
 #include "accel/models/vit.h"
 
-#include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <map>
-#include <sstream>
 #include <vector>
 
-#include <ATen/record_function.h>
-
-#include "accel/kernels/attention.h"
 #include "accel/models/attention.h"
-
+#include "accel/models/pretrained.h"
 #include "accel/util/errors.h"
-#include "accel/util/torch_compat.h"
 
 namespace accel::models {
 namespace F = torch::nn::functional;
@@ -105,124 +100,6 @@ int64_t vit_param_count(const ViTSpec& s) {
          2 * D /*final ln*/ + D * s.num_classes + s.num_classes;
 }
 
-// ---- attention ---------------------------------------------------------------
-
-namespace {
-
-std::atomic<AttentionImpl> g_attention_impl{AttentionImpl::Auto};
-
-// The fused kernel as an autograd op: forward saves qkv and the softmax
-// probabilities. A bfloat16 qkv (bf16-mixed: autocast ran the in-projection
-// in bf16) takes the AVX512-BF16 kernel where the CPU has it (bf16 products,
-// float32 accumulation and softmax); elsewhere it is computed in float32 and
-// returned in bf16. Each (sample, head) is computed whole by one thread, so
-// results do not depend on the thread count.
-struct FusedAttentionFn : torch::autograd::Function<FusedAttentionFn> {
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& qkv_in,
-                               int64_t heads) {
-    RECORD_FUNCTION("accel::fused_attention", std::vector<c10::IValue>{});
-    const int64_t B = qkv_in.size(0), S = qkv_in.size(1), D = qkv_in.size(2) / 3;
-    const int64_t Dh = D / heads;
-    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh)));
-    const auto dtype = qkv_in.scalar_type();
-    ctx->saved_data["heads"] = heads;
-    ctx->saved_data["dtype"] = static_cast<int64_t>(dtype);
-    if (dtype == torch::kBFloat16 && kernels::attention_bf16_supported(D, Dh)) {
-      auto qkv = qkv_in.contiguous();
-      const int64_t Sp = kernels::attention_bf16_padded(S);
-      auto out = torch::empty({B, S, D}, qkv.options());
-      auto probs = torch::empty({B, heads, S, Sp}, qkv.options());
-      kernels::attention_bf16_forward(bf16_bits(qkv), bf16_bits(out), bf16_bits(probs), Sp, B,
-                                      S, D, heads, scale);
-      ctx->save_for_backward({qkv, probs});
-      return out;
-    }
-    auto qkv = qkv_in.to(torch::kFloat).contiguous();
-    const int64_t Sp = kernels::attention_padded(S);
-    auto out = torch::empty({B, S, D}, qkv.options());
-    auto probs = torch::empty({B, heads, S, Sp}, qkv.options());
-    kernels::attention_forward(qkv.data_ptr<float>(), out.data_ptr<float>(),
-                               probs.data_ptr<float>(), Sp, B, S, D, heads, scale);
-    ctx->save_for_backward({qkv, probs});
-    return out.to(dtype);
-  }
-
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    RECORD_FUNCTION("accel::fused_attention_backward", std::vector<c10::IValue>{});
-    const auto saved = ctx->get_saved_variables();
-    const auto& qkv = saved[0];
-    const auto& probs = saved[1];
-    const int64_t heads = ctx->saved_data["heads"].toInt();
-    const auto dtype = static_cast<torch::ScalarType>(ctx->saved_data["dtype"].toInt());
-    const int64_t B = qkv.size(0), S = qkv.size(1), D = qkv.size(2) / 3, Dh = D / heads;
-    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh)));
-    if (probs.scalar_type() == torch::kBFloat16) {  // the forward took the bf16 kernel
-      auto dout = grads[0].to(torch::kBFloat16).contiguous();
-      auto dqkv = torch::empty_like(qkv);
-      kernels::attention_bf16_backward(bf16_bits(qkv), bf16_bits(probs), probs.size(3),
-                                       bf16_bits(dout), bf16_bits(dqkv), B, S, D, heads, scale);
-      return {dqkv, torch::Tensor()};
-    }
-    auto dout = grads[0].to(torch::kFloat).contiguous();
-    auto dqkv = torch::empty_like(qkv);
-    kernels::attention_backward(qkv.data_ptr<float>(), probs.data_ptr<float>(), probs.size(3),
-                                dout.data_ptr<float>(), dqkv.data_ptr<float>(), B, S, D, heads,
-                                scale);
-    return {dqkv.to(dtype), torch::Tensor()};
-  }
-
-  static uint16_t* bf16_bits(const torch::Tensor& t) {
-    return reinterpret_cast<uint16_t*>(t.data_ptr<at::BFloat16>());
-  }
-};
-
-}  // namespace
-
-void set_attention_impl(AttentionImpl impl) { g_attention_impl.store(impl); }
-AttentionImpl attention_impl() { return g_attention_impl.load(); }
-
-std::string attention_kernel_name() {
-  if (attention_impl() == AttentionImpl::Explicit) return "explicit";
-  if (compat::kHasSdpa) return "sdpa";
-  return std::string("fused-cpu (") + kernels::attention_isa() + ")";
-}
-
-bool takes_fused_attention(const torch::Tensor& qkv, int64_t heads, bool dropout_active) {
-  return attention_impl() == AttentionImpl::Auto && !compat::kHasSdpa &&
-         fused_attention_applies(qkv, heads, dropout_active);
-}
-
-torch::Tensor unfused_attention(const torch::Tensor& qkv, int64_t heads, double dropout_p,
-                                bool training, bool explicit_form) {
-  const auto B = qkv.size(0), S = qkv.size(1), D = qkv.size(2) / 3;
-  // [B,S,3D] -> [3,B,H,S,Dh], contiguous so every matmul operand is too.
-  auto parts = qkv.view({B, S, 3, heads, D / heads}).permute({2, 0, 3, 1, 4}).contiguous().unbind(0);
-  auto out = explicit_form
-                 ? compat::attention_explicit(parts[0], parts[1], parts[2], dropout_p, training)
-                 : compat::attention(parts[0], parts[1], parts[2], dropout_p, training);
-  return out.transpose(1, 2).reshape({B, S, D});
-}
-
-bool fused_attention_applies(const torch::Tensor& qkv, int64_t heads, bool dropout_active) {
-  const auto t = qkv.scalar_type();
-  return !dropout_active && qkv.device().is_cpu() && (t == torch::kFloat || t == torch::kBFloat16) &&
-         qkv.dim() == 3 && heads > 0 && qkv.size(2) % (3 * heads) == 0 && qkv.size(1) > 0 &&
-         !qkv.is_sparse();
-}
-
-torch::Tensor fused_attention(const torch::Tensor& qkv, int64_t heads) {
-  if (!fused_attention_applies(qkv, heads, false)) {
-    std::ostringstream msg;
-    msg << "fused_attention: needs a CPU float32 or bfloat16 [B, S, 3D] tensor with D divisible "
-           "by heads ("
-        << heads << "); got " << qkv.scalar_type() << " " << qkv.sizes() << " on "
-        << qkv.device();
-    throw std::invalid_argument(msg.str());
-  }
-  return FusedAttentionFn::apply(qkv, heads);
-}
-
 // ---------------------------------------------------------------------------
 
 SelfAttentionImpl::SelfAttentionImpl(int dim, int heads, double dropout)
@@ -240,7 +117,7 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x) {
   auto proj = torch::linear(x, in_proj_weight, in_proj_bias);
   const bool dropout_active = is_training() && dropout_ > 0.0;
   if (takes_fused_attention(proj, heads_, dropout_active)) {
-    return out_proj->forward(FusedAttentionFn::apply(proj, heads_));
+    return out_proj->forward(fused_attention(proj, heads_));
   }
   return out_proj->forward(unfused_attention(proj, heads_, dropout_, is_training(),
                                              attention_impl() == AttentionImpl::Explicit));
@@ -383,10 +260,174 @@ std::vector<dist::WrapUnit> VisionTransformerImpl::wrap_units() {
   return units;
 }
 
-int64_t count_parameters(const torch::nn::Module& module) {
-  int64_t n = 0;
-  for (const auto& p : module.parameters()) n += p.numel();
-  return n;
+}  // namespace accel::models
+
+// ---- the model interface ---------------------------------------------------------------
+
+namespace accel::models {
+
+torch::Tensor VisionTransformerImpl::forward(const data::Inputs& inputs) {
+  return forward(data::input(inputs, "pixels"));
+}
+
+double VisionTransformerImpl::forward_flops(const data::Inputs& inputs) const {
+  return double(data::batch_rows(inputs)) * vit_forward_flops(spec_);
+}
+
+std::string VisionTransformerImpl::shape_hint(const std::string& name) const {
+  if (name != "encoder.pos_embedding") return "";
+  return "the weights were trained at another image or patch size; interpolating position "
+         "embeddings is not supported, so set the model's image_size and patch_size to match "
+         "the weights";
+}
+
+// ---- the family ------------------------------------------------------------------------
+
+namespace {
+
+// The order --explain and error messages list them in; the first is the default.
+const std::vector<std::string>& vit_preset_order() {
+  static const std::vector<std::string> names = {"vit_tiny_fmnist", "vit_b_16", "vit_b_32",
+                                                 "vit_l_16"};
+  return names;
+}
+
+// Config-time checks of the dims a model section gives (FamilyInfo::check).
+void vit_check(const nlohmann::json& m, const FamilyInfo::Where& where) {
+  if (m["preset"] == "custom") {
+    for (const char* k : {"patch_size", "dim", "depth", "heads", "mlp_dim"})
+      if (m[k] == 0)
+        throw ConfigError(where({"model.preset"}) + "model." + k +
+                          ": must be set (> 0) when model.preset is \"custom\"");
+  }
+  const int dim = m["dim"], heads = m["heads"], image = m["image_size"], patch = m["patch_size"];
+  if (dim > 0 && heads > 0 && dim % heads != 0)
+    throw ConfigError(where({"model.heads", "model.dim"}) + "model.heads: " + std::to_string(heads) +
+                      " does not divide model.dim " + std::to_string(dim));
+  if (image > 0 && patch > 0 && image % patch != 0)
+    throw ConfigError(where({"model.patch_size", "model.image_size"}) + "model.patch_size: " +
+                      std::to_string(patch) + " does not divide model.image_size " +
+                      std::to_string(image));
+}
+
+}  // namespace
+
+ViTSpec resolve_vit_spec(const config::ModelConfig& m, int data_channels, int data_classes) {
+  ViTSpec s;
+  if (m.preset != "custom") s = vit_preset(m.preset);
+  auto take = [](int& field, int value) {
+    if (value > 0) field = value;
+  };
+  take(s.image_size, m.image_size);
+  take(s.patch_size, m.patch_size);
+  take(s.dim, m.dim);
+  take(s.depth, m.depth);
+  take(s.heads, m.heads);
+  take(s.mlp_dim, m.mlp_dim);
+  if (m.preset == "custom") {
+    for (auto [name, v] : {std::pair{"image_size", m.image_size}, {"patch_size", m.patch_size},
+                          {"dim", m.dim}, {"depth", m.depth}, {"heads", m.heads},
+                          {"mlp_dim", m.mlp_dim}}) {
+      if (v <= 0) {
+        throw ConfigError(std::string("model.") + name +
+                          ": required when model.preset is \"custom\"");
+      }
+    }
+  }
+  if (m.in_channels > 0 && m.in_channels != data_channels) {
+    throw ConfigError("model.in_channels: " + std::to_string(m.in_channels) +
+                      " but the dataset has " + std::to_string(data_channels) +
+                      " channel(s)");
+  }
+  s.in_channels = data_channels;
+  if (m.num_classes > 0 && m.num_classes < data_classes) {
+    throw ConfigError("model.num_classes: " + std::to_string(m.num_classes) +
+                      " is fewer than the " + std::to_string(data_classes) +
+                      " classes the data yields");
+  }
+  s.num_classes = m.num_classes > 0 ? m.num_classes : data_classes;
+  s.dropout = m.dropout;
+  s.attention_dropout = m.attention_dropout;
+  validate_spec(s);
+  return s;
+}
+
+namespace {
+
+nlohmann::json spec_json(const ViTSpec& s) {
+  return {{"arch", "vit"},
+          {"image_size", s.image_size}, {"in_channels", s.in_channels},
+          {"patch_size", s.patch_size}, {"dim", s.dim},
+          {"depth", s.depth},           {"heads", s.heads},
+          {"mlp_dim", s.mlp_dim},       {"num_classes", s.num_classes},
+          {"seq_length", s.seq_length()}};
+}
+
+std::string spec_line(const ViTSpec& s, int64_t params, double flops) {
+  char buf[96];
+  std::snprintf(buf, sizeof(buf), "%.3f GFLOP/sample fwd", flops / 1e9);
+  return "== model: ViT " + std::to_string(s.image_size) + "px patch " +
+         std::to_string(s.patch_size) + ", dim " + std::to_string(s.dim) + ", depth " +
+         std::to_string(s.depth) + ", heads " + std::to_string(s.heads) + ", mlp " +
+         std::to_string(s.mlp_dim) + ", " + std::to_string(s.num_classes) + " classes | " +
+         std::to_string(params) + " parameters | " + buf;
+}
+
+BuiltModel vit_build(const config::ModelConfig& m, const DataFacts& data) {
+  if (data.kind != "image") {
+    throw ConfigError("model.arch: \"vit\" reads images, but the data is " + data.kind);
+  }
+  const ViTSpec spec = resolve_vit_spec(m, data.channels, data.classes);
+  auto model = std::make_shared<VisionTransformerImpl>(spec);
+  BuiltModel b;
+  b.flops_per_sample = vit_forward_flops(spec);
+  b.dims = spec_json(spec);
+  b.summary = spec_line(spec, count_parameters(*model), b.flops_per_sample);
+  b.module = model;
+  return b;
+}
+
+data::CollateOptions vit_collate(const BuiltModel& built, const config::DataConfig& d) {
+  const int side = built.dims.at("image_size").get<int>();
+  if (d.resize > 0 && d.resize != side) {
+    throw ConfigError("data.resize: " + std::to_string(d.resize) +
+                      " does not match model.image_size " + std::to_string(side) +
+                      " (0 resizes to the model's size)");
+  }
+  data::CollateOptions o;
+  o.resize = side;
+  o.normalize = d.normalize;
+  return o;
+}
+
+std::vector<PresetRow> vit_presets() {
+  std::vector<PresetRow> rows;
+  for (const auto& name : vit_preset_order()) {
+    const auto s = vit_preset(name);
+    char shape[128];
+    std::snprintf(shape, sizeof shape, "%dpx patch %d, %d ch, dim %d, depth %d, heads %d, mlp %d, %d classes",
+                  s.image_size, s.patch_size, s.in_channels, s.dim, s.depth, s.heads, s.mlp_dim,
+                  s.num_classes);
+    rows.push_back({name, shape, vit_param_count(s), vit_forward_flops(s), "image"});
+  }
+  return rows;
+}
+
+}  // namespace
+
+ModelFamily vit_family() {
+  ModelFamily f;
+  f.info.arch = "vit";
+  f.info.input = "image";
+  f.info.summary = "Vision Transformer in torchvision's layout (ViT-B/16 and family)";
+  f.info.presets = vit_preset_order();
+  f.info.formats = {"torchvision", "timm", "hf"};
+  f.info.check = vit_check;
+  f.build = vit_build;
+  f.collate = vit_collate;
+  f.preset_rows = vit_presets;
+  f.adapt = vit_adapt;
+  return f;
 }
 
 }  // namespace accel::models

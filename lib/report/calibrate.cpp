@@ -49,13 +49,6 @@ std::vector<int> thread_counts(int max_threads) {
   return out;
 }
 
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
-
 }  // namespace
 
 std::filesystem::path default_peaks_file(const std::string& machine_id) {
@@ -68,7 +61,7 @@ nlohmann::json calibrate(const CalibrateOptions& opts) {
   const auto machine = this_machine();
   nlohmann::json doc;
   doc["machine_id"] = machine["id"];
-  doc["measured_at"] = utc_now();
+  doc["measured_at"] = metrics::utc_now();
   doc["size"] = opts.size;
   doc["method"] = "torch::matmul of two random " + std::to_string(opts.size) + "x" +
                   std::to_string(opts.size) + " matrices, 2 n^3 FLOPs, best of >= 3 repeats "

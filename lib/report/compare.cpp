@@ -5,7 +5,9 @@
 #include <sstream>
 #include <vector>
 
+#include "accel/config/run_config.h"
 #include "accel/report/report.h"
+#include "accel/util/errors.h"
 
 namespace accel::report {
 
@@ -19,6 +21,20 @@ Json comparable_config(const Json& config) {
     if (c.contains(section) && c[section].is_object()) c[section].erase(key);
   }
   return c;
+}
+
+std::pair<Json, Json> comparable_configs(const Json& a, const Json& b) {
+  // Resolved again by today's schema, as the sweep does for committed
+  // upstream runs: a field added since a result set was made takes its
+  // default, so older sets stay comparable (a changed default, an edited
+  // config or a removed field still differs). Both or neither: a config
+  // today's schema refuses is compared as written.
+  try {
+    return {comparable_config(config::resolve_config(a, ".")),
+            comparable_config(config::resolve_config(b, "."))};
+  } catch (const ConfigError&) {
+    return {comparable_config(a), comparable_config(b)};
+  }
 }
 
 std::string config_difference(const Json& a, const Json& b, size_t limit) {
@@ -103,8 +119,7 @@ std::string set_row(const char* role, const ResultSet& s) {
 
 // The verdict of a rung both sides ran; adds to the outcome's counters.
 std::string judge(const Side& b, const Side& o, const CompareBounds& bounds, CompareOutcome& out) {
-  const Json cb = comparable_config(b.ok.front()->config);
-  const Json co = comparable_config(o.ok.front()->config);
+  const auto [cb, co] = comparable_configs(b.ok.front()->config, o.ok.front()->config);
   if (cb != co) {
     ++out.not_comparable;
     if (bounds.require_same_config) ++out.regressions;

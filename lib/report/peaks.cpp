@@ -141,7 +141,7 @@ std::optional<Peak> PeakTable::for_run(const RunRecord& run) const {
 }
 
 std::optional<double> run_mfu(const RunRecord& run, const PeakTable& peaks) {
-  const auto ips = run.per_device_images_per_s();
+  const auto ips = run.per_device_samples_per_s();
   if (!run.ok() || !ips || !run.flops_per_sample) return std::nullopt;
   const auto peak = peaks.for_run(run);
   if (!peak || peak->flops_per_s <= 0) return std::nullopt;

@@ -88,8 +88,8 @@ RungRow make_row(const RungRuns& r, const ResultSet& set, const PeakTable& peaks
     ++row.ok_runs;
     if (run.train_time_s) time.push_back(*run.train_time_s);
     if (run.test_acc) acc.push_back(*run.test_acc);
-    if (run.images_per_s) total.push_back(*run.images_per_s);
-    if (auto d = run.per_device_images_per_s()) device.push_back(*d);
+    if (run.samples_per_s) total.push_back(*run.samples_per_s);
+    if (auto d = run.per_device_samples_per_s()) device.push_back(*d);
     if (auto m = run_mfu(run, peaks)) {
       mfu.push_back(*m);
       peak_sources.insert(peaks.for_run(run)->source);

@@ -66,9 +66,9 @@ std::string str_at(const Json& doc, const std::string& path, const std::string& 
   return fallback;
 }
 
-OptNum RunRecord::per_device_images_per_s() const {
-  if (images_per_s_per_device) return images_per_s_per_device;
-  if (images_per_s) return *images_per_s / std::max(1, world_size);
+OptNum RunRecord::per_device_samples_per_s() const {
+  if (samples_per_s_per_device) return samples_per_s_per_device;
+  if (samples_per_s) return *samples_per_s / std::max(1, world_size);
   return std::nullopt;
 }
 
@@ -93,8 +93,13 @@ RunRecord read_run(const fs::path& dir) {
   if (doc.contains("env")) r.env = doc["env"];
   r.test_acc = num_at(doc, "test_acc");
   r.train_time_s = num_at(doc, "train_time_s");
-  r.images_per_s = num_at(doc, "images_per_s");
-  r.images_per_s_per_device = num_at(doc, "images_per_s_per_device");
+  // Schema 3 names first, then schema 2's (image runs), so committed sets read.
+  r.samples_per_s = num_at(doc, "samples_per_s");
+  if (!r.samples_per_s) r.samples_per_s = num_at(doc, "images_per_s");
+  r.samples_per_s_per_device = num_at(doc, "samples_per_s_per_device");
+  if (!r.samples_per_s_per_device) r.samples_per_s_per_device = num_at(doc, "images_per_s_per_device");
+  r.tokens_per_s = num_at(doc, "tokens_per_s");
+  r.data_kind = str_at(doc, "data_kind", "image");
   r.flops_per_sample = num_at(doc, "flops_per_sample");
   r.step_ms_median = num_at(doc, "step_time_ms/median");
   if (doc.contains("warnings") && doc["warnings"].is_array()) {

@@ -20,13 +20,6 @@ namespace fs = std::filesystem;
 namespace accel::report {
 namespace {
 
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
-
 std::string percent(OptNum v) {
   if (!v) return "n/a";
   char buf[32];
@@ -287,7 +280,7 @@ SweepSummary Sweep::run() {
                {"seeds", opts_.seeds},
                {"sets", opts_.sets},
                {"suite_sets", suite_.sets},
-               {"started_at", utc_now()},
+               {"started_at", metrics::utc_now()},
                {"upstream", Json::array()},
                {"rungs", Json::array()}};
   manifest_["target_accuracy"] =
@@ -306,7 +299,7 @@ SweepSummary Sweep::run() {
     run_rung(suite_.rungs[i], manifest_["rungs"][i], false);
     save();
   }
-  manifest_["finished_at"] = utc_now();
+  manifest_["finished_at"] = metrics::utc_now();
   save();
   progress_.note(std::to_string(summary_.ok) + " ran ok, " + std::to_string(summary_.reused) +
                  " reused, " + std::to_string(summary_.failed) + " failed, " +

@@ -237,7 +237,8 @@ struct GraphedStep::Impl {
   StepBody body;
   int warmup = GraphedStep::kDefaultWarmup;
   bool capture = true;
-  torch::Tensor x, y;  // static inputs
+  data::Inputs x;  // static inputs
+  torch::Tensor y;
   std::pair<torch::Tensor, torch::Tensor> out;
   int64_t calls = 0, replays = 0;
   bool captured = false;
@@ -333,20 +334,33 @@ GraphedStep::~GraphedStep() = default;
 bool GraphedStep::captured() const { return impl_->captured; }
 int64_t GraphedStep::replays() const { return impl_->replays; }
 
-std::pair<torch::Tensor, torch::Tensor> GraphedStep::run(const torch::Tensor& x,
+std::pair<torch::Tensor, torch::Tensor> GraphedStep::run(const data::Inputs& x,
                                                          const torch::Tensor& y) {
   auto& s = *impl_;
-  if (!s.x.defined()) {
-    s.x = torch::empty(x.sizes(), x.options().device(s.device));
+  if (s.x.empty()) {
+    for (const auto& [name, t] : x) s.x.emplace(name, torch::empty(t.sizes(), t.options().device(s.device)));
     s.y = torch::empty(y.sizes(), y.options().device(s.device));
-  } else if (s.x.sizes() != x.sizes() || s.y.sizes() != y.sizes() ||
-             s.x.scalar_type() != x.scalar_type()) {
-    throw RunError("runtime.cuda_graphs: the batch changed shape from " +
-                   c10::str(s.x.sizes()) + " to " + c10::str(x.sizes()) +
-                   " (a graph replays fixed shapes; training batches must be full)");
+  } else {
+    bool same = s.x.size() == x.size() && s.y.sizes() == y.sizes();
+    for (const auto& [name, t] : x) {
+      auto it = s.x.find(name);
+      same = same && it != s.x.end() && it->second.sizes() == t.sizes() &&
+             it->second.scalar_type() == t.scalar_type();
+    }
+    if (!same) {
+      auto shapes = [](const data::Inputs& in) {
+        std::string out;
+        for (const auto& [name, t] : in) out += (out.empty() ? "" : ", ") + name + " " + c10::str(t.sizes());
+        return out;
+      };
+      throw RunError("runtime.cuda_graphs: the batch changed shape from " + shapes(s.x) + " to " +
+                     shapes(x) +
+                     " (a graph replays fixed shapes: training batches must be full, and text "
+                     "padded to data.max_length with data.padding \"max_length\")");
+    }
   }
   torch::NoGradGuard no_grad;
-  s.x.copy_(x, /*non_blocking=*/true);
+  for (const auto& [name, t] : x) s.x.at(name).copy_(t, /*non_blocking=*/true);
   s.y.copy_(y, /*non_blocking=*/true);
   if (!s.capture || s.calls < s.warmup) {
     ++s.calls;

@@ -51,13 +51,16 @@ std::string resolve_backend(const config::RuntimeConfig& rt, const torch::Device
 
 // ---------------------------------------------------------------------------
 
-torch::Tensor FabricModule::forward(const torch::Tensor& x) {
+torch::Tensor FabricModule::forward(const data::Inputs& inputs) {
   const auto& policy = fabric_->precision();
-  auto input = precision::cast_input(policy, fabric_->to_device(x));
+  data::Inputs cast;
+  for (const auto& [name, t] : inputs) {
+    cast.emplace(name, precision::cast_input(policy, fabric_->to_device(t)));
+  }
   torch::Tensor out;
   {
     const auto autocast = fabric_->autocast();
-    out = forward_(input);
+    out = forward_(cast);
   }
   return precision::cast_output(policy, out);
 }
@@ -175,7 +178,7 @@ Fabric::Setup Fabric::setup_module(std::shared_ptr<torch::nn::Module> module,
                FabricOptimizer(*this, std::move(optimizer))};
 }
 
-std::unique_ptr<data::Loader> Fabric::setup_dataloader(std::shared_ptr<const data::ImageSet> set,
+std::unique_ptr<data::Loader> Fabric::setup_dataloader(std::shared_ptr<const data::ExampleSet> set,
                                                        data::LoaderOptions options) {
   options.rank = global_rank();
   options.world_size = world_size();
@@ -185,6 +188,10 @@ std::unique_ptr<data::Loader> Fabric::setup_dataloader(std::shared_ptr<const dat
 
 torch::Tensor Fabric::to_device(const torch::Tensor& t) const {
   return t.device() == device() ? t : t.to(device(), /*non_blocking=*/true);
+}
+
+data::Inputs Fabric::to_device(const data::Inputs& inputs) const {
+  return data::inputs_to(inputs, device());
 }
 
 void Fabric::backward(const torch::Tensor& loss) {

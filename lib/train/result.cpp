@@ -42,8 +42,10 @@ json to_json(const RunResult& r) {
             {"init_time_s", r.init_time_s},
             {"steps", r.steps},
             {"step_time_ms", spread_json(r.step_time_ms)},
-            {"images_per_s", num(r.images_per_s)},
-            {"images_per_s_per_device", num(r.images_per_s_per_device)},
+            {"data_kind", r.data_kind},
+            {"samples_per_s", num(r.samples_per_s)},
+            {"samples_per_s_per_device", num(r.samples_per_s_per_device)},
+            {"tokens_per_s", num(r.tokens_per_s)},
             {"model_flops_per_s", num(r.model_flops_per_s)},
             {"flops_per_sample", r.flops_per_sample},
             {"params", r.params},
@@ -63,6 +65,10 @@ json to_json(const RunResult& r) {
       rank["cuda_max_reserved_bytes"] = k.cuda_max_reserved_bytes;
     }
     ranks.push_back(rank);
+  }
+  if (r.data_kind == "image") {  // schema 2's names, which committed result sets use
+    j["images_per_s"] = num(r.samples_per_s);
+    j["images_per_s_per_device"] = num(r.samples_per_s_per_device);
   }
   j["peak_memory_bytes"] = peaks;
   j["model_state_bytes"] = state;

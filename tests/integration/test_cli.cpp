@@ -37,10 +37,11 @@ TEST_CASE("cli: a one-epoch scratch run writes result config and metrics and its
 
   std::ifstream in(out / "result.json");
   const auto res = nlohmann::json::parse(in);
-  CHECK(res["schema_version"] == 2);
+  CHECK(res["schema_version"] == 3);
   CHECK(res["status"] == "ok");
   for (const char* key : {"config", "env", "epochs", "test_acc", "train_time_s", "step_time_ms",
-                          "images_per_s", "peak_memory_bytes", "params", "flops_per_sample"}) {
+                          "samples_per_s", "images_per_s", "peak_memory_bytes", "params",
+                          "flops_per_sample", "data_kind"}) {
     INFO(key);
     CHECK(res.contains(key));
   }
@@ -50,6 +51,10 @@ TEST_CASE("cli: a one-epoch scratch run writes result config and metrics and its
   CHECK(res["data"]["val"] == 40);
   CHECK(res["step_time_ms"]["median"].get<double>() > 0);
   CHECK(res["images_per_s"].get<double>() > 0);
+  CHECK(res["samples_per_s"] == res["images_per_s"]);  // schema 2's name kept for image runs
+  CHECK(res["tokens_per_s"].is_null());
+  CHECK(res["data_kind"] == "image");
+  CHECK(res["model"]["arch"] == "vit");
   CHECK(res["peak_memory_bytes"][0].get<int64_t>() > 0);
   CHECK(res["env"]["libtorch_version"].is_string());
   // The attention the model ran, in the banner and the env block: on 1.13

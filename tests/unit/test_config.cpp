@@ -47,7 +47,7 @@ std::string resolve_error(const json& doc, const std::vector<std::string>& sets 
 // Every field path, written out independently of the schema table so a
 // field dropped from the table fails a test.
 const std::vector<std::string> kAllPaths = {
-    "name", "description", "model.preset", "model.image_size", "model.in_channels",
+    "name", "description", "model.arch", "model.preset", "model.image_size", "model.in_channels",
     "model.patch_size", "model.dim", "model.depth", "model.heads", "model.mlp_dim",
     "model.num_classes", "model.dropout", "model.attention_dropout", "model.init",
     "model.init_path", "model.init_strict", "model.init_head", "model.init_format",

@@ -79,15 +79,10 @@ void check_throws_with(F&& f, std::vector<std::string> needles) {
 }
 
 // Labels cycle 0..k-1; 1x2x2 images whose first pixel is the row id (mod 256).
-ImageSet tiny_set(int64_t n, int k) {
-  ImageSet s;
-  s.images = torch::zeros({n, 1, 2, 2}, torch::kUInt8);
-  for (int64_t i = 0; i < n; ++i) s.images[i][0][0][0] = static_cast<int>(i % 256);
-  s.labels = torch::arange(n, torch::kLong).remainder(k);
-  s.num_classes = k;
-  s.mean = {0.5F};
-  s.std = {0.25F};
-  return s;
+ExampleSet tiny_set(int64_t n, int k) {
+  auto pixels = torch::zeros({n, 1, 2, 2}, torch::kUInt8);
+  for (int64_t i = 0; i < n; ++i) pixels[i][0][0][0] = static_cast<int>(i % 256);
+  return make_image_set(pixels, torch::arange(n, torch::kLong).remainder(k), k, {0.5F}, {0.25F});
 }
 
 std::vector<int64_t> to_vec(const torch::Tensor& t) {
@@ -96,8 +91,8 @@ std::vector<int64_t> to_vec(const torch::Tensor& t) {
 }
 
 // Labels are the row ids, so a loader's y shows exactly which rows it served.
-ImageSet id_set(int64_t n) {
-  ImageSet s = tiny_set(n, 1);
+ExampleSet id_set(int64_t n) {
+  ExampleSet s = tiny_set(n, 1);
   s.labels = torch::arange(n, torch::kLong);
   s.num_classes = static_cast<int>(n);
   return s;
@@ -116,15 +111,15 @@ TEST_CASE("data: read_idx reads raw and gzipped files alike") {
   const auto raw = read_idx(d.path / "img", d.path / "lab", 10);
   const auto gz = read_idx(d.path / "img.gz", d.path / "lab.gz", 10);
   for (const auto* s : {&raw, &gz}) {
-    CHECK(s->images.sizes() == torch::IntArrayRef({5, 1, 3, 4}));
-    CHECK((s->images.scalar_type() == torch::kUInt8));
+    CHECK(image_pixels(*s).sizes() == torch::IntArrayRef({5, 1, 3, 4}));
+    CHECK((image_pixels(*s).scalar_type() == torch::kUInt8));
     CHECK((s->labels.scalar_type() == torch::kLong));
     CHECK(to_vec(s->labels) == std::vector<int64_t>{0, 1, 2, 9, 4});
-    CHECK(s->images[1][0][0][1].item<int>() == static_cast<uint8_t>(13 * 7 + 3));
+    CHECK(image_pixels(*s)[1][0][0][1].item<int>() == static_cast<uint8_t>(13 * 7 + 3));
     CHECK(s->num_classes == 10);
-    CHECK(s->mean.size() == 1);
+    CHECK(image_stats(*s).first.size() == 1);
   }
-  CHECK(torch::equal(raw.images, gz.images));
+  CHECK(torch::equal(image_pixels(raw), image_pixels(gz)));
 }
 
 TEST_CASE("data: read_idx reports a truncated file as DataError naming it") {
@@ -193,13 +188,13 @@ TEST_CASE("data: read_cifar10 reads records as CHW and concatenates files") {
   write_raw(d.path / "data_batch_1.bin", a);
   write_raw(d.path / "test_batch.bin", b);
   const auto s = read_cifar10({d.path / "data_batch_1.bin", d.path / "test_batch.bin"});
-  CHECK(s.images.sizes() == torch::IntArrayRef({3, 3, 32, 32}));
+  CHECK(image_pixels(s).sizes() == torch::IntArrayRef({3, 3, 32, 32}));
   CHECK(to_vec(s.labels) == std::vector<int64_t>{3, 4, 9});
-  CHECK(s.images[1][2][31][31].item<int>() == 21);  // blue plane of record 1
-  CHECK(s.images[0][1][0][0].item<int>() == 10);
-  CHECK(s.images[2][0][1][0].item<int>() == 32);  // row-major: (1,0) is byte 32
-  CHECK(s.mean.size() == 3);
-  CHECK(s.std.size() == 3);
+  CHECK(image_pixels(s)[1][2][31][31].item<int>() == 21);  // blue plane of record 1
+  CHECK(image_pixels(s)[0][1][0][0].item<int>() == 10);
+  CHECK(image_pixels(s)[2][0][1][0].item<int>() == 32);  // row-major: (1,0) is byte 32
+  CHECK(image_stats(s).first.size() == 3);
+  CHECK(image_stats(s).second.size() == 3);
 }
 
 TEST_CASE("data: read_cifar10 rejects a wrong file size and a label out of range") {
@@ -257,7 +252,7 @@ TEST_CASE("data: select_classes keeps the given classes remapped in the order gi
   CHECK(sel.size() == 20);
   const auto labels = to_vec(sel.labels);
   for (size_t i = 0; i < labels.size(); ++i) {
-    const int64_t row = sel.images[static_cast<int64_t>(i)][0][0][0].item<int>();
+    const int64_t row = image_pixels(sel)[static_cast<int64_t>(i)][0][0][0].item<int>();
     CHECK(labels[i] == row % 10 - 5);  // 5->0, ..., 9->4
   }
   const auto rev = select_classes(s, {9, 2});
@@ -279,17 +274,17 @@ TEST_CASE("data: cap_balanced is balanced per class and ordered and seeded") {
   REQUIRE(c.size() == 42);
   auto counts = torch::bincount(c.labels, {}, 4);
   CHECK(to_vec(counts) == std::vector<int64_t>{11, 11, 10, 10});  // remainder to the first classes
-  const auto rows = to_vec(c.images.select(1, 0).select(1, 0).select(1, 0));
+  const auto rows = to_vec(image_pixels(c).select(1, 0).select(1, 0).select(1, 0));
   CHECK(std::is_sorted(rows.begin(), rows.end()));
-  CHECK(torch::equal(c.images, cap_balanced(s, 42, 7).images));
-  CHECK_FALSE(torch::equal(c.images, cap_balanced(s, 42, 8).images));
+  CHECK(torch::equal(image_pixels(c), image_pixels(cap_balanced(s, 42, 7))));
+  CHECK_FALSE(torch::equal(image_pixels(c), image_pixels(cap_balanced(s, 42, 8))));
   CHECK(cap_balanced(s, 0, 7).size() == 200);
   CHECK(cap_balanced(s, 500, 7).size() == 200);
 
   // A class with fewer rows than its share gives the rest to the others.
   std::vector<int64_t> lab;
   for (int i = 0; i < 42; ++i) lab.push_back(i < 30 ? i % 2 : 2);  // 15, 15, 12 rows
-  ImageSet skew = tiny_set(42, 3);
+  ExampleSet skew = tiny_set(42, 3);
   skew.labels = torch::tensor(lab);
   CHECK(to_vec(torch::bincount(cap_balanced(skew, 39, 1).labels, {}, 3)) ==
         std::vector<int64_t>{14, 13, 12});
@@ -307,14 +302,14 @@ TEST_CASE("data: load_splits takes the tail of train as validation") {
   CHECK(sp.train.size() == 900);
   CHECK(sp.val.size() == 100);
   CHECK(sp.test.size() == 100);
-  CHECK(sp.train.images.sizes() == torch::IntArrayRef({900, 1, 28, 28}));
+  CHECK(image_pixels(sp.train).sizes() == torch::IntArrayRef({900, 1, 28, 28}));
   CHECK(sp.class_ids.size() == 10);
   cfg.val_fraction = 0.0;
   const auto all = load_splits(cfg, 3);
   CHECK(all.val.size() == 0);
-  CHECK(torch::equal(all.train.images.narrow(0, 900, 100), sp.val.images));
-  CHECK(torch::equal(all.train.images.narrow(0, 0, 900), sp.train.images));
-  CHECK(sp.test.mean == sp.train.mean);
+  CHECK(torch::equal(image_pixels(all.train).narrow(0, 900, 100), image_pixels(sp.val)));
+  CHECK(torch::equal(image_pixels(all.train).narrow(0, 0, 900), image_pixels(sp.train)));
+  CHECK(image_stats(sp.test) == image_stats(sp.train));
 
   cfg.val_fraction = 0.1;
   cfg.classes = {5, 6, 7, 8, 9};
@@ -331,16 +326,16 @@ TEST_CASE("data: load_splits takes the tail of train as validation") {
 
 TEST_CASE("data: make_synthetic is deterministic and its classes are learnable") {
   const auto a = make_synthetic(300, 1, 28, 10, 1);
-  CHECK(torch::equal(a.images, make_synthetic(300, 1, 28, 10, 1).images));
-  CHECK_FALSE(torch::equal(a.images, make_synthetic(300, 1, 28, 10, 2).images));
-  CHECK(make_synthetic(4, 3, 8, 2, 0).images.sizes() == torch::IntArrayRef({4, 3, 8, 8}));
+  CHECK(torch::equal(image_pixels(a), image_pixels(make_synthetic(300, 1, 28, 10, 1))));
+  CHECK_FALSE(torch::equal(image_pixels(a), image_pixels(make_synthetic(300, 1, 28, 10, 2))));
+  CHECK(image_pixels(make_synthetic(4, 3, 8, 2, 0)).sizes() == torch::IntArrayRef({4, 3, 8, 8}));
   // Nearest class mean (from one seed) classifies another seed's images.
-  const auto x = a.images.to(torch::kFloat).flatten(1);
+  const auto x = image_pixels(a).to(torch::kFloat).flatten(1);
   std::vector<torch::Tensor> means;
   for (int c = 0; c < 10; ++c) means.push_back(x.index_select(0, torch::nonzero(a.labels.eq(c)).flatten()).mean(0));
   const auto centers = torch::stack(means);
   const auto b = make_synthetic(200, 1, 28, 10, 99);
-  const auto pred = torch::cdist(b.images.to(torch::kFloat).flatten(1), centers).argmin(1);
+  const auto pred = torch::cdist(image_pixels(b).to(torch::kFloat).flatten(1), centers).argmin(1);
   CHECK(pred.eq(b.labels).to(torch::kFloat).mean().item<float>() > 0.95F);
 }
 
@@ -386,7 +381,7 @@ TEST_CASE("data: epoch_indices shards are disjoint and cover the set for world 2
 }
 
 TEST_CASE("data: Loader num_batches honours drop_last and limit_batches") {
-  auto s = std::make_shared<const ImageSet>(id_set(10));
+  auto s = std::make_shared<const ExampleSet>(id_set(10));
   LoaderOptions o;
   o.batch_size = 4;
   o.prefetch = 0;
@@ -409,13 +404,13 @@ TEST_CASE("data: Loader num_batches honours drop_last and limit_batches") {
   l.start_epoch(0);
   while (auto b = l.next()) {
     ++batches;
-    CHECK(b->x.size(0) == 4);
+    CHECK(b->inputs.at("pixels").size(0) == 4);
   }
   CHECK(batches == 1);
 }
 
 TEST_CASE("data: Loader yields every sample once per epoch reproducibly") {
-  auto s = std::make_shared<const ImageSet>(id_set(37));
+  auto s = std::make_shared<const ExampleSet>(id_set(37));
   for (int prefetch : {0, 1, 3}) {
     LoaderOptions o;
     o.batch_size = 5;
@@ -429,7 +424,7 @@ TEST_CASE("data: Loader yields every sample once per epoch reproducibly") {
       std::vector<int64_t> seen;
       int64_t n = 0;
       while (auto b = l.next()) {
-        CHECK((b->x.scalar_type() == torch::kFloat));
+        CHECK((b->inputs.at("pixels").scalar_type() == torch::kFloat));
         for (auto v : to_vec(b->y)) seen.push_back(v);
         ++n;
       }
@@ -443,12 +438,12 @@ TEST_CASE("data: Loader yields every sample once per epoch reproducibly") {
 }
 
 TEST_CASE("data: Loader with prefetch gives the same batches as synchronous") {
-  auto s = std::make_shared<const ImageSet>(make_synthetic(50, 1, 8, 3, 4));
+  auto s = std::make_shared<const ExampleSet>(make_synthetic(50, 1, 8, 3, 4));
   LoaderOptions o;
   o.batch_size = 8;
   o.shuffle = true;
   o.seed = 2;
-  o.resize = 12;
+  o.collate.resize = 12;
   auto collect = [&](int prefetch) {
     o.prefetch = prefetch;
     Loader l(s, o);
@@ -461,7 +456,7 @@ TEST_CASE("data: Loader with prefetch gives the same batches as synchronous") {
   REQUIRE(sync.size() == pre.size());
   CHECK(sync.size() == 7);
   for (size_t i = 0; i < sync.size(); ++i) {
-    CHECK(torch::equal(sync[i].x, pre[i].x));
+    CHECK(torch::equal(sync[i].inputs.at("pixels"), pre[i].inputs.at("pixels")));
     CHECK(torch::equal(sync[i].y, pre[i].y));
   }
   // A restart mid-epoch begins the epoch again; the old producer is joined.
@@ -473,16 +468,17 @@ TEST_CASE("data: Loader with prefetch gives the same batches as synchronous") {
   std::vector<Batch> again;
   while (auto b = l.next()) again.push_back(*b);
   REQUIRE(again.size() == sync.size());
-  CHECK(torch::equal(again.front().x, sync.front().x));
+  CHECK(torch::equal(again.front().inputs.at("pixels"), sync.front().inputs.at("pixels")));
   // Destroying a loader with a producer still waiting must not hang.
   { Loader busy(s, o); busy.start_epoch(0); }
 }
 
 TEST_CASE("data: Loader rethrows a producer error from next()") {
-  ImageSet bad = id_set(10);
-  bad.mean = {0.1F, 0.2F};  // two channel means for one channel: transform fails
-  bad.std = {1.0F, 1.0F};
-  auto s = std::make_shared<const ImageSet>(bad);
+  const ExampleSet ok = id_set(10);
+  // two channel means for one channel: transform fails
+  const ExampleSet bad = make_image_set(image_pixels(ok), ok.labels, ok.num_classes, {0.1F, 0.2F},
+                                        {1.0F, 1.0F});
+  auto s = std::make_shared<const ExampleSet>(bad);
   for (int prefetch : {0, 2}) {
     LoaderOptions o;
     o.batch_size = 3;
@@ -496,27 +492,22 @@ TEST_CASE("data: Loader rethrows a producer error from next()") {
 }
 
 TEST_CASE("data: transform_images converts and resizes 28->56 and normalises") {
-  ImageSet s;
-  s.mean = {0.5F};
-  s.std = {0.25F};
   auto u8 = torch::randint(0, 256, {4, 1, 28, 28}, torch::kLong).to(torch::kUInt8);
   u8[0].fill_(255);
   u8[1].fill_(0);
-  const auto x = transform_images(u8, s, 56, true);
+  const auto x = transform_images(u8, {0.5F}, {0.25F}, 56, true);
   CHECK(x.sizes() == torch::IntArrayRef({4, 1, 56, 56}));
   CHECK((x.scalar_type() == torch::kFloat));
   CHECK(x[0].min().item<float>() == doctest::Approx(2.0));   // (1 - 0.5) / 0.25
   CHECK(x[1].max().item<float>() == doctest::Approx(-2.0));  // (0 - 0.5) / 0.25
   CHECK(x.min().item<float>() >= -2.0F - 1e-5F);
   CHECK(x.max().item<float>() <= 2.0F + 1e-5F);
-  const auto raw = transform_images(u8, s, 0, false);
+  const auto raw = transform_images(u8, {0.5F}, {0.25F}, 0, false);
   CHECK(raw.sizes() == torch::IntArrayRef({4, 1, 28, 28}));
   CHECK(torch::allclose(raw, u8.to(torch::kFloat) / 255));
-  CHECK(torch::equal(transform_images(u8, s, 28, false), raw));
-  ImageSet rgb;
-  rgb.mean = {0.4914F, 0.4822F, 0.4465F};
-  rgb.std = {0.2470F, 0.2435F, 0.2616F};
-  const auto c = transform_images(torch::full({2, 3, 32, 32}, 255, torch::kUInt8), rgb, 0, true);
+  CHECK(torch::equal(transform_images(u8, {0.5F}, {0.25F}, 28, false), raw));
+  const auto c = transform_images(torch::full({2, 3, 32, 32}, 255, torch::kUInt8),
+                                  {0.4914F, 0.4822F, 0.4465F}, {0.2470F, 0.2435F, 0.2616F}, 0, true);
   CHECK(c[0][2][0][0].item<float>() == doctest::Approx((1 - 0.4465) / 0.2616).epsilon(1e-4));
 }
 
@@ -533,10 +524,10 @@ TEST_CASE("data: real Fashion-MNIST has 60000/10000 rows and classes 5-9 give 30
   const auto f = required_files(cfg);
   const auto train = read_idx(f[0], f[1], 10);
   const auto test = read_idx(f[2], f[3], 10);
-  CHECK(train.images.sizes() == torch::IntArrayRef({60000, 1, 28, 28}));
+  CHECK(image_pixels(train).sizes() == torch::IntArrayRef({60000, 1, 28, 28}));
   CHECK(test.size() == 10000);
-  CHECK(train.mean[0] == doctest::Approx(0.2860).epsilon(1e-3));
-  CHECK(train.std[0] == doctest::Approx(0.3530).epsilon(1e-3));
+  CHECK(image_stats(train).first[0] == doctest::Approx(0.2860).epsilon(1e-3));
+  CHECK(image_stats(train).second[0] == doctest::Approx(0.3530).epsilon(1e-3));
   CHECK(to_vec(torch::bincount(train.labels)) == std::vector<int64_t>(10, 6000));
   cfg.classes = {5, 6, 7, 8, 9};
   cfg.val_fraction = 0.0;

@@ -94,13 +94,13 @@ TEST_CASE("data gzip: an intact gzip file loads like the raw one") {
   Files f;
   const auto a = read_idx(f.put("raw", f.images), f.lab, 10);
   const auto b = read_idx(f.put("img.gz", f.gz), f.lab, 10);
-  CHECK(torch::equal(a.images, b.images));
+  CHECK(torch::equal(image_pixels(a), image_pixels(b)));
   // Two gzip members one after another are one stream (as gunzip reads them).
   const Bytes head(f.images.begin(), f.images.begin() + 100), tail(f.images.begin() + 100, f.images.end());
   Bytes two = gzip(head);
   const Bytes second = gzip(tail);
   two.insert(two.end(), second.begin(), second.end());
-  CHECK(torch::equal(read_idx(f.put("two.gz", two), f.lab, 10).images, a.images));
+  CHECK(torch::equal(image_pixels(read_idx(f.put("two.gz", two), f.lab, 10)), image_pixels(a)));
 }
 
 TEST_CASE("data gzip: a file with its trailer cut is a DataError naming it") {
@@ -140,7 +140,7 @@ TEST_CASE("data gzip: a flipped bit fails the CRC even when the trailer is cut t
 
 TEST_CASE("data gzip: no single flipped bit anywhere loads altered pixels") {
   Files f;
-  const auto good = read_idx(f.put("good.gz", f.gz), f.lab, 10).images;
+  const auto good = image_pixels(read_idx(f.put("good.gz", f.gz), f.lab, 10));
   int rejected = 0, same = 0;
   const auto p = f.dir / "flip.gz";
   for (size_t byte = 0; byte < f.gz.size(); ++byte) {
@@ -149,7 +149,7 @@ TEST_CASE("data gzip: no single flipped bit anywhere loads altered pixels") {
       bad[byte] ^= static_cast<uint8_t>(1U << bit);
       write(p, bad);
       try {
-        const auto got = read_idx(p, f.lab, 10).images;
+        const auto got = image_pixels(read_idx(p, f.lab, 10));
         // Only bits that carry no data (gzip header mtime/flags/OS, padding) may load.
         CHECK_MESSAGE(torch::equal(got, good), "byte ", byte, " bit ", bit, " loaded altered data");
         ++same;
@@ -171,5 +171,5 @@ TEST_CASE("data gzip: the installed Fashion-MNIST files still verify and load") 
   }
   const auto test = read_idx(root / "t10k-images-idx3-ubyte.gz", root / "t10k-labels-idx1-ubyte.gz", 10);
   CHECK(test.size() == 10000);
-  CHECK(test.images.sizes() == torch::IntArrayRef({10000, 1, 28, 28}));
+  CHECK(image_pixels(test).sizes() == torch::IntArrayRef({10000, 1, 28, 28}));
 }

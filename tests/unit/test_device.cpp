@@ -20,7 +20,8 @@
 #include "accel/data/loader.h"
 #include "accel/train/device.h"
 #include "accel/train/fabric.h"
-#include "accel/train/trainer.h"
+#include "accel/train/checks.h"
+#include "accel/train/optimizer.h"
 #include "accel/util/errors.h"
 #include "integration/cli_helpers.h"
 #include "support/config_error.h"
@@ -55,10 +56,10 @@ torch::Tensor loss_of(Net& net, const torch::Tensor& x, const torch::Tensor& y) 
 
 // The body the run captures: zero in place, forward, loss, backward, step.
 train::StepBody step_body(Net& net, torch::optim::Optimizer& opt) {
-  return [&net, &opt](const torch::Tensor& x, const torch::Tensor& y) {
+  return [&net, &opt](const accel::data::Inputs& in, const torch::Tensor& y) {
     for (auto& p : net.params())
       if (p.grad().defined()) p.grad().zero_();
-    auto logits = net.seq->forward(x);
+    auto logits = net.seq->forward(in.at("x"));
     auto loss = torch::cross_entropy_loss(logits, y);
     loss.backward();
     opt.step();
@@ -164,7 +165,7 @@ TEST_CASE("device: the graphed step without capture trains bitwise like the loop
     cap_a->before_step();
     opt_a->step();
     cap_b->before_step();
-    const auto [loss_b, logits_b] = graphed.run(x, y);
+    const auto [loss_b, logits_b] = graphed.run({{"x", x}}, y);
     CHECK(loss_a.item<float>() == loss_b.item<float>());
     CHECK(logits_b.size(0) == 8);
   }
@@ -174,12 +175,14 @@ TEST_CASE("device: the graphed step without capture trains bitwise like the loop
 }
 
 TEST_CASE("device: the graphed step refuses to capture on a cpu and a batch of another shape") {
-  auto body = [](const torch::Tensor& x, const torch::Tensor&) { return std::make_pair(x.sum(), x); };
+  auto body = [](const accel::data::Inputs& in, const torch::Tensor&) {
+    return std::make_pair(in.at("x").sum(), in.at("x"));
+  };
   CHECK(has(config_error([&] { train::GraphedStep g(torch::kCPU, body); }), "runtime.cuda_graphs"));
   train::GraphedStep g(torch::kCPU, body, 1, /*capture=*/false);
-  g.run(torch::ones({4, 2}), torch::zeros({4}, torch::kLong));
+  g.run({{"x", torch::ones({4, 2})}}, torch::zeros({4}, torch::kLong));
   try {
-    g.run(torch::ones({3, 2}), torch::zeros({3}, torch::kLong));
+    g.run({{"x", torch::ones({3, 2})}}, torch::zeros({3}, torch::kLong));
     FAIL("no error for a smaller batch");
   } catch (const accel::RunError& e) {
     CHECK(has(e.what(), "changed shape"));
@@ -258,7 +261,7 @@ TEST_CASE("gpu capture replays the step as the eager graphed step computes it") 
       for (auto& g : opt->param_groups())
         static_cast<torch::optim::AdamWOptions&>(g.options()).lr(step < 5 ? 1e-2 : 1e-3);
       cap->before_step();
-      losses.push_back(graphed.run(x, y).first.item<float>());
+      losses.push_back(graphed.run({{"x", x}}, y).first.item<float>());
     }
     CHECK(graphed.captured() == capture);
     if (capture) CHECK(graphed.replays() == 6);
@@ -306,19 +309,15 @@ TEST_CASE("gpu step clock times steps with cuda events") {
 
 TEST_CASE("gpu fabric loaders pin host batches for asynchronous copies") {
   if (skip_without_gpu()) return;
-  auto set = std::make_shared<accel::data::ImageSet>();
-  set->images = torch::randint(0, 255, {8, 1, 4, 4}).to(torch::kUInt8);
-  set->labels = torch::arange(8);
-  set->num_classes = 8;
-  set->mean = {0.5f};
-  set->std = {0.25f};
+  auto set = std::make_shared<accel::data::ExampleSet>(accel::data::make_image_set(
+      torch::randint(0, 255, {8, 1, 4, 4}).to(torch::kUInt8), torch::arange(8), 8, {0.5f}, {0.25f}));
   accel::data::LoaderOptions o;
   o.batch_size = 4;
   o.pin_memory = true;
   accel::data::Loader loader(set, o);
   const auto batch = loader.next();
   REQUIRE(batch.has_value());
-  CHECK(batch->x.is_pinned());
+  CHECK(batch->inputs.at("pixels").is_pinned());
   CHECK(batch->y.is_pinned());
 }
 

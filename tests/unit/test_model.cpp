@@ -10,7 +10,6 @@
 #include "accel/kernels/attention.h"
 #include "accel/models/attention.h"
 #include "accel/models/vit.h"
-#include "accel/train/trainer.h"
 #include "accel/util/errors.h"
 #include "accel/util/torch_compat.h"
 
@@ -281,19 +280,19 @@ TEST_CASE("model: an inconsistent spec is a config error naming the field") {
 TEST_CASE("model: the resolved spec takes channels and classes from the data") {
   accel::config::ModelConfig m;
   m.preset = "vit_tiny_fmnist";
-  auto s = accel::train::resolve_model_spec(m, 1, 5);
+  auto s = accel::models::resolve_vit_spec(m, 1, 5);
   CHECK(s.num_classes == 5);
   CHECK(s.in_channels == 1);
   m.dim = 64;
   m.heads = 2;
-  s = accel::train::resolve_model_spec(m, 3, 10);
+  s = accel::models::resolve_vit_spec(m, 3, 10);
   CHECK(s.dim == 64);
   CHECK(s.in_channels == 3);
   m.in_channels = 3;
-  CHECK_THROWS_WITH_AS(accel::train::resolve_model_spec(m, 1, 10),
+  CHECK_THROWS_WITH_AS(accel::models::resolve_vit_spec(m, 1, 10),
                        doctest::Contains("model.in_channels"), accel::ConfigError);
   m = {};
   m.preset = "custom";
-  CHECK_THROWS_WITH_AS(accel::train::resolve_model_spec(m, 1, 10),
+  CHECK_THROWS_WITH_AS(accel::models::resolve_vit_spec(m, 1, 10),
                        doctest::Contains("model.image_size"), accel::ConfigError);
 }

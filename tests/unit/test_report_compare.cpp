@@ -118,6 +118,21 @@ TEST_CASE("compare: threads, accelerator, paths and names are machine facts, not
   CHECK(compare_one(b, ddp, all_bounds()).not_comparable == 1);
 }
 
+TEST_CASE("compare: a field the schema gained since a set was made compares as its default") {
+  // The base set predates model.arch and runtime.comm_wait; the other spells
+  // out their defaults, as today's resolved configs do.
+  FakeRun b, o;
+  o.config_patch = {{"model", {{"arch", "vit"}}}, {"runtime", {{"comm_wait", "auto"}}}};
+  auto out = compare_one(b, o, all_bounds());
+  CHECK(out.not_comparable == 0);
+  CHECK(out.compared == 1);
+  // A value other than the default is a real difference, named.
+  o.config_patch["runtime"]["comm_wait"] = "spin";
+  out = compare_one(b, o, all_bounds());
+  CHECK(out.not_comparable == 1);
+  CHECK(has(out.markdown, "runtime.comm_wait"));
+}
+
 TEST_CASE("compare: a rung ok in base that failed or is missing in other is a regression") {
   accel_test::TempDir tmp;
   FakeRun failed;

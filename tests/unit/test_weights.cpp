@@ -334,7 +334,7 @@ TEST_CASE("weights: torchvision timm and HF files load into an equal model") {
       const auto file = dir / (std::string(c.name) + ".safetensors");
       write_safetensors(file, c.tensors);
       auto b = random_model(spec, 2);
-      const auto report = load_pretrained(b, file, format, true);
+      const auto report = load_pretrained(*b, file, format, true);
       CHECK(report.loaded == int64_t(tv.size()));
       CHECK(report.missing.empty());
       CHECK(report.unexpected.empty());
@@ -352,12 +352,12 @@ TEST_CASE("weights: torchvision timm and HF files load into an equal model") {
     write_safetensors(file, hf);
     auto b = random_model(spec, 2);
     try {
-      load_pretrained(b, file, WeightFormat::Auto, true);
+      load_pretrained(*b, file, WeightFormat::Auto, true);
       FAIL("strict load with a pooler should throw");
     } catch (const accel::ConfigError& e) {
       CHECK(std::string(e.what()).find("pooler.dense.weight") != std::string::npos);
     }
-    const auto report = load_pretrained(b, file, WeightFormat::Auto, false);
+    const auto report = load_pretrained(*b, file, WeightFormat::Auto, false);
     const std::vector<std::string> pooler = {"pooler.dense.bias", "pooler.dense.weight"};
     CHECK(report.unexpected == pooler);
     CHECK(report.missing.empty());
@@ -371,7 +371,7 @@ TEST_CASE("weights: a 1000-class source head is replaced in a 5-class model") {
   const auto file = dir / "imagenet.safetensors";
   write_safetensors(file, to_timm(torchvision_tensors(a)));
   auto b = random_model(small_spec(5), 2);
-  const auto report = load_pretrained(b, file, WeightFormat::Timm, true);
+  const auto report = load_pretrained(*b, file, WeightFormat::Timm, true);
   CHECK(report.head_replaced);
   CHECK(report.source_classes == 1000);
   CHECK(report.model_classes == 5);
@@ -394,23 +394,23 @@ TEST_CASE("weights: strict loading names unexpected and missing tensors") {
   with_extra["extra.tensor"] = torch::zeros({3});
   auto b = random_model(small_spec(), 2);
   try {
-    apply_named_tensors(b, with_extra, true, "src.safetensors");
+    apply_named_tensors(*b, with_extra, true, "src.safetensors");
     FAIL("expected a ConfigError");
   } catch (const accel::ConfigError& e) {
     const std::string msg = e.what();
     CHECK(msg.find("src.safetensors") != std::string::npos);
     CHECK(msg.find("extra.tensor") != std::string::npos);
   }
-  auto report = apply_named_tensors(b, with_extra, false, "src.safetensors");
+  auto report = apply_named_tensors(*b, with_extra, false, "src.safetensors");
   CHECK(report.unexpected == std::vector<std::string>{"extra.tensor"});
   CHECK(report.loaded == int64_t(with_extra.size()) - 1);
   check_same_params(a, b);
 
   auto without_ln = torchvision_tensors(a);
   without_ln.erase("encoder.ln.weight");
-  CHECK_THROWS_WITH_AS(apply_named_tensors(b, without_ln, true, "src"),
+  CHECK_THROWS_WITH_AS(apply_named_tensors(*b, without_ln, true, "src"),
                        doctest::Contains("encoder.ln.weight"), accel::ConfigError);
-  report = apply_named_tensors(b, without_ln, false, "src");
+  report = apply_named_tensors(*b, without_ln, false, "src");
   CHECK(report.missing == std::vector<std::string>{"encoder.ln.weight"});
   CHECK(report.summary() ==
         "loaded 31 tensors from src; missing: encoder.ln.weight; unexpected: none");
@@ -422,7 +422,7 @@ TEST_CASE("weights: shape mismatches name the tensor and both shapes") {
   const auto before = b->encoder->ln->weight.clone();
   auto bad = torchvision_tensors(a);
   bad["encoder.layers.encoder_layer_1.mlp.0.weight"] = torch::zeros({33, 16});
-  CHECK_THROWS_WITH_AS(apply_named_tensors(b, bad, false, "f"),
+  CHECK_THROWS_WITH_AS(apply_named_tensors(*b, bad, false, "f"),
                        doctest::Contains("encoder.layers.encoder_layer_1.mlp.0.weight has shape "
                                          "[33, 16] but the model expects [32, 16]"),
                        accel::ConfigError);
@@ -430,15 +430,15 @@ TEST_CASE("weights: shape mismatches name the tensor and both shapes") {
 
   auto pos = torchvision_tensors(a);
   pos["encoder.pos_embedding"] = torch::zeros({1, 50, 16});
-  CHECK_THROWS_WITH_AS(apply_named_tensors(b, pos, true, "f"),
+  CHECK_THROWS_WITH_AS(apply_named_tensors(*b, pos, true, "f"),
                        doctest::Contains("[1, 50, 16] but the model expects [1, 17, 16]"),
                        accel::ConfigError);
-  CHECK_THROWS_WITH_AS(apply_named_tensors(b, pos, true, "f"), doctest::Contains("interpolating"),
+  CHECK_THROWS_WITH_AS(apply_named_tensors(*b, pos, true, "f"), doctest::Contains("interpolating"),
                        accel::ConfigError);
 
   auto ints = torchvision_tensors(a);
   ints["class_token"] = torch::zeros({1, 1, 16}, torch::kInt64);
-  CHECK_THROWS_WITH_AS(apply_named_tensors(b, ints, true, "f"), doctest::Contains("class_token"),
+  CHECK_THROWS_WITH_AS(apply_named_tensors(*b, ints, true, "f"), doctest::Contains("class_token"),
                        accel::ConfigError);
 }
 
@@ -451,7 +451,7 @@ TEST_CASE("weights: F16 and BF16 files load into an F32 model") {
     const auto file = dir / "half.safetensors";
     write_safetensors(file, half);
     auto b = random_model(small_spec(), 2);
-    const auto report = load_pretrained(b, file, WeightFormat::Auto, true);
+    const auto report = load_pretrained(*b, file, WeightFormat::Auto, true);
     CHECK(report.loaded == int64_t(half.size()));
     for (const auto& item : b->named_parameters()) {
       INFO(item.key());

@@ -13,10 +13,12 @@
 
 namespace accel::config {
 
+// Fields a model family or kind of data does not read are left at these
+// defaults (the resolved JSON leaves them out; config/schema.cpp tags them).
 struct ModelConfig {
-  std::string preset = "vit_tiny_fmnist";  // or vit_b_16, vit_b_32, vit_l_16, custom
-  // Architecture; 0 / negative means "take it from the preset" in the JSON,
-  // after resolution these are always concrete.
+  std::string arch = "vit";                // model family (accel/models/family.h)
+  std::string preset = "vit_tiny_fmnist";  // one of the family's presets, or custom
+  // Architecture; 0 means "take it from the preset" (the family resolves it).
   int image_size = 0;
   int in_channels = 0;
   int patch_size = 0;
@@ -31,11 +33,11 @@ struct ModelConfig {
   std::string init_path;           // for checkpoint / safetensors
   bool init_strict = true;
   std::string init_head = "auto";  // auto | replace
-  std::string init_format = "auto";  // safetensors names: auto|torchvision|timm|hf
+  std::string init_format = "auto";  // safetensors names: auto or one of the family's formats
 };
 
 struct DataConfig {
-  std::string dataset = "fashion-mnist";  // fashion-mnist | cifar10 | synthetic
+  std::string dataset = "fashion-mnist";  // a row of the dataset table (accel/data/catalog.h)
   std::string root;                       // "" = the dataset's default location
   std::vector<int> classes;               // empty = all; remapped to 0..n-1
   int64_t train_subset = 0;               // 0 = all; seeded, balanced per class
@@ -128,5 +130,9 @@ RunConfig to_run_config(const nlohmann::json& resolved);
 
 // One line per field: path, type, default, doc (what `config --explain` prints).
 std::string explain_schema();
+
+// A short hash of a resolved config (FNV-1a of its compact dump), which every
+// rank compares at rendezvous.
+std::string config_hash(const nlohmann::json& resolved);
 
 }  // namespace accel::config

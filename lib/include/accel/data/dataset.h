@@ -1,40 +1,95 @@
-// Image datasets held in memory as uint8 tensors, the readers that fill them,
-// and the split / class-subset / cap logic of a run's data section.
+// Datasets in memory: one split is an ExampleSet, a table of row-aligned
+// tensors (images: uint8 pixels; text: token ids and lengths) with labels,
+// class names and the Collator that turns rows into a batch of named model
+// inputs. Subsets, class selection, caps and splits work on any set the same
+// way; only collation knows the kind of data. Which datasets exist, where
+// their files are and how they are read is one table (lib/data/datasets.cpp,
+// accel/data/catalog.h).
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
 #include "accel/config/run_config.h"
+#include "accel/data/batch.h"
 
 namespace accel::data {
 
-struct ImageSet {
-  torch::Tensor images;  // uint8 [N, C, H, W], contiguous
-  torch::Tensor labels;  // int64 [N]
-  int num_classes = 0;
-  std::vector<float> mean;  // per channel, in [0,1] units, for normalisation
-  std::vector<float> std;
-  int64_t size() const { return labels.defined() ? labels.size(0) : 0; }
+// How rows become model inputs; the fields a kind of data does not use are
+// ignored by its collator.
+struct CollateOptions {
+  int resize = 0;         // images: square side (0 = keep the stored size)
+  bool normalize = true;  // images: subtract the set's mean, divide by its std
+  int64_t pad_to = 0;     // text: every batch this long; 0 = the batch's longest row
 };
+
+struct ExampleSet;
+
+// One per kind of data ("image", "text"): the rows of a set -> a Batch's
+// inputs (and token count). Labels and validity are the loader's.
+class Collator {
+ public:
+  virtual ~Collator() = default;
+  virtual std::string kind() const = 0;
+  virtual Batch collate(const ExampleSet& set, const torch::Tensor& rows,
+                        const CollateOptions& options) const = 0;
+  // What result.json records of it (image statistics, pad id, ...).
+  virtual nlohmann::json describe() const = 0;
+};
+
+struct ExampleSet {
+  std::map<std::string, torch::Tensor> columns;  // each [N, ...], contiguous
+  torch::Tensor labels;                          // int64 [N]
+  int num_classes = 0;
+  std::vector<std::string> class_names;  // one per class; empty = "0".."k-1"
+  std::shared_ptr<const Collator> collator;
+
+  int64_t size() const { return labels.defined() ? labels.size(0) : 0; }
+  // std::invalid_argument naming the column and the set's columns.
+  const torch::Tensor& column(const std::string& name) const;
+  std::string kind() const { return collator ? collator->kind() : std::string("?"); }
+  // The same columns at `rows` (int64 indices), labels replaced by `labels`.
+  ExampleSet with_rows(const torch::Tensor& rows, torch::Tensor new_labels, int classes) const;
+};
+
+// ---- images ------------------------------------------------------------------------
+// Column "pixels": uint8 [N, C, H, W]. The collator turns rows into float in
+// [0, 1], resizes (bilinear) and normalises per channel with mean and std (in
+// [0, 1] units; one value for all channels, or one per channel).
+ExampleSet make_image_set(torch::Tensor pixels, torch::Tensor labels, int num_classes,
+                          std::vector<float> mean, std::vector<float> std);
+// The pixels of an image set, and the statistics its collator normalises with.
+const torch::Tensor& image_pixels(const ExampleSet& set);
+std::pair<std::vector<float>, std::vector<float>> image_stats(const ExampleSet& set);
+// Per-channel mean and std of uint8 pixels [N, C, H, W] in [0, 1] units,
+// exact (from byte histograms, without a float copy of the data).
+std::pair<std::vector<float>, std::vector<float>> pixel_stats(const torch::Tensor& pixels);
+
+// Turns uint8 rows into a float batch: resize (0 = keep), normalise.
+torch::Tensor transform_images(const torch::Tensor& u8, const std::vector<float>& mean,
+                               const std::vector<float>& std, int resize, bool normalize);
 
 // --- readers (throw accel::DataError naming the file) ---------------------
 // IDX (MNIST family): images idx3 ubyte + labels idx1 ubyte, gzipped or raw
 // (detected from the content, not the name).
-ImageSet read_idx(const std::filesystem::path& images_file,
-                  const std::filesystem::path& labels_file, int num_classes);
+ExampleSet read_idx(const std::filesystem::path& images_file,
+                    const std::filesystem::path& labels_file, int num_classes);
 // CIFAR-10 binary version: records of 1 label byte + 3072 pixel bytes.
-ImageSet read_cifar10(const std::vector<std::filesystem::path>& files);
+ExampleSet read_cifar10(const std::vector<std::filesystem::path>& files);
 // Deterministic synthetic images whose class is learnable (for smoke tests and
 // benchmarks).
-ImageSet make_synthetic(int64_t n, int channels, int size, int num_classes,
-                        uint64_t seed);
+ExampleSet make_synthetic(int64_t n, int channels, int size, int num_classes, uint64_t seed);
 
-// Default root per dataset ("" when the dataset has none).
+// ---- the dataset table ---------------------------------------------------------------
+// Default root per dataset ("" when the dataset has none); ConfigError for
+// an unknown dataset.
 std::filesystem::path default_root(const std::string& dataset);
 // Files a dataset needs under root; used to validate before any work.
 std::vector<std::filesystem::path> required_files(const config::DataConfig& cfg);
@@ -43,8 +98,9 @@ std::vector<std::filesystem::path> required_files(const config::DataConfig& cfg)
 void check_data_files(const config::DataConfig& cfg);
 
 struct Splits {
-  ImageSet train, val, test;
+  ExampleSet train, val, test;
   std::vector<int> class_ids;  // original label of each remapped class
+  nlohmann::json info;         // what result.json's "data" records beyond the sizes
 };
 
 // Loads the dataset of cfg, keeps cfg.classes (remapped to 0..n-1, in the order
@@ -54,8 +110,8 @@ struct Splits {
 Splits load_splits(const config::DataConfig& cfg, uint64_t seed);
 
 // Pure helpers, exposed for tests.
-ImageSet select_classes(const ImageSet& set, const std::vector<int>& classes);
-ImageSet cap_balanced(const ImageSet& set, int64_t cap, uint64_t seed);
-ImageSet take_rows(const ImageSet& set, int64_t begin, int64_t end);
+ExampleSet select_classes(const ExampleSet& set, const std::vector<int>& classes);
+ExampleSet cap_balanced(const ExampleSet& set, int64_t cap, uint64_t seed);
+ExampleSet take_rows(const ExampleSet& set, int64_t begin, int64_t end);
 
 }  // namespace accel::data

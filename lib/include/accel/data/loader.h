@@ -1,7 +1,9 @@
-// A batch loader over an in-memory ImageSet: seeded shuffling, drop_last,
-// per-rank sharding (as torch's DistributedSampler), per-batch transforms
-// (uint8 -> float, resize, normalise) and a background thread that prepares
-// the next batches while the current one trains.
+// A batch loader over an in-memory ExampleSet: seeded shuffling, drop_last,
+// per-rank sharding (as torch's DistributedSampler), per-batch collation by
+// the set's Collator (images: uint8 -> float, resize, normalise; text: pad
+// to the batch's longest row or a fixed length, attention mask) and a
+// background thread that prepares the next batches while the current one
+// trains.
 #pragma once
 
 #include <condition_variable>
@@ -15,18 +17,10 @@
 
 #include <torch/torch.h>
 
+#include "accel/data/batch.h"
 #include "accel/data/dataset.h"
 
 namespace accel::data {
-
-struct Batch {
-  torch::Tensor x;  // float32 [B, C, H, W]
-  torch::Tensor y;  // int64 [B]
-  // The leading rows that are real samples of this rank; the rest pad the
-  // rank's share to the common length (DistributedSampler's wrap-around), so
-  // metrics count every sample once over all ranks.
-  int64_t valid = 0;
-};
 
 struct LoaderOptions {
   int64_t batch_size = 16;
@@ -34,8 +28,7 @@ struct LoaderOptions {
   bool drop_last = false;
   uint64_t seed = 0;        // shuffle seed; the epoch is mixed in
   int prefetch = 2;         // 0 = synchronous
-  int resize = 0;           // 0 = keep size
-  bool normalize = true;
+  CollateOptions collate;   // how rows become inputs (resize, normalise, padding)
   int64_t limit_batches = 0;  // 0 = all
   // Batches in page-locked host memory, so the copy to a GPU can run
   // asynchronously (to(device, non_blocking)); set by Fabric on CUDA.
@@ -51,13 +44,9 @@ struct LoaderOptions {
 std::vector<int64_t> epoch_indices(int64_t n, bool shuffle, uint64_t seed,
                                    int epoch, int rank, int world_size);
 
-// Turns uint8 rows into a normalised float batch of the requested size.
-torch::Tensor transform_images(const torch::Tensor& u8, const ImageSet& set,
-                               int resize, bool normalize);
-
 class Loader {
  public:
-  Loader(std::shared_ptr<const ImageSet> set, LoaderOptions opts);
+  Loader(std::shared_ptr<const ExampleSet> set, LoaderOptions opts);
   ~Loader();
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;
@@ -76,7 +65,7 @@ class Loader {
   Batch make_batch(int64_t b) const;
   void stop();
 
-  std::shared_ptr<const ImageSet> set_;
+  std::shared_ptr<const ExampleSet> set_;
   LoaderOptions opts_;
   std::vector<int64_t> order_;
   int64_t real_ = 0;  // samples of order_ that are not padding (they come first)

@@ -57,4 +57,7 @@ void write_json_atomic(const std::filesystem::path& path, const nlohmann::json& 
 // it on a folder that processes on other hosts write into at the same time.
 std::vector<std::filesystem::path> remove_stale_temp_files(const std::filesystem::path& dir);
 
+// Now, as "2026-12-01T21:44:27Z" (UTC, seconds).
+std::string utc_now();
+
 }  // namespace accel::metrics

@@ -55,4 +55,12 @@ class OpProfiler {
 std::string op_table_csv(const std::vector<OpStat>& ops);
 std::string op_table_text(const std::vector<OpStat>& ops, size_t rows);
 
+// A stopped profiler's record of `steps` training steps from `first_step`,
+// split by the loop's scopes (accel::step, accel::forward, accel::backward,
+// accel::optimizer, accel::graph_replay, accel::data), written to DIR as
+// ops.txt, ops.csv, trace.json and summary.txt. Returns what the console
+// shows: the split and the top ops.
+std::string write_step_profile(const OpProfiler& profiler, int64_t steps, int64_t first_step,
+                               const std::filesystem::path& dir);
+
 }  // namespace accel::metrics

@@ -1,7 +1,9 @@
-// Pretrained ViT weights from the ecosystem: torchvision, timm
-// (vit_base_patch16_224 and family) and Hugging Face (google/vit-base-*)
-// parameter names mapped onto this project's torchvision-shaped model.
-// docs/PRETRAINED.md has the full table and the sources.
+// Pretrained weights from the ecosystem into any family's model
+// (load_pretrained: safetensors -> the family's name adapter -> the model),
+// and the ViT family's adapter: torchvision, timm (vit_base_patch16_224 and
+// family) and Hugging Face (google/vit-base-*) parameter names mapped onto
+// this project's torchvision-shaped model. docs/PRETRAINED.md has the full
+// tables and the sources.
 #pragma once
 
 #include <filesystem>
@@ -9,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "accel/models/model.h"
 #include "accel/models/weights.h"
 
 namespace accel::models {
@@ -39,8 +42,18 @@ std::optional<std::string> torchvision_name(const std::string& name, WeightForma
 NamedTensors to_torchvision_names(const NamedTensors& source, WeightFormat format,
                                   const std::string& source_name = "");
 
-// read_safetensors + to_torchvision_names + apply_named_tensors.
-LoadReport load_pretrained(VisionTransformer& model, const std::filesystem::path& file,
-                           WeightFormat format = WeightFormat::Auto, bool strict = true);
+// read_safetensors + the model family's name adapter (format: one of the
+// family's model.init_format values, or "auto") + apply_named_tensors.
+LoadReport load_pretrained(Model& model, const std::filesystem::path& file,
+                           const std::string& format = "auto", bool strict = true);
+// The ViT family's name adapter (its ModelFamily::adapt): format "auto",
+// "torchvision", "timm" or "hf".
+NamedTensors vit_adapt(const NamedTensors& source, const std::string& format,
+                       const std::string& source_name, std::vector<std::string>& dropped,
+                       std::string& format_used);
+
+// The same with a ViT format.
+LoadReport load_pretrained(Model& model, const std::filesystem::path& file, WeightFormat format,
+                           bool strict = true);
 
 }  // namespace accel::models

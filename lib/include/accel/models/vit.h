@@ -10,7 +10,8 @@
 
 #include <torch/torch.h>
 
-#include "accel/dist/strategy.h"  // Wrappable
+#include "accel/models/family.h"
+#include "accel/models/model.h"
 
 namespace accel::models {
 
@@ -38,6 +39,12 @@ std::vector<std::string> vit_preset_names();
 
 // Throws accel::ConfigError naming the field when the spec is inconsistent.
 void validate_spec(const ViTSpec& spec);
+
+// The spec a config's model section asks for: the preset, overridden by
+// every non-zero model field, with in_channels and num_classes taken from
+// the data when 0. Throws ConfigError naming the field on a mismatch with
+// the data.
+ViTSpec resolve_vit_spec(const config::ModelConfig& model, int data_channels, int data_classes);
 
 // Analytic forward FLOPs per sample (2 per multiply-add; matmuls and the patch
 // projection; norms, softmax and activations ignored). A training step costs
@@ -100,14 +107,22 @@ TORCH_MODULE(Encoder);
 
 // Wrap units (for FSDP): 0 = stem (conv_proj, class_token,
 // encoder.pos_embedding), 1..depth = encoder blocks, depth+1 = head
-// (encoder.ln, heads.head).
-class VisionTransformerImpl : public torch::nn::Module, public dist::Wrappable {
+// (encoder.ln, heads.head). Reads the input "pixels".
+class VisionTransformerImpl : public Model {
  public:
   explicit VisionTransformerImpl(const ViTSpec& spec);
   // x: [B, C, H, W] float -> logits [B, num_classes]
   torch::Tensor forward(const torch::Tensor& x);
+  torch::Tensor forward(const data::Inputs& inputs) override;
+  std::string arch() const override { return "vit"; }
+  int num_classes() const override { return spec_.num_classes; }
   // Replaces heads.head by a new zero-initialised Linear with num_classes.
-  void replace_head(int num_classes);
+  void replace_head(int num_classes) override;
+  std::vector<std::string> head_tensors() const override {
+    return {"heads.head.weight", "heads.head.bias"};
+  }
+  double forward_flops(const data::Inputs& inputs) const override;
+  std::string shape_hint(const std::string& name) const override;
   const ViTSpec& spec() const { return spec_; }
 
   std::vector<dist::WrapUnit> wrap_units() override;
@@ -133,6 +148,7 @@ class VisionTransformerImpl : public torch::nn::Module, public dist::Wrappable {
 };
 TORCH_MODULE(VisionTransformer);
 
-int64_t count_parameters(const torch::nn::Module& module);
+// The family's registry row (lib/models/registry.cpp lists it).
+ModelFamily vit_family();
 
 }  // namespace accel::models

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <optional>
+#include <utility>
 #include <string>
 
 #include "accel/report/result_set.h"
@@ -26,6 +27,11 @@ struct CompareBounds {
 // Everything else -- devices, strategy, precision, batch, epochs, seed, data
 // -- defines the experiment and must match.
 Json comparable_config(const Json& config);
+// Two runs' configs as compared: both resolved again by today's schema
+// (fields added since a run was made take their defaults, so older result
+// sets stay comparable), or both as written when either no longer
+// resolves; then comparable_config.
+std::pair<Json, Json> comparable_configs(const Json& a, const Json& b);
 
 // The paths where two configs differ ("train.epochs: 10 vs 3"), at most `limit`.
 std::string config_difference(const Json& a, const Json& b, size_t limit = 3);

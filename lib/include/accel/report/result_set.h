@@ -38,7 +38,11 @@ struct RunRecord {
   std::string error;
   Json config;            // resolved config (object, or null)
   Json env;
-  OptNum test_acc, train_time_s, images_per_s, images_per_s_per_device, flops_per_sample;
+  // samples_per_s (schema 3), or images_per_s in the result sets written
+  // before it; tokens_per_s for text runs.
+  OptNum test_acc, train_time_s, samples_per_s, samples_per_s_per_device, tokens_per_s,
+      flops_per_sample;
+  std::string data_kind = "image";  // schema 3's data_kind; earlier sets are all images
   OptNum step_ms_median;
   int epochs_done = 0;
   int world_size = 1;
@@ -46,8 +50,8 @@ struct RunRecord {
   std::vector<double> epoch_time_s, epoch_val_acc;
   std::vector<std::string> warnings;  // printed before the run (e.g. emulated precision)
   bool ok() const { return present && status == "ok"; }
-  // images/s of one device: the field when present, else total / world size.
-  OptNum per_device_images_per_s() const;
+  // samples/s of one device: the field when present, else total / world size.
+  OptNum per_device_samples_per_s() const;
 };
 
 RunRecord read_run(const std::filesystem::path& dir);

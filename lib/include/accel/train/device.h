@@ -18,6 +18,8 @@
 
 #include <torch/torch.h>
 
+#include "accel/data/batch.h"
+
 namespace accel::train {
 
 // ---- memory ---------------------------------------------------------------------------
@@ -84,11 +86,11 @@ std::unique_ptr<torch::optim::Optimizer> make_capturable_adam(
 
 // One training step as a function of its inputs: zero the gradients in place,
 // forward, loss, backward, optimizer step; returns {loss, logits}.
-using StepBody =
-    std::function<std::pair<torch::Tensor, torch::Tensor>(const torch::Tensor& x,
-                                                          const torch::Tensor& y)>;
+using StepBody = std::function<std::pair<torch::Tensor, torch::Tensor>(const data::Inputs& x,
+                                                                       const torch::Tensor& y)>;
 
-// Runs a StepBody on static input buffers: the first `warmup` calls eagerly
+// Runs a StepBody on static input buffers (one per named input): the first
+// `warmup` calls eagerly
 // (on a side stream, as PyTorch's whole-network capture recipe does), the next
 // one captures it in a CUDA Graph, and every call after that copies the batch
 // into the buffers and replays the graph. The returned tensors are the
@@ -103,7 +105,7 @@ class GraphedStep {
   ~GraphedStep();
   GraphedStep(const GraphedStep&) = delete;
   GraphedStep& operator=(const GraphedStep&) = delete;
-  std::pair<torch::Tensor, torch::Tensor> run(const torch::Tensor& x, const torch::Tensor& y);
+  std::pair<torch::Tensor, torch::Tensor> run(const data::Inputs& x, const torch::Tensor& y);
   bool captured() const;
   int64_t replays() const;
 

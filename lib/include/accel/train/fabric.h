@@ -9,7 +9,7 @@
 //   fabric.launch();                     // joins the ranks the environment names
 //   auto [model, optimizer] = fabric.setup(vit, make_optimizer);
 //   auto loader = fabric.setup_dataloader(train_set, opts);
-//   ... logits = model.forward(x); loss = ...;
+//   ... logits = model.forward(batch.inputs); loss = ...;
 //   optimizer.zero_grad(); fabric.backward(loss); optimizer.step();
 #pragma once
 
@@ -33,15 +33,16 @@ namespace accel::train {
 
 class Fabric;
 
-// The model as set up by Fabric: forward runs under the precision's autocast,
-// inputs are cast for *-true precisions, outputs come back in float32. Works
-// on any torch::nn::Module with a forward(Tensor) -> Tensor.
+// The model as set up by Fabric: forward moves the named inputs to the
+// device, runs under the precision's autocast, casts floating inputs for
+// *-true precisions (token ids stay integers), and returns outputs in
+// float32. Works on any torch::nn::Module with a forward(data::Inputs).
 class FabricModule {
  public:
-  using Forward = std::function<torch::Tensor(const torch::Tensor&)>;
+  using Forward = std::function<torch::Tensor(const data::Inputs&)>;
   FabricModule(Fabric& fabric, std::shared_ptr<torch::nn::Module> module, Forward forward)
       : fabric_(&fabric), module_(std::move(module)), forward_(std::move(forward)) {}
-  torch::Tensor forward(const torch::Tensor& x);
+  torch::Tensor forward(const data::Inputs& inputs);
   // The wrapped module (for FSDP, its parameters are views of gathered units).
   torch::nn::Module& module() { return *module_; }
   std::shared_ptr<torch::nn::Module> module_ptr() { return module_; }
@@ -97,16 +98,17 @@ class Fabric {
   Setup setup(ModuleHolder model, const dist::OptimizerFactory& make_optimizer) {
     auto ptr = model.ptr();
     auto* raw = ptr.get();
-    return setup_module(ptr, [raw](const torch::Tensor& x) { return raw->forward(x); },
+    return setup_module(ptr, [raw](const data::Inputs& x) { return raw->forward(x); },
                         make_optimizer);
   }
   Setup setup_module(std::shared_ptr<torch::nn::Module> module, FabricModule::Forward forward,
                      const dist::OptimizerFactory& make_optimizer);
 
   // A loader sharded for this rank (rank, world size), batches on the device.
-  std::unique_ptr<data::Loader> setup_dataloader(std::shared_ptr<const data::ImageSet> set,
+  std::unique_ptr<data::Loader> setup_dataloader(std::shared_ptr<const data::ExampleSet> set,
                                                  data::LoaderOptions options);
   torch::Tensor to_device(const torch::Tensor& t) const;
+  data::Inputs to_device(const data::Inputs& inputs) const;
 
   // loss -> (scaled) backward; gradients reduced across ranks on return
   // (unless inside no_backward_sync).

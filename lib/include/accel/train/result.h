@@ -43,7 +43,9 @@ struct RankResult {
 };
 
 struct RunResult {
-  static constexpr int kSchemaVersion = 2;
+  // 3: samples_per_s and tokens_per_s (images_per_s kept for image runs),
+  // model.arch, data.kind.
+  static constexpr int kSchemaVersion = 3;
   std::string name;
   std::string status = "running";  // running | ok | failed | interrupted | dry-run
   std::string error;
@@ -70,10 +72,12 @@ struct RunResult {
   double init_time_s = 0;
   int64_t steps = 0;
   metrics::Spread step_time_ms;  // the slowest rank's per-step times after warm-up
-  Opt images_per_s;              // all ranks together
-  Opt images_per_s_per_device;
+  std::string data_kind = "image";  // "image" | "text" (the dataset's kind)
+  Opt samples_per_s;             // all ranks together
+  Opt samples_per_s_per_device;
+  Opt tokens_per_s;              // text: real (not padding) tokens, all ranks together
   Opt model_flops_per_s;
-  double flops_per_sample = 0;
+  double flops_per_sample = 0;   // forward, mean over the trained batches' shapes
   int64_t params = 0;
   // "process_rss" (CPU) or "cuda_max_allocated" (torch.cuda.max_memory_allocated,
   // as the article reports memory)

@@ -1,102 +1,26 @@
-#include "accel/train/trainer.h"
+// The runnability checks (accel/train/checks.h): config against the loops,
+// strategies, precisions and captured steps; the output folder; resume.
+#include "accel/train/checks.h"
 
-#include <chrono>
-#include <cmath>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
-#include <ctime>
-#include <iomanip>
-#include <ostream>
-#include <sstream>
+#include <cstring>
+#include <regex>
 
-#include "accel/data/loader.h"
-#include "accel/metrics/metrics.h"
+#include "accel/data/dataset.h"
+#include "accel/models/family.h"
 #include "accel/precision/precision.h"
 #include "accel/train/checkpoint.h"
-#include "accel/train/device.h"
 #include "accel/train/fabric.h"
 #include "accel/util/errors.h"
 
 namespace accel::train {
 
-// ---------------------------------------------------------------------------
-
-models::ViTSpec resolve_model_spec(const config::ModelConfig& m, int data_channels,
-                                   int data_classes) {
-  models::ViTSpec s;
-  if (m.preset != "custom") s = models::vit_preset(m.preset);
-  auto take = [](int& field, int value) {
-    if (value > 0) field = value;
-  };
-  take(s.image_size, m.image_size);
-  take(s.patch_size, m.patch_size);
-  take(s.dim, m.dim);
-  take(s.depth, m.depth);
-  take(s.heads, m.heads);
-  take(s.mlp_dim, m.mlp_dim);
-  if (m.preset == "custom") {
-    for (auto [name, v] : {std::pair{"image_size", m.image_size}, {"patch_size", m.patch_size},
-                          {"dim", m.dim}, {"depth", m.depth}, {"heads", m.heads},
-                          {"mlp_dim", m.mlp_dim}}) {
-      if (v <= 0) {
-        throw ConfigError(std::string("model.") + name +
-                          ": required when model.preset is \"custom\"");
-      }
-    }
-  }
-  if (m.in_channels > 0 && m.in_channels != data_channels) {
-    throw ConfigError("model.in_channels: " + std::to_string(m.in_channels) +
-                      " but the dataset has " + std::to_string(data_channels) +
-                      " channel(s)");
-  }
-  s.in_channels = data_channels;
-  if (m.num_classes > 0 && m.num_classes < data_classes) {
-    throw ConfigError("model.num_classes: " + std::to_string(m.num_classes) +
-                      " is fewer than the " + std::to_string(data_classes) +
-                      " classes the data yields");
-  }
-  s.num_classes = m.num_classes > 0 ? m.num_classes : data_classes;
-  s.dropout = m.dropout;
-  s.attention_dropout = m.attention_dropout;
-  models::validate_spec(s);
-  return s;
-}
-
-int resolve_image_size(const config::RunConfig& cfg, const models::ViTSpec& spec) {
-  if (cfg.data.resize > 0 && cfg.data.resize != spec.image_size) {
-    throw ConfigError("data.resize: " + std::to_string(cfg.data.resize) +
-                      " does not match model.image_size " + std::to_string(spec.image_size) +
-                      " (0 resizes to the model's size)");
-  }
-  return spec.image_size;
-}
-
-std::unique_ptr<torch::optim::Optimizer> make_optimizer(
-    const std::vector<torch::Tensor>& params, const config::OptimConfig& o, bool capturable) {
-  if (capturable) {
-    if (o.name != "adam" && o.name != "adamw") {
-      throw ConfigError("optim.name: \"" + o.name + "\" cannot run inside a CUDA Graph "
-                        "(runtime.cuda_graphs supports adam and adamw)");
-    }
-    return make_capturable_adam(params, o.lr, o.beta1, o.beta2, o.eps, o.weight_decay,
-                                o.name == "adamw");
-  }
-  if (o.name == "adam") {
-    return std::make_unique<torch::optim::Adam>(
-        params, torch::optim::AdamOptions(o.lr).betas({o.beta1, o.beta2}).eps(o.eps).weight_decay(
-                    o.weight_decay));
-  }
-  if (o.name == "adamw") {
-    return std::make_unique<torch::optim::AdamW>(
-        params, torch::optim::AdamWOptions(o.lr).betas({o.beta1, o.beta2}).eps(o.eps).weight_decay(
-                    o.weight_decay));
-  }
-  if (o.name == "sgd") {
-    return std::make_unique<torch::optim::SGD>(
-        params,
-        torch::optim::SGDOptions(o.lr).momentum(o.momentum).weight_decay(o.weight_decay));
-  }
-  throw ConfigError("optim.name: unknown optimizer \"" + o.name + "\"");
-}
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -122,10 +46,35 @@ void check_graphable(const config::RunConfig& cfg) {
   }
 }
 
+std::string join(const std::vector<std::string>& items, const std::string& sep) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? sep : "") + items[i];
+  return out;
+}
+
+std::vector<fs::path> periodic_checkpoints(const fs::path& out) {
+  std::vector<fs::path> found;
+  std::error_code ec;
+  const auto dir = out / "checkpoints";
+  if (!fs::is_directory(dir, ec)) return found;
+  static const std::regex name(R"(step-\d{8,}\.ckpt)");
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (std::regex_match(e.path().filename().string(), name)) found.push_back(e.path());
+  }
+  std::sort(found.begin(), found.end());  // zero-padded: lexical = numeric
+  return found;
+}
+
 }  // namespace
 
 void check_runnable(const config::RunConfig& cfg, bool check_environment) {
-  if (cfg.model.preset != "custom") models::vit_preset(cfg.model.preset);
+  const auto& family = models::model_family(cfg.model.arch);
+  const auto& presets = family.info.presets;
+  if (cfg.model.preset != "custom" &&
+      std::find(presets.begin(), presets.end(), cfg.model.preset) == presets.end()) {
+    throw ConfigError("model.preset: \"" + cfg.model.preset + "\" is not a " + cfg.model.arch +
+                      " preset");
+  }
   const auto& rt = cfg.runtime;
   // The plain loop is the article's pure-PyTorch fp32 script on one device;
   // other precisions and gradient clipping go through the Fabric-style facade,
@@ -172,6 +121,77 @@ void check_runnable(const config::RunConfig& cfg, bool check_environment) {
   }
   data::check_data_files(cfg.data);
 }
+
+// ---- the output folder ------------------------------------------------------------------
+
+void check_out_dir(const RunOptions& opts) {
+  const fs::path& out = opts.out_dir;
+  const std::string where = "--out " + out.string() + ": ";
+  std::error_code ec;
+  if (fs::exists(out, ec)) {
+    if (!fs::is_directory(out, ec)) throw ConfigError(where + "exists and is not a folder");
+    if (::access(out.c_str(), W_OK | X_OK) != 0) throw ConfigError(where + "folder is not writable");
+  } else {
+    // Walk up to the first part that exists: it must be a writable folder.
+    fs::path up = out.has_parent_path() ? out.parent_path() : fs::path(".");
+    while (!up.empty() && !fs::exists(up, ec)) up = up.parent_path();
+    if (up.empty()) up = ".";
+    if (!fs::is_directory(up, ec)) {
+      throw ConfigError(where + up.string() + " is not a folder, so the folder cannot be made");
+    }
+    if (::access(up.c_str(), W_OK | X_OK) != 0) {
+      throw ConfigError(where + "cannot create it: " + up.string() + " is not writable");
+    }
+    // access() says yes for root everywhere, and some file systems (/proc, /sys)
+    // refuse new folders anyway: make and remove a probe folder in `up`.
+    const auto probe = up / (".accel-out-probe." + std::to_string(::getpid()));
+    if (::mkdir(probe.c_str(), 0700) != 0) {
+      throw ConfigError(where + "cannot create folders in " + up.string() + " (" +
+                        std::strerror(errno) + ")");
+    }
+    ::rmdir(probe.c_str());
+    return;
+  }
+  if (opts.overwrite || !opts.resume.empty()) return;
+  std::vector<std::string> kept;
+  for (const char* name : {"result.json", "checkpoint.ckpt"}) {
+    if (fs::exists(out / name, ec)) kept.push_back(name);
+  }
+  const auto steps = periodic_checkpoints(out);
+  if (!steps.empty()) kept.push_back("checkpoints/" + steps.back().filename().string());
+  if (!kept.empty()) {
+    throw ConfigError(where + "already holds " + join(kept, ", ") +
+                      " of an earlier run; continue it with --resume auto, choose another "
+                      "--out, or pass --force to replace it");
+  }
+}
+
+fs::path find_resume_checkpoint(const fs::path& out) {
+  auto candidates = periodic_checkpoints(out);
+  std::vector<std::pair<int64_t, fs::path>> ranked;
+  std::error_code ec;
+  if (fs::exists(out / "checkpoint.ckpt", ec)) candidates.push_back(out / "checkpoint.ckpt");
+  for (const auto& c : candidates) {
+    try {
+      const auto ckpt = read_checkpoint(c);  // verifies size and CRC
+      ranked.emplace_back(ckpt.progress.step, c);
+    } catch (const ConfigError&) {
+      // damaged or cut: a killed run's last write; skip it
+    }
+  }
+  if (ranked.empty()) return {};
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  return ranked.front().second;
+}
+
+fs::path periodic_checkpoint_path(const fs::path& out, int64_t step) {
+  char name[48];
+  std::snprintf(name, sizeof(name), "step-%08lld.ckpt", static_cast<long long>(step));
+  return out / "checkpoints" / name;
+}
+
+// ---- resume ---------------------------------------------------------------------------
 
 namespace {
 

@@ -1,0 +1,25 @@
+// The datasets accel-bench knows, as plain facts (no LibTorch): the config
+// schema reads its choices and class counts from here, so a dataset is one row
+// of the table in lib/data/datasets.cpp, never a second list elsewhere.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace accel::data {
+
+struct DatasetInfo {
+  std::string name;     // data.dataset
+  std::string kind;     // "image" | "text": which model families can read it
+  int classes = 0;      // label count; 0 = known only from the data (text-csv, synthetic)
+  std::string summary;  // one line for --explain
+};
+
+// Every dataset, in the table's order.
+const std::vector<DatasetInfo>& dataset_catalog();
+// nullptr when unknown.
+const DatasetInfo* find_dataset(const std::string& name);
+// The dataset a model family reading `kind` defaults to ("fashion-mnist", ...).
+std::string default_dataset(const std::string& kind);
+
+}  // namespace accel::data

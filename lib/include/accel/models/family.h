@@ -1,0 +1,78 @@
+// The model family registry: one row per model.arch naming how the family
+// builds its module from a config and the data, what the loader must give it,
+// its presets, and how a pretrained file's tensor names map onto its own. The
+// training core looks the family up and never branches on it (as torchtitan's
+// TrainSpec). A new family is one row in lib/models/registry.cpp plus its
+// files (docs/ARCHITECTURE.md).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "accel/config/run_config.h"
+#include "accel/data/dataset.h"
+#include "accel/models/catalog.h"
+#include "accel/models/model.h"
+#include "accel/models/weights.h"
+
+namespace accel::models {
+
+// What the data tells a model before it is built.
+struct DataFacts {
+  std::string kind;        // "image" | "text"
+  int classes = 0;         // labels the data yields
+  int channels = 0;        // images
+  int image_size = 0;      // images: the stored side (square)
+  int64_t max_length = 0;  // text: the longest tokenized row (with [CLS]/[SEP])
+  int64_t vocab_size = 0;  // text: the tokenizer's vocab (0 = synthetic ids)
+  int64_t max_token_id = -1;  // text: the largest id in the data
+};
+
+struct BuiltModel {
+  std::shared_ptr<Model> module;
+  nlohmann::json dims;  // result.json's "model": the resolved dims
+  std::string summary;  // the banner's "== model: ..." line
+  double flops_per_sample = 0;  // forward, at the data's shape (text: at max_length)
+};
+
+struct PresetRow {
+  std::string name, shape;  // shape: "224px patch 16, dim 768, depth 12, ..."
+  int64_t params = 0;
+  double flops = 0;         // forward FLOPs per unit
+  std::string unit;         // "image" | "token (at 128)"
+};
+
+struct ModelFamily {
+  FamilyInfo info;
+  // The module for a config's model section and the data (seeded by the
+  // caller's torch::manual_seed): preset, overrides, checks against the data
+  // (ConfigError naming the field), initial weights as the family's reference
+  // implementation initialises them.
+  std::function<BuiltModel(const config::ModelConfig& model, const DataFacts& data)> build;
+  // How the loader must collate for this model (ViT: resize to its image
+  // size; text: padding), with the data section's checks (data.resize,
+  // data.max_length against the model).
+  std::function<data::CollateOptions(const BuiltModel& built, const config::DataConfig& data)>
+      collate;
+  // `accel-bench presets`, one row per preset.
+  std::function<std::vector<PresetRow>()> preset_rows;
+  // Tensors of a pretrained file under this family's names. `format` is one
+  // of info.formats or "auto" (detected from the names; ConfigError when it
+  // cannot tell). Tensors the family knows to have no place (pretraining
+  // heads) are left out and named in `dropped`.
+  std::function<NamedTensors(const NamedTensors& source, const std::string& format,
+                             const std::string& source_name, std::vector<std::string>& dropped,
+                             std::string& format_used)>
+      adapt;
+};
+
+const std::vector<ModelFamily>& model_families();
+// ConfigError "model.arch: unknown ..." listing the families.
+const ModelFamily& model_family(const std::string& arch);
+
+}  // namespace accel::models

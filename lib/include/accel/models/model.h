@@ -1,0 +1,41 @@
+// What the training core knows of a model: named inputs in, class logits out,
+// a classification head it can replace, analytic FLOPs, and (for FSDP) its
+// wrap units. Every family's module implements it (ViT, BERT, DistilBERT);
+// the core never names a family.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "accel/data/batch.h"
+#include "accel/dist/strategy.h"  // Wrappable
+
+namespace accel::models {
+
+class Model : public torch::nn::Module, public dist::Wrappable {
+ public:
+  // model.arch of the family that built it ("vit", "bert", "distilbert").
+  virtual std::string arch() const = 0;
+  // logits [B, num_classes] from a batch's inputs (accel/data/batch.h names).
+  virtual torch::Tensor forward(const data::Inputs& inputs) = 0;
+  virtual int num_classes() const = 0;
+  // A new, freshly initialised classification head with num_classes outputs
+  // (on the old head's device and dtype).
+  virtual void replace_head(int num_classes) = 0;
+  // The head's tensors by module name: a source whose head has another class
+  // count, or that has none, leaves the model's own (fresh) head in place.
+  virtual std::vector<std::string> head_tensors() const = 0;
+  // Forward FLOPs of a batch of these inputs, 2 per multiply-add (matmuls and
+  // projections; norms, softmax and activations ignored). A training step
+  // costs about 3x this.
+  virtual double forward_flops(const data::Inputs& inputs) const = 0;
+  // Why a source tensor of another shape cannot load, where there is more to
+  // say than the shapes (ViT's position embeddings); "" otherwise.
+  virtual std::string shape_hint(const std::string& /*name*/) const { return ""; }
+};
+
+int64_t count_parameters(const torch::nn::Module& module);
+
+}  // namespace accel::models

@@ -1,0 +1,31 @@
+// The optimizers a run config names and the learning-rate schedule.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "accel/config/run_config.h"
+
+namespace accel::train {
+
+// capturable: an Adam/AdamW whose step a CUDA Graph can hold (train/device.h);
+// ConfigError for other optimizers.
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(
+    const std::vector<torch::Tensor>& params, const config::OptimConfig& optim,
+    bool capturable = false);
+
+// The learning rate of optimizer step `step` (0-based) of `total`:
+// optim.lr for scheduler "none"; "cosine": linear warm-up over
+// optim.warmup_steps from lr/warmup, then cosine decay to optim.min_lr.
+double scheduled_lr(const config::OptimConfig& optim, int64_t step, int64_t total);
+// Sets every param group's lr to scheduled_lr (nothing for "none").
+void set_learning_rate(torch::optim::Optimizer& optimizer, const config::OptimConfig& optim,
+                       int64_t step, int64_t total);
+
+// Optimizer steps in the whole run (for the LR schedule).
+int64_t total_optimizer_steps(const config::TrainConfig& train, int64_t batches_per_epoch);
+
+}  // namespace accel::train

@@ -1,0 +1,134 @@
+// The attention the models run (accel/models/attention.h): LibTorch's SDPA
+// on 2.x, the fused CPU kernel as an autograd op on 1.13, the explicit form
+// otherwise.
+#include "accel/models/attention.h"
+
+#include <atomic>
+#include <cmath>
+#include <sstream>
+#include <vector>
+
+#include <ATen/record_function.h>
+
+#include "accel/kernels/attention.h"
+#include "accel/util/torch_compat.h"
+
+namespace accel::models {
+
+namespace {
+
+std::atomic<AttentionImpl> g_attention_impl{AttentionImpl::Auto};
+
+// The fused kernel as an autograd op: forward saves qkv and the softmax
+// probabilities. A bfloat16 qkv (bf16-mixed: autocast ran the in-projection
+// in bf16) takes the AVX512-BF16 kernel where the CPU has it (bf16 products,
+// float32 accumulation and softmax); elsewhere it is computed in float32 and
+// returned in bf16. Each (sample, head) is computed whole by one thread, so
+// results do not depend on the thread count.
+struct FusedAttentionFn : torch::autograd::Function<FusedAttentionFn> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& qkv_in,
+                               int64_t heads) {
+    RECORD_FUNCTION("accel::fused_attention", std::vector<c10::IValue>{});
+    const int64_t B = qkv_in.size(0), S = qkv_in.size(1), D = qkv_in.size(2) / 3;
+    const int64_t Dh = D / heads;
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh)));
+    const auto dtype = qkv_in.scalar_type();
+    ctx->saved_data["heads"] = heads;
+    ctx->saved_data["dtype"] = static_cast<int64_t>(dtype);
+    if (dtype == torch::kBFloat16 && kernels::attention_bf16_supported(D, Dh)) {
+      auto qkv = qkv_in.contiguous();
+      const int64_t Sp = kernels::attention_bf16_padded(S);
+      auto out = torch::empty({B, S, D}, qkv.options());
+      auto probs = torch::empty({B, heads, S, Sp}, qkv.options());
+      kernels::attention_bf16_forward(bf16_bits(qkv), bf16_bits(out), bf16_bits(probs), Sp, B,
+                                      S, D, heads, scale);
+      ctx->save_for_backward({qkv, probs});
+      return out;
+    }
+    auto qkv = qkv_in.to(torch::kFloat).contiguous();
+    const int64_t Sp = kernels::attention_padded(S);
+    auto out = torch::empty({B, S, D}, qkv.options());
+    auto probs = torch::empty({B, heads, S, Sp}, qkv.options());
+    kernels::attention_forward(qkv.data_ptr<float>(), out.data_ptr<float>(),
+                               probs.data_ptr<float>(), Sp, B, S, D, heads, scale);
+    ctx->save_for_backward({qkv, probs});
+    return out.to(dtype);
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    RECORD_FUNCTION("accel::fused_attention_backward", std::vector<c10::IValue>{});
+    const auto saved = ctx->get_saved_variables();
+    const auto& qkv = saved[0];
+    const auto& probs = saved[1];
+    const int64_t heads = ctx->saved_data["heads"].toInt();
+    const auto dtype = static_cast<torch::ScalarType>(ctx->saved_data["dtype"].toInt());
+    const int64_t B = qkv.size(0), S = qkv.size(1), D = qkv.size(2) / 3, Dh = D / heads;
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh)));
+    if (probs.scalar_type() == torch::kBFloat16) {  // the forward took the bf16 kernel
+      auto dout = grads[0].to(torch::kBFloat16).contiguous();
+      auto dqkv = torch::empty_like(qkv);
+      kernels::attention_bf16_backward(bf16_bits(qkv), bf16_bits(probs), probs.size(3),
+                                       bf16_bits(dout), bf16_bits(dqkv), B, S, D, heads, scale);
+      return {dqkv, torch::Tensor()};
+    }
+    auto dout = grads[0].to(torch::kFloat).contiguous();
+    auto dqkv = torch::empty_like(qkv);
+    kernels::attention_backward(qkv.data_ptr<float>(), probs.data_ptr<float>(), probs.size(3),
+                                dout.data_ptr<float>(), dqkv.data_ptr<float>(), B, S, D, heads,
+                                scale);
+    return {dqkv.to(dtype), torch::Tensor()};
+  }
+
+  static uint16_t* bf16_bits(const torch::Tensor& t) {
+    return reinterpret_cast<uint16_t*>(t.data_ptr<at::BFloat16>());
+  }
+};
+
+}  // namespace
+
+void set_attention_impl(AttentionImpl impl) { g_attention_impl.store(impl); }
+AttentionImpl attention_impl() { return g_attention_impl.load(); }
+
+std::string attention_kernel_name() {
+  if (attention_impl() == AttentionImpl::Explicit) return "explicit";
+  if (compat::kHasSdpa) return "sdpa";
+  return std::string("fused-cpu (") + kernels::attention_isa() + ")";
+}
+
+bool takes_fused_attention(const torch::Tensor& qkv, int64_t heads, bool dropout_active) {
+  return attention_impl() == AttentionImpl::Auto && !compat::kHasSdpa &&
+         fused_attention_applies(qkv, heads, dropout_active);
+}
+
+torch::Tensor unfused_attention(const torch::Tensor& qkv, int64_t heads, double dropout_p,
+                                bool training, bool explicit_form) {
+  const auto B = qkv.size(0), S = qkv.size(1), D = qkv.size(2) / 3;
+  // [B,S,3D] -> [3,B,H,S,Dh], contiguous so every matmul operand is too.
+  auto parts = qkv.view({B, S, 3, heads, D / heads}).permute({2, 0, 3, 1, 4}).contiguous().unbind(0);
+  auto out = explicit_form
+                 ? compat::attention_explicit(parts[0], parts[1], parts[2], dropout_p, training)
+                 : compat::attention(parts[0], parts[1], parts[2], dropout_p, training);
+  return out.transpose(1, 2).reshape({B, S, D});
+}
+
+bool fused_attention_applies(const torch::Tensor& qkv, int64_t heads, bool dropout_active) {
+  const auto t = qkv.scalar_type();
+  return !dropout_active && qkv.device().is_cpu() && (t == torch::kFloat || t == torch::kBFloat16) &&
+         qkv.dim() == 3 && heads > 0 && qkv.size(2) % (3 * heads) == 0 && qkv.size(1) > 0 &&
+         !qkv.is_sparse();
+}
+
+torch::Tensor fused_attention(const torch::Tensor& qkv, int64_t heads) {
+  if (!fused_attention_applies(qkv, heads, false)) {
+    std::ostringstream msg;
+    msg << "fused_attention: needs a CPU float32 or bfloat16 [B, S, 3D] tensor with D divisible "
+           "by heads ("
+        << heads << "); got " << qkv.scalar_type() << " " << qkv.sizes() << " on "
+        << qkv.device();
+    throw std::invalid_argument(msg.str());
+  }
+  return FusedAttentionFn::apply(qkv, heads);
+}
+
+}  // namespace accel::models

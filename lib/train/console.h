@@ -1,0 +1,39 @@
+// Private to lib/train: the console reporter, beside the result reporters of
+// accel/train/result.h. Rank 0 prints; the other ranks (and --quiet) get a
+// reporter without a stream, which prints nothing.
+#pragma once
+
+#include <ostream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "accel/train/fabric.h"
+#include "accel/train/result.h"
+
+namespace accel::train {
+
+class Console {
+ public:
+  explicit Console(std::ostream* out) : out_(out) {}
+  bool on() const { return out_ != nullptr; }
+  void line(const std::string& text) const;
+  // The resolved-config banner before a run: versions, hardware, ranks, config.
+  void banner(const nlohmann::json& env, const nlohmann::json& resolved, const Fabric& fabric) const;
+  // "Epoch: 0001/0003 | Batch 0000/0125 | Loss: 2.3026", as the article's scripts log.
+  void step(int epoch, int epochs, int64_t batch, int64_t batches, double loss) const;
+  // "Epoch: 0001/0003 | Train acc.: 51.23% | Val acc.: 60.00%" and the time so far.
+  void epoch(int epoch, int epochs, const Opt& train_acc, const Opt& val_acc,
+             double train_time_s) const;
+  // Memory, step time and throughput lines.
+  void summary(const RunResult& r) const;
+
+ private:
+  std::ostream* out_;
+};
+
+// metrics::environment plus the distributed layout, the device and the
+// kernels this process runs (result.json's "env").
+nlohmann::json run_environment(const Fabric& fabric);
+
+}  // namespace accel::train

@@ -1,0 +1,234 @@
+// The epoch loop of a run (run_state.h): each batch through the TrainStep,
+// its loss and accuracy kept on the device until a flush, validation per
+// epoch, periodic and final checkpoints, stop requests, --profile.
+#include <cmath>
+#include <cstdio>
+
+#include <ATen/record_function.h>
+
+#include "accel/train/checks.h"
+#include "accel/train/signals.h"
+#include "accel/util/errors.h"
+#include "run_state.h"
+
+namespace accel::train::detail {
+
+EvalResult Run::evaluate(data::Loader& loader) {
+  torch::NoGradGuard no_grad;
+  fsetup_->model.eval();
+  loader.start_epoch(0);
+  // correct, seen, loss sum over the real (not padding) samples of every
+  // rank, summed on the device and read once at the end.
+  const auto on = torch::TensorOptions().device(fabric_->device());
+  auto correct = torch::zeros({}, on.dtype(torch::kLong));
+  auto loss_sum = torch::zeros({}, on.dtype(torch::kDouble));
+  double seen = 0;
+  while (auto batch = loader.next()) {
+    auto logits = step_fn_->forward(batch->inputs);
+    auto y = logits.device() == batch->y.device() ? batch->y
+                                                   : batch->y.to(logits.device(), true);
+    const int64_t n = batch->valid;
+    if (n <= 0) continue;
+    auto lg = logits.narrow(0, 0, n);
+    auto yy = y.narrow(0, 0, n);
+    loss_sum += torch::cross_entropy_loss(lg, yy, {}, at::Reduction::Sum, -100).to(torch::kDouble);
+    correct += lg.argmax(1).eq(yy).sum();
+    seen += double(n);
+  }
+  fsetup_->model.train();
+  auto sums = torch::zeros({3}, torch::kDouble);
+  sums[0] = double(correct.item<int64_t>());
+  sums[1] = seen;
+  sums[2] = loss_sum.item<double>();
+  fabric_->all_reduce(sums, dist::ReduceOp::Sum);
+  const double total = sums[1].item<double>();
+  if (total <= 0) return {};
+  return {sums[0].item<double>() / total, sums[2].item<double>() / total};
+}
+
+// One batch through the step, its metrics kept for the next flush. Returns
+// false when the run must stop here (a stop signal agreed by every rank).
+bool Run::train_batch(const data::Batch& batch, int epoch, EpochState& es, int64_t batches) {
+  StepWindow w;
+  w.accumulate = cfg_.train.accumulate;
+  w.first = es.batches % w.accumulate == 0;
+  w.last = (es.batches + 1) % w.accumulate == 0 || es.batches + 1 == batches;
+  w.opt_step = opt_steps_;
+  w.total_opt_steps = total_opt_steps_;
+  RECORD_USER_SCOPE("accel::step");
+  clock_->begin();
+  const auto y = fabric_->to_device(batch.y);  // for the loss and the accuracy
+  const StepOutput out = step_fn_->run(batch, y, w);
+  if (w.last) ++opt_steps_;
+  flops_sum_ += built_.module->forward_flops(batch.inputs);
+  samples_sum_ += double(batch.y.size(0));
+  tokens_sum_ += double(batch.tokens);
+  {
+    RECORD_USER_SCOPE("accel::metrics");
+    torch::NoGradGuard no_grad;
+    const int64_t n = batch.valid;
+    PendingStep p;
+    p.loss = out.loss.detach().to(torch::kDouble, /*non_blocking=*/false, /*copy=*/true);
+    p.correct = out.logits.narrow(0, 0, n).argmax(1).eq(y.narrow(0, 0, n)).sum();
+    p.valid = n;
+    p.step = step_;
+    p.batch_index = es.batches;
+    p.epoch = epoch;
+    p.log = es.batches % cfg_.train.log_every == 0;
+    pending_.push_back(std::move(p));
+  }
+  ++es.batches;
+  ++step_;
+  const auto& t = cfg_.train;
+  const bool flush = !defer_ || pending_.back().log || es.batches == batches ||
+                     (t.max_steps > 0 && step_ >= t.max_steps) ||
+                     (t.checkpoint_every > 0 && step_ % t.checkpoint_every == 0) ||
+                     (fabric_->world_size() == 1 && stop_signal_received());
+  if (!flush) {
+    clock_->end();
+    return true;
+  }
+  return flush_pending(es, batches);
+}
+
+// --profile: record steps [warmup_steps, warmup_steps + profile_steps) of
+// this run (counted from where it starts, so a resumed run profiles too).
+void Run::profile_step_begin() {
+  if (opts_.profile_dir.empty() || profiled_ >= opts_.profile_steps) return;
+  if (profile_first_ < 0) profile_first_ = step_ + cfg_.train.warmup_steps;
+  if (step_ == profile_first_ && !profiler_) {
+    profiler_ = std::make_unique<metrics::OpProfiler>();
+    profiler_->start();
+  }
+}
+
+void Run::profile_step_end() {
+  if (!profiler_ || !profiler_->running()) return;
+  if (++profiled_ >= opts_.profile_steps) write_profile();
+}
+
+void Run::write_profile() {
+  if (!profiler_ || !profiler_->running()) return;
+  profiler_->stop();
+  if (!zero_) return;
+  say(metrics::write_step_profile(*profiler_, profiled_, profile_first_, opts_.profile_dir));
+}
+
+// Reads the pending steps' losses and accuracies back (one sync), agrees on
+// the global-batch losses and any stop request with the other ranks (one
+// small all-reduce), ends the current step's timing, then checks, sums and
+// logs each step in order. Returns false when the run must stop.
+bool Run::flush_pending(EpochState& es, int64_t batches) {
+  const auto count = int64_t(pending_.size());
+  std::vector<torch::Tensor> ls, cs;
+  for (const auto& p : pending_) {
+    ls.push_back(p.loss);
+    cs.push_back(p.correct);
+  }
+  auto losses = torch::stack(ls).to(torch::kCPU);
+  const auto corrects = torch::stack(cs).to(torch::kCPU, torch::kLong);
+  bool stop_requested = stop_signal_received();
+  const int world = fabric_->world_size();
+  if (world > 1) {
+    // The loss of the global batch (mean over ranks) and whether any rank
+    // was asked to stop, so every rank decides alike.
+    auto v = torch::cat({losses, torch::tensor({stop_requested ? 1.0 : 0.0}, torch::kDouble)});
+    fabric_->all_reduce(v, dist::ReduceOp::Sum);
+    losses = v.narrow(0, 0, count) / world;
+    stop_requested = v[count].item<double>() > 0;
+  }
+  clock_->end();
+  const auto ms = clock_->take();
+  if (int64_t(ms.size()) != count) throw RunError("step clock out of step with the batches");
+  const auto loss_at = losses.accessor<double, 1>();
+  const auto correct_at = corrects.accessor<int64_t, 1>();
+  const int allowed = fabric_->scaler().enabled() ? kMaxNonFiniteWithScaler : 0;
+  for (int64_t i = 0; i < count; ++i) {
+    const auto& p = pending_[size_t(i)];
+    const double loss_v = loss_at[i];
+    nonfinite_ = std::isfinite(loss_v) ? 0 : nonfinite_ + 1;
+    if (nonfinite_ > allowed) {
+      pending_.clear();
+      throw RunError("non-finite loss (" + std::to_string(loss_v) + ") at epoch " +
+                     std::to_string(p.epoch) + ", batch " + std::to_string(p.batch_index) +
+                     " after " + std::to_string(nonfinite_) + " such step(s) in a row");
+    }
+    if (p.step >= cfg_.train.warmup_steps) step_ms_.push_back(ms[size_t(i)]);
+    es.correct += correct_at[i];
+    es.seen += p.valid;
+    es.loss_sum += loss_v;
+    if (p.log) {
+      console_.step(p.epoch, cfg_.train.epochs, p.batch_index, batches, loss_v);
+      result_.rows.push_back({"step", p.step, p.epoch, loss_v, {}, {}, ms[size_t(i)]});
+    }
+  }
+  pending_.clear();
+  return !stop_requested;
+}
+
+void Run::train_epochs() {
+  const int epochs = cfg_.train.epochs;
+  const int64_t batches = train_loader_->num_batches();
+  const int64_t max_steps = cfg_.train.max_steps;
+  bool stop = max_steps > 0 && step_ >= max_steps;
+  fsetup_->model.train();
+  reset_peak_memory(fabric_->device());  // the timed region starts
+  for (int epoch = start_epoch_; epoch <= epochs && !stop; ++epoch) {
+    EpochState es = epoch == start_epoch_ ? resumed_epoch_ : EpochState{};
+    auto segment = Clock::now();  // epoch time excludes checkpoint writing
+    train_loader_->start_epoch(epoch - 1, es.batches);
+    bool interrupted = false;
+    for (;;) {
+      profile_step_begin();
+      std::optional<data::Batch> batch;
+      {
+        RECORD_USER_SCOPE("accel::data");
+        batch = train_loader_->next();
+      }
+      if (!batch) break;
+      interrupted = !train_batch(*batch, epoch, es, batches);
+      profile_step_end();
+      stop = max_steps > 0 && step_ >= max_steps;
+      const bool periodic = cfg_.train.checkpoint_every > 0 &&
+                            step_ % cfg_.train.checkpoint_every == 0;
+      if ((periodic || stop || interrupted) && es.batches < batches) {
+        es.elapsed_s += seconds_since(segment);
+        if (periodic) save(periodic_checkpoint_path(opts_.out_dir, step_), epoch - 1, es);
+        if (stop || interrupted) break;
+        segment = Clock::now();
+      }
+      if (interrupted) break;
+    }
+    if (es.batches < batches) {  // stopped inside the epoch
+      train_time_s_ += es.elapsed_s;
+      if (cfg_.train.save_checkpoint || interrupted) {
+        save(opts_.out_dir / "checkpoint.ckpt", epoch - 1, es);
+      }
+      if (interrupted) throw Interrupted("stopped by a signal after " + std::to_string(step_) + " steps");
+      say("== stopped after " + std::to_string(step_) + " steps (train.max_steps), mid-epoch");
+      return;
+    }
+    const auto val = evaluate(*val_loader_);
+    es.elapsed_s += seconds_since(segment);
+    train_time_s_ += es.elapsed_s;
+    Opt train_acc = es.seen ? Opt(double(es.correct) / double(es.seen)) : Opt();
+    if (fabric_->world_size() > 1) {
+      auto t = torch::tensor({double(es.correct), double(es.seen)}, torch::kDouble);
+      fabric_->all_reduce(t, dist::ReduceOp::Sum);
+      train_acc = t[1].item<double>() > 0 ? Opt(t[0].item<double>() / t[1].item<double>()) : Opt();
+    }
+    const Opt mean_loss = es.batches ? Opt(es.loss_sum / double(es.batches)) : Opt();
+    console_.epoch(epoch, epochs, train_acc, val.acc, train_time_s_);
+    result_.rows.push_back({"epoch", step_, epoch, mean_loss, train_acc, val.acc, {}});
+    result_.epochs.push_back({epoch, train_acc, val.acc, val.loss, mean_loss, es.batches,
+                              es.elapsed_s});
+    const bool periodic = cfg_.train.checkpoint_every > 0 && step_ % cfg_.train.checkpoint_every == 0;
+    if (periodic) save(periodic_checkpoint_path(opts_.out_dir, step_), epoch, EpochState{});
+    if (interrupted || (cfg_.train.save_checkpoint && (stop || epoch == epochs))) {
+      save(opts_.out_dir / "checkpoint.ckpt", epoch, EpochState{});
+    }
+    if (interrupted) throw Interrupted("stopped by a signal after epoch " + std::to_string(epoch));
+  }
+}
+
+}  // namespace accel::train::detail

@@ -1,0 +1,120 @@
+// Private to lib/train: one run on one rank, the state its two files share.
+// run.cpp sets it up and finishes it (Fabric, data, model, resume, outputs);
+// loop.cpp is the epoch loop around the TrainStep (steps.h): batches,
+// pending step metrics, evaluation, checkpoints, stops, --profile.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "accel/config/run_config.h"
+#include "accel/data/dataset.h"
+#include "accel/data/loader.h"
+#include "accel/metrics/profiler.h"
+#include "accel/models/family.h"
+#include "accel/train/device.h"
+#include "accel/train/fabric.h"
+#include "accel/train/result.h"
+#include "accel/train/run.h"
+#include "console.h"
+#include "steps.h"
+
+namespace accel::train::detail {
+
+using Clock = std::chrono::steady_clock;
+inline double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+inline std::string join(const std::vector<std::string>& items, const std::string& sep) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? sep : "") + items[i];
+  return out;
+}
+
+// Running totals of the epoch in progress (part of a mid-epoch checkpoint).
+struct EpochState {
+  int64_t correct = 0, seen = 0, batches = 0;
+  double loss_sum = 0, elapsed_s = 0;
+};
+
+struct EvalResult {
+  Opt acc, loss;
+};
+
+// A trained step whose loss and accuracy still sit on the device: read back
+// together at the next flush (every step on a CPU, where reading is free;
+// on a GPU at log steps, epoch ends, checkpoints and stops only, so the host
+// does not stall the device each step).
+struct PendingStep {
+  torch::Tensor loss;     // this rank's, float64, a copy (graph outputs are reused)
+  torch::Tensor correct;  // int64 count over the batch's real samples
+  int64_t valid = 0, step = 0, batch_index = 0;
+  int epoch = 0;
+  bool log = false;
+};
+
+// Loader options of a split; evaluation batches are bounded by the split's
+class Run {
+ public:
+  Run(const config::RunConfig& cfg, const nlohmann::json& resolved, const RunOptions& opts)
+      : cfg_(cfg), resolved_(resolved), opts_(opts), console_(nullptr) {}
+  RunResult execute();
+
+ private:
+  void say(const std::string& line) { console_.line(line); }
+  void setup();
+  models::DataFacts data_facts() const;
+  void init_weights(models::Model& model);
+  void resume();
+  void train_epochs();
+  bool train_batch(const data::Batch& batch, int epoch, EpochState& es, int64_t batches);
+  bool flush_pending(EpochState& es, int64_t batches);
+  EvalResult evaluate(data::Loader& loader);
+  void save(const std::filesystem::path& file, int epochs_done, const EpochState& es);
+  void finish();
+  void gather_rank_results();
+  void profile_step_begin();
+  void profile_step_end();
+  void write_profile();
+  void write_outputs();
+
+  const config::RunConfig& cfg_;
+  const nlohmann::json& resolved_;
+  const RunOptions& opts_;
+  Console console_;
+
+  std::unique_ptr<Fabric> fabric_;
+  bool zero_ = true;
+  data::Splits splits_;
+  models::BuiltModel built_;
+  std::optional<Fabric::Setup> fsetup_;
+  std::unique_ptr<TrainStep> step_fn_;
+  std::unique_ptr<data::Loader> train_loader_, val_loader_, test_loader_;
+  std::unique_ptr<StepClock> clock_;
+  bool defer_ = false;  // read step metrics at flushes only (GPU)
+  std::vector<PendingStep> pending_;
+  std::unique_ptr<metrics::OpProfiler> profiler_;  // --profile
+  int64_t profile_first_ = -1, profiled_ = 0;
+
+  RunResult result_;
+  std::vector<double> step_ms_;  // this rank's, after warm-up
+  int64_t step_ = 0;             // batches trained
+  int64_t opt_steps_ = 0;        // optimizer steps taken
+  int64_t total_opt_steps_ = 0;  // for the LR schedule
+  double train_time_s_ = 0;
+  // What this rank trained since it started (not carried by checkpoints):
+  // the means behind flops_per_sample and tokens_per_s.
+  double flops_sum_ = 0, samples_sum_ = 0, tokens_sum_ = 0;
+  int start_epoch_ = 1;
+  int nonfinite_ = 0;
+  static constexpr int kMaxNonFiniteWithScaler = 10;
+  EpochState resumed_epoch_;
+};
+
+}  // namespace accel::train::detail
