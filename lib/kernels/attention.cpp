@@ -78,6 +78,8 @@ const char* isa_name(Isa isa) {
   return "baseline";
 }
 
+void check_keys(int64_t keys, int64_t seq) { attention_check_keys(keys, seq); }
+
 void check_probs_ld(int64_t probs_ld, int64_t seq) {
   if (probs_ld != attention_padded(seq)) {
     throw std::logic_error("attention kernel: probabilities laid out with rows of " +
@@ -92,7 +94,8 @@ struct Fp32Kernels {
   int64_t lanes;
   std::size_t (*forward_scratch)(int64_t, int64_t);
   std::size_t (*backward_scratch)(int64_t, int64_t);
-  void (*forward)(const float*, float*, float*, int64_t, int64_t, int64_t, int64_t, float, float*);
+  void (*forward)(const float*, float*, float*, int64_t, int64_t, int64_t, int64_t, int64_t, float,
+                  float*);
   void (*backward)(const float*, const float*, const float*, float*, int64_t, int64_t, int64_t,
                    int64_t, float, float*);
 };
@@ -123,6 +126,14 @@ const Fp32Kernels& fp32() {
 
 bool attention_bf16_native() { return current() == Isa::Avx512Bf16; }
 
+void attention_check_keys(int64_t keys, int64_t seq) {
+  if (keys < 1 || keys > seq) {
+    throw std::logic_error("attention kernel: " + std::to_string(keys) +
+                           " unmasked keys for a sequence of " + std::to_string(seq) +
+                           " (needs 1..sequence length)");
+  }
+}
+
 int64_t attention_lanes() { return fp32().lanes; }
 
 std::size_t attention_forward_scratch(int64_t seq, int64_t head_dim) {
@@ -134,10 +145,11 @@ std::size_t attention_backward_scratch(int64_t seq, int64_t head_dim) {
 }
 
 void attention_forward_head(const float* qkv, float* out, float* probs, int64_t probs_ld,
-                            int64_t seq, int64_t dim, int64_t head_dim, int64_t head, float scale,
-                            float* scratch) {
+                            int64_t seq, int64_t keys, int64_t dim, int64_t head_dim,
+                            int64_t head, float scale, float* scratch) {
   check_probs_ld(probs_ld, seq);
-  fp32().forward(qkv, out, probs, seq, dim, head_dim, head, scale, scratch);
+  check_keys(keys, seq);
+  fp32().forward(qkv, out, probs, seq, keys, dim, head_dim, head, scale, scratch);
 }
 
 void attention_backward_head(const float* qkv, const float* probs, int64_t probs_ld,

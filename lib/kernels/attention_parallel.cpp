@@ -34,13 +34,15 @@ void for_each_head(int64_t batch, int64_t heads, std::size_t bytes, const Fn& fn
 }  // namespace
 
 void attention_forward(const float* qkv, float* out, float* probs, int64_t probs_ld,
-                       int64_t batch, int64_t seq, int64_t dim, int64_t heads, float scale) {
+                       int64_t batch, int64_t seq, int64_t dim, int64_t heads, float scale,
+                       const int32_t* key_lengths) {
   const int64_t hd = dim / heads;
   for_each_head(batch, heads, sizeof(float) * attention_forward_scratch(seq, hd),
                 [&](int64_t b, int64_t h, void* scratch) {
+                  const int64_t keys = key_lengths ? key_lengths[b] : seq;
                   attention_forward_head(qkv + b * seq * 3 * dim, out + b * seq * dim,
                                          probs + (b * heads + h) * seq * probs_ld, probs_ld, seq,
-                                         dim, hd, h, scale, static_cast<float*>(scratch));
+                                         keys, dim, hd, h, scale, static_cast<float*>(scratch));
                 });
 }
 
@@ -59,13 +61,14 @@ void attention_backward(const float* qkv, const float* probs, int64_t probs_ld,
 
 void attention_bf16_forward(const uint16_t* qkv, uint16_t* out, uint16_t* probs,
                             int64_t probs_ld, int64_t batch, int64_t seq, int64_t dim,
-                            int64_t heads, float scale) {
+                            int64_t heads, float scale, const int32_t* key_lengths) {
   const int64_t hd = dim / heads;
   for_each_head(batch, heads, attention_bf16_forward_scratch(seq, hd),
                 [&](int64_t b, int64_t h, void* scratch) {
+                  const int64_t keys = key_lengths ? key_lengths[b] : seq;
                   attention_bf16_forward_head(qkv + b * seq * 3 * dim, out + b * seq * dim,
                                               probs + (b * heads + h) * seq * probs_ld, probs_ld,
-                                              seq, dim, hd, h, scale, scratch);
+                                              seq, keys, dim, hd, h, scale, scratch);
                 });
 }
 

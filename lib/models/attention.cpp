@@ -26,13 +26,16 @@ std::atomic<AttentionImpl> g_attention_impl{AttentionImpl::Auto};
 // returned in bf16. Each (sample, head) is computed whole by one thread, so
 // results do not depend on the thread count.
 struct FusedAttentionFn : torch::autograd::Function<FusedAttentionFn> {
+  // lengths: int32 [B] keys per sample, or empty (every key; never undefined:
+  // LibTorch 1.13's Function::apply reads every tensor argument's device).
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& qkv_in,
-                               int64_t heads) {
+                               int64_t heads, const torch::Tensor& lengths) {
     RECORD_FUNCTION("accel::fused_attention", std::vector<c10::IValue>{});
     const int64_t B = qkv_in.size(0), S = qkv_in.size(1), D = qkv_in.size(2) / 3;
     const int64_t Dh = D / heads;
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh)));
     const auto dtype = qkv_in.scalar_type();
+    const int32_t* keys = lengths.numel() > 0 ? lengths.data_ptr<int32_t>() : nullptr;
     ctx->saved_data["heads"] = heads;
     ctx->saved_data["dtype"] = static_cast<int64_t>(dtype);
     if (dtype == torch::kBFloat16 && kernels::attention_bf16_supported(D, Dh)) {
@@ -41,7 +44,7 @@ struct FusedAttentionFn : torch::autograd::Function<FusedAttentionFn> {
       auto out = torch::empty({B, S, D}, qkv.options());
       auto probs = torch::empty({B, heads, S, Sp}, qkv.options());
       kernels::attention_bf16_forward(bf16_bits(qkv), bf16_bits(out), bf16_bits(probs), Sp, B,
-                                      S, D, heads, scale);
+                                      S, D, heads, scale, keys);
       ctx->save_for_backward({qkv, probs});
       return out;
     }
@@ -50,7 +53,7 @@ struct FusedAttentionFn : torch::autograd::Function<FusedAttentionFn> {
     auto out = torch::empty({B, S, D}, qkv.options());
     auto probs = torch::empty({B, heads, S, Sp}, qkv.options());
     kernels::attention_forward(qkv.data_ptr<float>(), out.data_ptr<float>(),
-                               probs.data_ptr<float>(), Sp, B, S, D, heads, scale);
+                               probs.data_ptr<float>(), Sp, B, S, D, heads, scale, keys);
     ctx->save_for_backward({qkv, probs});
     return out.to(dtype);
   }
@@ -70,14 +73,14 @@ struct FusedAttentionFn : torch::autograd::Function<FusedAttentionFn> {
       auto dqkv = torch::empty_like(qkv);
       kernels::attention_bf16_backward(bf16_bits(qkv), bf16_bits(probs), probs.size(3),
                                        bf16_bits(dout), bf16_bits(dqkv), B, S, D, heads, scale);
-      return {dqkv, torch::Tensor()};
+      return {dqkv, torch::Tensor(), torch::Tensor()};
     }
     auto dout = grads[0].to(torch::kFloat).contiguous();
     auto dqkv = torch::empty_like(qkv);
     kernels::attention_backward(qkv.data_ptr<float>(), probs.data_ptr<float>(), probs.size(3),
                                 dout.data_ptr<float>(), dqkv.data_ptr<float>(), B, S, D, heads,
                                 scale);
-    return {dqkv.to(dtype), torch::Tensor()};
+    return {dqkv.to(dtype), torch::Tensor(), torch::Tensor()};
   }
 
   static uint16_t* bf16_bits(const torch::Tensor& t) {
@@ -102,14 +105,42 @@ bool takes_fused_attention(const torch::Tensor& qkv, int64_t heads, bool dropout
 }
 
 torch::Tensor unfused_attention(const torch::Tensor& qkv, int64_t heads, double dropout_p,
-                                bool training, bool explicit_form) {
+                                bool training, bool explicit_form, const KeyPadding& padding) {
   const auto B = qkv.size(0), S = qkv.size(1), D = qkv.size(2) / 3;
   // [B,S,3D] -> [3,B,H,S,Dh], contiguous so every matmul operand is too.
   auto parts = qkv.view({B, S, 3, heads, D / heads}).permute({2, 0, 3, 1, 4}).contiguous().unbind(0);
-  auto out = explicit_form
-                 ? compat::attention_explicit(parts[0], parts[1], parts[2], dropout_p, training)
-                 : compat::attention(parts[0], parts[1], parts[2], dropout_p, training);
+  auto out = explicit_form ? compat::attention_explicit(parts[0], parts[1], parts[2], dropout_p,
+                                                        training, padding.mask)
+                           : compat::attention(parts[0], parts[1], parts[2], dropout_p, training,
+                                               padding.mask);
   return out.transpose(1, 2).reshape({B, S, D});
+}
+
+KeyPadding key_padding(const torch::Tensor& attention_mask) {
+  const auto& m = attention_mask;
+  if (!m.defined() || m.dim() != 2) {
+    throw std::invalid_argument("attention_mask: expected [batch, seq] 0/1");
+  }
+  KeyPadding p;
+  const auto real = m.ne(0);
+  p.mask = real.view({m.size(0), 1, 1, m.size(1)});
+  if (!m.device().is_cpu()) return p;  // the fused kernel (and its lengths) is CPU only
+  const auto lengths = real.sum(1);
+  const auto prefix = torch::arange(m.size(1), lengths.options()).unsqueeze(0) < lengths.unsqueeze(1);
+  if (!torch::equal(prefix, real) || lengths.min().item<int64_t>() < 1) {
+    throw std::invalid_argument("attention_mask: every row must be ones then zeros (right padding) "
+                                "with at least one real token");
+  }
+  p.lengths = lengths.to(torch::kInt).contiguous();
+  return p;
+}
+
+torch::Tensor self_attention(const torch::Tensor& qkv, int64_t heads, double dropout_p,
+                             bool training, const KeyPadding& padding) {
+  const bool dropout_active = training && dropout_p > 0.0;
+  if (takes_fused_attention(qkv, heads, dropout_active)) return fused_attention(qkv, heads, padding);
+  return unfused_attention(qkv, heads, dropout_p, training,
+                           attention_impl() == AttentionImpl::Explicit, padding);
 }
 
 bool fused_attention_applies(const torch::Tensor& qkv, int64_t heads, bool dropout_active) {
@@ -119,7 +150,7 @@ bool fused_attention_applies(const torch::Tensor& qkv, int64_t heads, bool dropo
          !qkv.is_sparse();
 }
 
-torch::Tensor fused_attention(const torch::Tensor& qkv, int64_t heads) {
+torch::Tensor fused_attention(const torch::Tensor& qkv, int64_t heads, const KeyPadding& padding) {
   if (!fused_attention_applies(qkv, heads, false)) {
     std::ostringstream msg;
     msg << "fused_attention: needs a CPU float32 or bfloat16 [B, S, 3D] tensor with D divisible "
@@ -128,7 +159,12 @@ torch::Tensor fused_attention(const torch::Tensor& qkv, int64_t heads) {
         << qkv.device();
     throw std::invalid_argument(msg.str());
   }
-  return FusedAttentionFn::apply(qkv, heads);
+  if (padding.defined() && (!padding.lengths.defined() || padding.lengths.size(0) != qkv.size(0))) {
+    throw std::invalid_argument("fused_attention: the key padding has no lengths for this batch "
+                                "(a CPU attention_mask of the same batch makes them)");
+  }
+  return FusedAttentionFn::apply(
+      qkv, heads, padding.defined() ? padding.lengths : torch::empty({0}, torch::kInt));
 }
 
 }  // namespace accel::models

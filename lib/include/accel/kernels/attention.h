@@ -15,6 +15,13 @@
 // [D, 2D), v at [2D, 3D); head h at h*Dh within each), out and dout are
 // [S, D], dqkv is [S, 3D], probs is [S, attention_padded(S)].
 //
+// Key padding (text batches padded to their longest row): a sample attends to
+// its first `keys` keys only (1 <= keys <= S); the probabilities of the keys
+// after them are exactly 0, so the backward pass, which reads the saved
+// probabilities, gives their k and v rows zero gradient without knowing the
+// lengths. Queries at padded positions are computed like any other (their
+// rows are discarded by the model), as eager masked attention computes them.
+//
 // Deterministic: each (sample, head) is computed by one thread in a fixed
 // order, so results do not depend on the thread count. The code is compiled
 // for AVX-512F, for AVX2+FMA and for the baseline ISA and picks the best the
@@ -36,15 +43,19 @@ inline int64_t attention_padded(int64_t n) {
   return (n + w - 1) / w * w;
 }
 
+// std::logic_error unless 1 <= keys <= seq.
+void attention_check_keys(int64_t keys, int64_t seq);
+
 // Scratch floats one thread needs for one head.
 std::size_t attention_forward_scratch(int64_t seq, int64_t head_dim);
 std::size_t attention_backward_scratch(int64_t seq, int64_t head_dim);
 
-// out[:, h*Dh:(h+1)*Dh] = softmax(scale * q_h k_h^T) v_h; probs = the softmax,
-// rows of probs_ld = attention_padded(seq) floats (std::logic_error otherwise).
+// out[:, h*Dh:(h+1)*Dh] = softmax(scale * q_h k_h[:keys]^T) v_h[:keys]; probs =
+// the softmax, rows of probs_ld = attention_padded(seq) floats, 0 from column
+// `keys` on (std::logic_error for another probs_ld or keys outside [1, seq]).
 void attention_forward_head(const float* qkv, float* out, float* probs, int64_t probs_ld,
-                            int64_t seq, int64_t dim, int64_t head_dim, int64_t head, float scale,
-                            float* scratch);
+                            int64_t seq, int64_t keys, int64_t dim, int64_t head_dim,
+                            int64_t head, float scale, float* scratch);
 
 // The gradients of q_h, k_h and v_h into dqkv's head-h columns, from dout and
 // the forward's probs.
@@ -54,9 +65,11 @@ void attention_backward_head(const float* qkv, const float* probs, int64_t probs
 
 // A whole batch, the (sample, head) pairs spread over LibTorch's intra-op
 // threads (at::parallel_for; lib/kernels/attention_parallel.cpp). qkv [B, S, 3D],
-// out [B, S, D], probs [B, H, S, probs_ld], dout [B, S, D], dqkv [B, S, 3D].
+// out [B, S, D], probs [B, H, S, probs_ld], dout [B, S, D], dqkv [B, S, 3D];
+// key_lengths [B]: each sample's `keys` (nullptr: every key).
 void attention_forward(const float* qkv, float* out, float* probs, int64_t probs_ld,
-                       int64_t batch, int64_t seq, int64_t dim, int64_t heads, float scale);
+                       int64_t batch, int64_t seq, int64_t dim, int64_t heads, float scale,
+                       const int32_t* key_lengths = nullptr);
 void attention_backward(const float* qkv, const float* probs, int64_t probs_ld,
                         const float* dout, float* dqkv, int64_t batch, int64_t seq, int64_t dim,
                         int64_t heads, float scale);
@@ -71,14 +84,14 @@ int64_t attention_bf16_padded(int64_t seq);
 std::size_t attention_bf16_forward_scratch(int64_t seq, int64_t head_dim);   // bytes
 std::size_t attention_bf16_backward_scratch(int64_t seq, int64_t head_dim);  // bytes
 void attention_bf16_forward_head(const uint16_t* qkv, uint16_t* out, uint16_t* probs,
-                                 int64_t probs_ld, int64_t seq, int64_t dim, int64_t head_dim,
-                                 int64_t head, float scale, void* scratch);
+                                 int64_t probs_ld, int64_t seq, int64_t keys, int64_t dim,
+                                 int64_t head_dim, int64_t head, float scale, void* scratch);
 void attention_bf16_backward_head(const uint16_t* qkv, const uint16_t* probs, int64_t probs_ld,
                                   const uint16_t* dout, uint16_t* dqkv, int64_t seq, int64_t dim,
                                   int64_t head_dim, int64_t head, float scale, void* scratch);
 void attention_bf16_forward(const uint16_t* qkv, uint16_t* out, uint16_t* probs,
                             int64_t probs_ld, int64_t batch, int64_t seq, int64_t dim,
-                            int64_t heads, float scale);
+                            int64_t heads, float scale, const int32_t* key_lengths = nullptr);
 void attention_bf16_backward(const uint16_t* qkv, const uint16_t* probs, int64_t probs_ld,
                              const uint16_t* dout, uint16_t* dqkv, int64_t batch, int64_t seq,
                              int64_t dim, int64_t heads, float scale);

@@ -1,5 +1,8 @@
 // Which softmax attention the models run, and the fused CPU kernel as an
-// autograd op (implemented in lib/models/vit.cpp over lib/kernels/attention.cpp).
+// autograd op (lib/models/attention.cpp over lib/kernels/attention.cpp).
+// Every path takes an optional key-padding mask (text batches padded to
+// their longest row): SDPA and the explicit form as a boolean mask, the
+// fused kernel as per-sample key counts.
 //
 // Auto (the default) picks, per call:
 //   - LibTorch's at::scaled_dot_product_attention where it exists (2.0+);
@@ -20,6 +23,18 @@
 namespace accel::models {
 
 enum class AttentionImpl { Auto, Explicit };
+
+// Key padding of a batch, from its attention_mask (int64 [B, S], 1 for a real
+// token, each row's ones first: right padding, as every accel-bench collator
+// pads). `mask` is bool [B, 1, 1, S] on the mask's device (true = attend);
+// `lengths` is int32 [B] on the CPU, for the fused kernel, made only for a
+// CPU mask (where the kernel runs). std::invalid_argument for a mask that is
+// not right-padded or has a row without a real token.
+struct KeyPadding {
+  torch::Tensor mask, lengths;
+  bool defined() const { return mask.defined(); }
+};
+KeyPadding key_padding(const torch::Tensor& attention_mask);
 
 // Process-wide, like LibTorch's own kernel switches; set before a run.
 void set_attention_impl(AttentionImpl impl);
@@ -44,11 +59,18 @@ bool takes_fused_attention(const torch::Tensor& qkv, int64_t heads, bool dropout
 // into [B, S, D]. The model's path when the fused kernel does not apply, and
 // the reference tests and benchmarks compare the kernel with.
 torch::Tensor unfused_attention(const torch::Tensor& qkv, int64_t heads, double dropout_p,
-                                bool training, bool explicit_form);
+                                bool training, bool explicit_form,
+                                const KeyPadding& padding = {});
 
 // softmax(q k^T / sqrt(Dh)) v for every head, from the in-projection's output
 // qkv [B, S, 3D] (q, k, v each [B, S, H*Dh]) to the merged-head [B, S, D] that
 // out_proj reads. Differentiable (once) with respect to qkv.
-torch::Tensor fused_attention(const torch::Tensor& qkv, int64_t heads);
+torch::Tensor fused_attention(const torch::Tensor& qkv, int64_t heads,
+                              const KeyPadding& padding = {});
+
+// The attention a model runs for its in-projection output: the fused kernel
+// where takes_fused_attention, else unfused_attention (SDPA on 2.x).
+torch::Tensor self_attention(const torch::Tensor& qkv, int64_t heads, double dropout_p,
+                             bool training, const KeyPadding& padding = {});
 
 }  // namespace accel::models

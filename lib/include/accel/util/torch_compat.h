@@ -3,6 +3,7 @@
 // guarded by TORCH_VERSION_MAJOR/MINOR. Nothing else checks versions.
 #pragma once
 
+#include <limits>
 #include <sstream>
 #include <type_traits>
 #include <utility>
@@ -25,17 +26,22 @@ inline std::string torch_version() { return TORCH_VERSION; }
 // memory-efficient kernels on GPU, a fused kernel on CPU.
 constexpr bool kHasSdpa = ACCEL_TORCH_AT_LEAST(2, 0);
 
-// Softmax attention over [B, H, S, Dh] contiguous q, k, v.
-// 2.x: at::scaled_dot_product_attention. 1.13: the explicit form, written with
-// contiguous matmul operands (1.13's CPU bmm loops per batch on a transposed
-// operand, ~10x slower).
+// Softmax attention over [B, H, S, Dh] contiguous q, k, v; `mask` (optional)
+// is bool [B, 1, 1, S] or [B, H, S, S], true where a query attends to a key
+// (text: key padding). 2.x: at::scaled_dot_product_attention. 1.13: the
+// explicit form, written with contiguous matmul operands (1.13's CPU bmm
+// loops per batch on a transposed operand, ~10x slower), masked keys filled
+// with -inf before the softmax.
 // (On a CPU in float32 or bf16, 1.13 models take accel-bench's fused kernel
 // before this: accel/models/attention.h.)
 inline torch::Tensor attention_explicit(const torch::Tensor& q, const torch::Tensor& k,
                                         const torch::Tensor& v, double dropout_p,
-                                        bool training) {
+                                        bool training, const torch::Tensor& mask = {}) {
   const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
   auto scores = torch::matmul(q * scale, k.transpose(-2, -1).contiguous());
+  if (mask.defined()) {
+    scores = scores.masked_fill(mask.logical_not(), -std::numeric_limits<double>::infinity());
+  }
   auto weights = torch::softmax(scores, -1);
   if (training && dropout_p > 0.0) {
     weights = torch::dropout(weights, dropout_p, /*train=*/true);
@@ -45,13 +51,14 @@ inline torch::Tensor attention_explicit(const torch::Tensor& q, const torch::Ten
 
 inline torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k,
                                const torch::Tensor& v, double dropout_p,
-                               bool training) {
+                               bool training, const torch::Tensor& mask = {}) {
 #if ACCEL_TORCH_AT_LEAST(2, 0)
-  return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{},
+  return at::scaled_dot_product_attention(q, k, v, mask.defined() ? c10::optional<at::Tensor>(mask)
+                                                                   : c10::optional<at::Tensor>(),
                                           training ? dropout_p : 0.0,
                                           /*is_causal=*/false);
 #else
-  return attention_explicit(q, k, v, dropout_p, training);
+  return attention_explicit(q, k, v, dropout_p, training, mask);
 #endif
 }
 
