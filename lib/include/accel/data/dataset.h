@@ -76,6 +76,15 @@ std::pair<std::vector<float>, std::vector<float>> pixel_stats(const torch::Tenso
 torch::Tensor transform_images(const torch::Tensor& u8, const std::vector<float>& mean,
                                const std::vector<float>& std, int resize, bool normalize);
 
+// ---- text --------------------------------------------------------------------------
+// Columns "input_ids" int32 [N, L] (each row padded with pad_id after its
+// length; L = the longest row) and "length" int32 [N]. The collator gives
+// "input_ids" int64 [B, Lb] and "attention_mask" int64 [B, Lb] (1 for the
+// row's tokens), Lb = CollateOptions::pad_to or the batch's longest row;
+// Batch::tokens counts the real tokens.
+ExampleSet make_token_set(const std::vector<std::vector<int32_t>>& rows, torch::Tensor labels,
+                          int num_classes, std::vector<std::string> class_names, int64_t pad_id);
+
 // --- readers (throw accel::DataError naming the file) ---------------------
 // IDX (MNIST family): images idx3 ubyte + labels idx1 ubyte, gzipped or raw
 // (detected from the content, not the name).

@@ -31,6 +31,7 @@ struct DataFacts {
   int64_t max_length = 0;  // text: the longest tokenized row (with [CLS]/[SEP])
   int64_t vocab_size = 0;  // text: the tokenizer's vocab (0 = synthetic ids)
   int64_t max_token_id = -1;  // text: the largest id in the data
+  int64_t pad_id = 0;         // text: the id padding carries ([PAD])
 };
 
 struct BuiltModel {

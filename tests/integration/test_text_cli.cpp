@@ -1,0 +1,184 @@
+// Text runs through the real CLI on the real Rotten Tomatoes snippets: the
+// real MiniLM finetunes and records its tokens, DDP on 2 ranks equals one
+// process on the global batch (batches padded per rank), FSDP equals DDP, a
+// stopped run resumes bitwise, bad text inputs exit 2 naming file and line
+// with nothing written, and `tokenize` prints tokenizers' ids.
+// torch first: glog (through torch) defines CHECK, doctest must win.
+#include <torch/torch.h>
+
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "accel/data/catalog.h"
+#include "accel/train/checkpoint.h"
+#include "integration/cli_helpers.h"
+#include "support/temp_dir.h"
+
+namespace fs = std::filesystem;
+using namespace cli_test;
+
+namespace {
+
+bool have_text_data() {
+  return fs::exists(accel::data::text_data_dir() / "rotten-tomatoes" /
+                    "rotten_tomatoes_corpus_full.csv.bz2") &&
+         fs::exists(accel::data::default_vocab());
+}
+
+std::string tiny(int batch, int batches) {
+  return " -c " + source("configs/smoke/text-tiny.json") + " --set train.batch_size=" +
+         std::to_string(batch) + " --set train.limit_train_batches=" + std::to_string(batches) +
+         " -q";
+}
+
+nlohmann::json result_of(const fs::path& dir) {
+  std::ifstream in(dir / "result.json");
+  return nlohmann::json::parse(in);
+}
+
+void check_parameters(const fs::path& a, const fs::path& b, double rtol, double atol) {
+  const auto ta = accel::train::read_checkpoint(a).model_tensors();
+  const auto tb = accel::train::read_checkpoint(b).model_tensors();
+  REQUIRE(ta.size() == tb.size());
+  for (const auto& [name, tensor] : ta) {
+    INFO(name);
+    REQUIRE(tb.count(name) == 1);
+    if (rtol == 0 && atol == 0) {
+      CHECK(torch::equal(tensor, tb.at(name)));
+    } else {
+      CHECK(torch::allclose(tensor, tb.at(name), rtol, atol));
+    }
+  }
+}
+
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("cli text: the real MiniLM finetunes on the snippets and records tokenizer, vocab and tokens") {
+  REQUIRE_MESSAGE(have_text_data(), "text data missing: run scripts/setup.sh");
+  const auto out = fresh_dir("text-minilm");
+  const auto r = run_cli("run -c " + source("configs/text/minilm-rotten-tomatoes.json") +
+                         " --set train.limit_train_batches=3 --set train.limit_eval_batches=2"
+                         " --set train.warmup_steps=1 --set train.log_every=1 --out " + out.string());
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  CHECK(has(r.output, "== data: rotten-tomatoes train "));
+  CHECK(has(r.output, "texts, max length 128 (padding longest) | tokenizer wordpiece uncased, vocab "));
+  CHECK(has(r.output, "== model: BERT 6 x 384"));
+  CHECK(has(r.output, "new head (2 classes; the weights have none)"));
+  CHECK(has(r.output, "tokens/s"));
+  const auto res = result_of(out);
+  CHECK(res["schema_version"] == 3);
+  CHECK(res["data_kind"] == "text");
+  CHECK(res["model"]["arch"] == "bert");
+  CHECK(res["tokens_per_s"].get<double>() > res["samples_per_s"].get<double>());
+  CHECK_FALSE(res.contains("images_per_s"));
+  CHECK(res["data"]["vocab_sha256"].get<std::string>().size() == 64);
+  CHECK(res["data"]["class_names"] == nlohmann::json({"rotten", "fresh"}));
+  CHECK(res["init"]["loaded"] == 103);
+  CHECK(res["init"]["head_new"] == true);
+  CHECK(res["steps"] == 3);
+  fs::remove_all(out);
+}
+
+TEST_CASE("cli text: ddp on 2 ranks, each batch padded to its own longest row, equals one process on the global batch") {
+  REQUIRE_MESSAGE(have_text_data(), "text data missing: run scripts/setup.sh");
+  const auto one = fresh_dir("text-one"), two = fresh_dir("text-ddp"), fsdp = fresh_dir("text-fsdp");
+  const std::string eps = " --set train.loop=fabric --set optim.eps=1e-4";
+  auto r = run_cli("run" + tiny(16, 6) + eps + " --out " + one.string());
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  r = run_cli("run" + tiny(8, 6) + eps + " --set runtime.devices=2 --set runtime.strategy=ddp --out " +
+              two.string());
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  r = run_cli("compare-losses " + one.string() + " " + two.string() + " --tolerance 5e-5");
+  CHECK_MESSAGE(r.code == 0, r.output);
+  check_parameters(one / "checkpoint.ckpt", two / "checkpoint.ckpt", 1.3e-6, 5e-5);
+  // FSDP with the encoder layers as units equals DDP.
+  r = run_cli("run" + tiny(8, 6) + eps + " --set runtime.devices=2 --set runtime.strategy=fsdp --out " +
+              fsdp.string());
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  r = run_cli("compare-losses " + two.string() + " " + fsdp.string() + " --tolerance 5e-5");
+  CHECK_MESSAGE(r.code == 0, r.output);
+  check_parameters(two / "checkpoint.ckpt", fsdp / "checkpoint.ckpt", 1.3e-6, 5e-5);
+  const auto d = result_of(two), f = result_of(fsdp);
+  CHECK(d["world_size"] == 2);
+  CHECK(f["strategy"] == "fsdp");
+  // FSDP holds half the model state per rank (rounded to its shards).
+  CHECK(f["ranks"][0]["param_bytes"].get<double>() <
+        0.6 * d["ranks"][0]["param_bytes"].get<double>());
+  for (const auto& p : {one, two, fsdp}) fs::remove_all(p);
+}
+
+TEST_CASE("cli text: a text run stopped mid-epoch and resumed ends bitwise as the uninterrupted run") {
+  REQUIRE_MESSAGE(have_text_data(), "text data missing: run scripts/setup.sh");
+  const auto whole = fresh_dir("text-whole"), first = fresh_dir("text-first"), rest = fresh_dir("text-rest");
+  // Dropout on, so the saved RNG state matters.
+  const std::string args = tiny(12, 6) + " --set train.epochs=2 --set model.dropout=0.1";
+  auto r = run_cli("run" + args + " --out " + whole.string());
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  r = run_cli("run" + args + " --set train.max_steps=4 --out " + first.string());
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  r = run_cli("run" + args + " --resume " + (first / "checkpoint.ckpt").string() + " --out " + rest.string());
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  CHECK(result_of(rest)["resumed_from"]["batch_in_epoch"] == 4);
+  r = run_cli("compare-losses " + whole.string() + " " + rest.string() + " --tolerance 0");
+  CHECK_MESSAGE(r.code == 0, r.output);
+  CHECK(has(r.output, "12 steps compared"));
+  check_parameters(whole / "checkpoint.ckpt", rest / "checkpoint.ckpt", 0, 0);
+  for (const auto& p : {whole, first, rest}) fs::remove_all(p);
+}
+
+TEST_CASE("cli text: bad text inputs exit 2 with one line naming the file or field, nothing written") {
+  REQUIRE_MESSAGE(have_text_data(), "text data missing: run scripts/setup.sh");
+  accel_test::TempDir tmp;
+  const auto out = tmp / "out";
+  auto run = [&](const std::string& sets) { return run_cli("run" + tiny(8, 2) + sets + " --out " + out.string()); };
+  struct Case { std::string sets, want; };
+  const auto corrupt = tmp.write("rt/rotten_tomatoes_corpus_full.csv.bz2", "BZh91AY&SY not really bzip2");
+  const auto vocab = tmp.write("vocab.txt", "[PAD]\n[UNK]\n[SEP]\nthe\n");
+  const auto train = tmp.write("train.csv", "text,label\ngood film,pos\nbad film,neg\nok,pos\nmeh,neg\n");
+  const auto test = tmp.write("test.csv", "text,label\nfine,pos\nodd,neutral\n");
+  const Case cases[] = {
+      {" --set data.root=" + corrupt.parent_path().string(), corrupt.string() + ": "},
+      {" --set data.vocab=" + vocab.string(), vocab.string() + ": the vocab has no [CLS]"},
+      {" --set data.dataset=text-csv --set data.train_file=" + train.string() + " --set data.test_file=" +
+           test.string(),
+       test.string() + ":3: label \"neutral\""},
+      {" --set model.image_size=224", "model.image_size: a vit field, but this config's model.arch is \"bert\""},
+      {" --set data.resize=56", "data.resize: an image-data field"},
+      {" --set data.max_length=1024", "data.max_length: 1024 exceeds the model's 512 position embeddings"},
+      {" --set data.dataset=fashion-mnist", "data.dataset: \"fashion-mnist\" holds image data, but model.arch \"bert\" reads text"},
+      {" --set model.preset=vit_b_16", "(\"vit_b_16\" is a vit preset; set model.arch \"vit\""},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.sets);
+    const auto r = run(c.sets);
+    INFO(r.output);
+    CHECK(r.code == 2);
+    CHECK(has(r.output, c.want));
+    CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 1);
+    CHECK_FALSE(fs::exists(out));
+  }
+}
+
+TEST_CASE("cli text: tokenize prints each line's ids and names a line that is not UTF-8") {
+  REQUIRE_MESSAGE(have_text_data(), "text data missing: run scripts/setup.sh");
+  auto r = run_cli("tokenize --text \"A gripping, funny and moving film.\"");
+  CHECK(r.code == 0);
+  CHECK(r.output == "101 1037 13940 1010 6057 1998 3048 2143 1012 102\n");
+  r = run_cli("tokenize --max-length 4 --text \"A gripping, funny and moving film.\"");
+  CHECK(r.output == "101 1037 13940 102\n");
+  accel_test::TempDir tmp;
+  const auto lines = tmp.write("lines.txt", "fine\n\xff\n");
+  r = run_cli("tokenize < " + lines.string());
+  CHECK(r.code == 2);
+  CHECK(has(r.output, "stdin:2: invalid UTF-8 at byte 0"));
+  r = run_cli("tokenize --vocab " + (tmp / "none.txt").string() + " --text x");
+  CHECK(r.code == 2);
+  CHECK(has(r.output, "--vocab: missing file"));
+}
