@@ -453,8 +453,11 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (export_cmd->parsed()) {
-      const auto n = accel::train::export_weights(export_ckpt, export_out, export_force);
-      std::cout << "wrote " << n << " tensors to " << export_out << "\n";
+      std::filesystem::path hf_config;
+      const auto n = accel::train::export_weights(export_ckpt, export_out, export_force, &hf_config);
+      std::cout << "wrote " << n << " tensors to " << export_out;
+      if (!hf_config.empty()) std::cout << " and transformers' " << hf_config.string();
+      std::cout << "\n";
       return 0;
     }
     if (const int rc = dispatch_ladder_commands(app, ladder_args); rc >= 0) return rc;

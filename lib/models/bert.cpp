@@ -446,6 +446,10 @@ ModelFamily text_family(const std::string& arch, const std::string& summary) {
                    std::vector<std::string>& dropped, std::string& used) {
     return text_adapt(arch, source, format, name, dropped, used);
   };
+  f.hf_config = [arch](const nlohmann::json& m, const NamedTensors& t,
+                       const std::vector<std::string>& names) {
+    return text_hf_config(arch, m, t, names);
+  };
   return f;
 }
 
@@ -458,6 +462,61 @@ ModelFamily bert_family() {
 ModelFamily distilbert_family() {
   return text_family("distilbert",
                      "DistilBERT encoders with DistilBertForSequenceClassification's head");
+}
+
+// ---- exported weights' config.json ----------------------------------------------------------
+
+nlohmann::json text_hf_config(const std::string& arch, const nlohmann::json& m,
+                              const NamedTensors& t, const std::vector<std::string>& class_names) {
+  const bool bert = arch == "bert";
+  const std::string base = bert ? "bert." : "distilbert.";
+  auto shape = [&](const std::string& name, int dim) -> int64_t {
+    auto it = t.find(name);
+    if (it == t.end()) throw ConfigError("export: no tensor " + name + " in the checkpoint");
+    return it->second.size(dim);
+  };
+  int64_t layers = 0;
+  const std::string layer = base + (bert ? "encoder.layer." : "transformer.layer.");
+  while (t.count(layer + std::to_string(layers) + (bert ? ".attention.self.query.weight" : ".attention.q_lin.weight"))) {
+    ++layers;
+  }
+  const std::string first = layer + "0.";
+  const int64_t labels = shape("classifier.weight", 0);
+  // heads is not in any tensor's shape: the config's, else the preset's.
+  int64_t heads = m.value("heads", 0);
+  if (heads <= 0 && m.value("preset", std::string("custom")) != "custom") {
+    heads = text_preset(arch, m.at("preset").get<std::string>()).heads;
+  }
+  nlohmann::json id2label = nlohmann::json::object(), label2id = nlohmann::json::object();
+  for (int64_t i = 0; i < labels; ++i) {
+    const std::string name = size_t(i) < class_names.size() ? class_names[size_t(i)] : "LABEL_" + std::to_string(i);
+    id2label[std::to_string(i)] = name;
+    label2id[name] = i;
+  }
+  const int64_t vocab = shape(base + "embeddings.word_embeddings.weight", 0);
+  const int64_t hidden = shape(base + "embeddings.word_embeddings.weight", 1);
+  const int64_t positions = shape(base + "embeddings.position_embeddings.weight", 0);
+  const double dropout = m.value("dropout", 0.1), attn = m.value("attention_dropout", 0.1),
+               cls = m.value("classifier_dropout", bert ? 0.1 : 0.2);
+  nlohmann::json c = {{"id2label", id2label}, {"label2id", label2id}, {"vocab_size", vocab},
+                      {"max_position_embeddings", positions}, {"initializer_range", kInitStd},
+                      {"pad_token_id", 0}};
+  if (bert) {
+    c.update({{"architectures", {"BertForSequenceClassification"}}, {"model_type", "bert"},
+              {"hidden_size", hidden}, {"num_hidden_layers", layers}, {"num_attention_heads", heads},
+              {"intermediate_size", shape(first + "intermediate.dense.weight", 0)},
+              {"hidden_act", "gelu"}, {"hidden_dropout_prob", dropout},
+              {"attention_probs_dropout_prob", attn}, {"classifier_dropout", cls},
+              {"type_vocab_size", shape(base + "embeddings.token_type_embeddings.weight", 0)},
+              {"layer_norm_eps", 1e-12}, {"position_embedding_type", "absolute"}});
+  } else {
+    c.update({{"architectures", {"DistilBertForSequenceClassification"}}, {"model_type", "distilbert"},
+              {"dim", hidden}, {"n_layers", layers}, {"n_heads", heads},
+              {"hidden_dim", shape(first + "ffn.lin1.weight", 0)}, {"activation", "gelu"},
+              {"dropout", dropout}, {"attention_dropout", attn}, {"seq_classif_dropout", cls},
+              {"sinusoidal_pos_embds", false}});
+  }
+  return c;
 }
 
 // ---- pretrained names ---------------------------------------------------------------------------

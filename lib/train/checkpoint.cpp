@@ -22,6 +22,7 @@
 
 #include "accel/build_info.h"
 #include "accel/metrics/metrics.h"
+#include "accel/models/family.h"
 #include "accel/models/safetensors.h"
 #include "accel/util/errors.h"
 #include "accel/util/torch_compat.h"
@@ -433,7 +434,8 @@ void restore_for_resume(const Checkpoint& ckpt, torch::nn::Module& model,
   ckpt.restore_rng();
 }
 
-int64_t export_weights(const fs::path& checkpoint, const fs::path& out, bool overwrite) {
+int64_t export_weights(const fs::path& checkpoint, const fs::path& out, bool overwrite,
+                       fs::path* config_written) {
   std::error_code ec;
   if (!overwrite && fs::exists(out, ec)) {
     throw ConfigError(out.string() + ": exists; pass --force to replace it");
@@ -446,8 +448,28 @@ int64_t export_weights(const fs::path& checkpoint, const fs::path& out, bool ove
       {"accel_bench_progress",
        nlohmann::json{{"epoch", ckpt.progress.epoch}, {"step", ckpt.progress.step}}.dump()},
       {"accel_bench_config", ckpt.config.dump()}};
+  // A family with transformers' names (text) also gets the config.json a
+  // Hugging Face loader reads beside the weights.
+  nlohmann::json hf;
+  const auto& model = ckpt.config.value("model", nlohmann::json::object());
+  const auto* family = models::find_family(model.value("arch", std::string("vit")));
+  if (family) {
+    const auto& f = models::model_family(family->arch);
+    if (f.hf_config) {
+      hf = f.hf_config(model, tensors,
+                       ckpt.progress.extra.value("class_names", std::vector<std::string>{}));
+    }
+  }
+  const fs::path hf_file = (out.has_parent_path() ? out.parent_path() : fs::path(".")) / "config.json";
+  if (!hf.is_null() && !overwrite && fs::exists(hf_file, ec)) {
+    throw ConfigError(hf_file.string() + ": exists; pass --force to replace it");
+  }
   if (out.has_parent_path()) fs::create_directories(out.parent_path());
   models::write_safetensors(out, tensors, meta);
+  if (!hf.is_null()) {
+    metrics::write_json_atomic(hf_file, hf);
+    if (config_written) *config_written = hf_file;
+  }
   return int64_t(tensors.size());
 }
 

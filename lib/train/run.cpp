@@ -210,6 +210,7 @@ void Run::save(const std::filesystem::path& file, int epochs_done, const EpochSt
   p.extra = {{"train_time_s", train_time_s_},
              {"step_ms", step_ms_},
              {"optimizer_steps", opt_steps_},
+             {"class_names", splits_.train.class_names},
              {"rows", rows_to_json(result_.rows)},
              {"epochs", epochs_to_json(result_.epochs)},
              {"epoch_state",

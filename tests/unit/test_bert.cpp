@@ -298,3 +298,33 @@ TEST_CASE("bert: a DistilBERT masked-LM file loads without its pretraining head,
     CHECK(std::string(e.what()).find("set model.arch \"distilbert\"") != std::string::npos);
   }
 }
+
+TEST_CASE("bert: exported weights get transformers' config.json with the dims of their tensors") {
+  for (const char* arch : {"bert", "distilbert"}) {
+    CAPTURE(arch);
+    auto m = model_of(tiny(arch));
+    NamedTensors t;
+    for (const auto& kv : m->named_parameters(true)) t[kv.key()] = kv.value();
+    const nlohmann::json section = {{"preset", std::string(arch) + "_tiny"}, {"heads", 0}, {"dropout", 0.1},
+                                    {"attention_dropout", 0.1}, {"classifier_dropout", 0.2}};
+    const auto c = text_hf_config(arch, section, t, {"rotten", "fresh"});
+    CHECK(c["vocab_size"] == 30522);
+    CHECK(c["max_position_embeddings"] == 512);
+    CHECK(c["id2label"]["1"] == "fresh");
+    CHECK(c["label2id"]["rotten"] == 0);
+    if (std::string(arch) == "bert") {
+      CHECK(c["architectures"][0] == "BertForSequenceClassification");
+      CHECK(c["hidden_size"] == 32);
+      CHECK(c["num_hidden_layers"] == 2);
+      CHECK(c["num_attention_heads"] == 2);
+      CHECK(c["intermediate_size"] == 64);
+      CHECK(c["type_vocab_size"] == 2);
+    } else {
+      CHECK(c["architectures"][0] == "DistilBertForSequenceClassification");
+      CHECK(c["dim"] == 32);
+      CHECK(c["n_layers"] == 2);
+      CHECK(c["hidden_dim"] == 64);
+      CHECK(c["seq_classif_dropout"] == 0.2);
+    }
+  }
+}

@@ -109,6 +109,13 @@ class TextClassifierImpl : public Model {
 };
 TORCH_MODULE(TextClassifier);
 
+// transformers' config.json for exported weights of this family: BertConfig
+// or DistilBertConfig fields, dims from the tensors, dropouts and heads from
+// the resolved model section, id2label/label2id from the class names.
+nlohmann::json text_hf_config(const std::string& arch, const nlohmann::json& model_section,
+                              const NamedTensors& tensors,
+                              const std::vector<std::string>& class_names);
+
 // The families' registry rows.
 ModelFamily bert_family();
 ModelFamily distilbert_family();

@@ -70,6 +70,13 @@ struct ModelFamily {
                              const std::string& source_name, std::vector<std::string>& dropped,
                              std::string& format_used)>
       adapt;
+  // The config.json a Hugging Face loader needs beside exported weights (the
+  // model's dims read from the tensors, the rest from the resolved model
+  // section; id2label from the class names); null for a family whose names
+  // are not transformers' (vit: torchvision's).
+  std::function<nlohmann::json(const nlohmann::json& model_section, const NamedTensors& tensors,
+                               const std::vector<std::string>& class_names)>
+      hf_config;
 };
 
 const std::vector<ModelFamily>& model_families();

@@ -95,11 +95,14 @@ void restore_for_resume(const Checkpoint& ckpt, torch::nn::Module& model,
                         torch::optim::Optimizer& optimizer);
 
 // Writes the model tensors of CHECKPOINT (weights and buffers only, as
-// trained, torchvision names) to OUT as safetensors, with the source run's
+// trained, under the family's names: torchvision's for the ViT, transformers'
+// for the text families) to OUT as safetensors, with the source run's
 // resolved config and the checkpoint's progress in the metadata, so that a
-// run can start from them with model.init {"safetensors": OUT}. An existing
-// OUT is a ConfigError unless overwrite. Returns the number of tensors.
+// run can start from them with model.init {"safetensors": OUT}. A text
+// family's export also writes transformers' config.json beside OUT, so the
+// folder loads with from_pretrained. An existing OUT (or config.json) is a
+// ConfigError unless overwrite. Returns the number of tensors.
 int64_t export_weights(const std::filesystem::path& checkpoint, const std::filesystem::path& out,
-                       bool overwrite);
+                       bool overwrite, std::filesystem::path* config_written = nullptr);
 
 }  // namespace accel::train
