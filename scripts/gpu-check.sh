@@ -3,7 +3,8 @@
 # PyTorch, builds accel-bench against that torch's LibTorch, runs the GPU tests
 # (ctest names starting with "gpu "), then a GPU smoke ladder on synthetic data
 # (configs/gpu-check/: vit_b_16 at 224, 40 steps each of 32-true, bf16-mixed,
-# bf16-mixed + CUDA Graphs, and with 2+ GPUs DDP and FSDP over all of them)
+# bf16-mixed + CUDA Graphs, and with 2+ GPUs DDP and FSDP over all of them;
+# then bert_base on synthetic tokens in bf16-mixed)
 # through `accel-bench sweep`, and writes the report beside the results. Meant
 # to take under 8 minutes on one H100/H200-class GPU with 16 cores. Needs
 # cmake, a C++17 compiler and the CUDA toolkit (nvcc) of torch's CUDA major
@@ -48,22 +49,27 @@ say() { echo "gpu-check: $*"; }
 warn() { echo "gpu-check: warning: $*" >&2; }
 die() { echo "gpu-check: error: $*" >&2; exit 1; }
 
-# CMake package (find_package in CMakeLists.txt) -> the Debian packages that
-# provide it. zlib1g is there for the runtime library that zlib1g-dev's libz.so
-# points at. Torch comes from pip, Threads from libc; benchmark (Google
-# Benchmark, compiled, not header-only) is not needed: the build turns
-# ACCEL_BUILD_BENCH off.
-DEPS=(nlohmann_json CLI11 doctest ZLIB)
+# CMake package (find_package in CMakeLists.txt, or utf8proc's find_library)
+# -> the Debian packages that provide it. The runtime packages (zlib1g,
+# libbz2-1.0, libssl3, libutf8proc2) are there for the libraries their -dev
+# packages' .so links point at. Torch comes from pip, Threads from libc;
+# benchmark (Google Benchmark, compiled, not header-only) is not needed: the
+# build turns ACCEL_BUILD_BENCH off.
+DEPS=(nlohmann_json CLI11 doctest ZLIB BZip2 OpenSSL utf8proc)
 debs_for() {
   case "$1" in
     nlohmann_json) echo nlohmann-json3-dev ;;
     CLI11) echo libcli11-dev ;;
     doctest) echo doctest-dev ;;
     ZLIB) echo zlib1g-dev zlib1g ;;
+    BZip2) echo libbz2-dev libbz2-1.0 ;;
+    OpenSSL) echo libssl-dev libssl3 ;;
+    utf8proc) echo libutf8proc-dev libutf8proc2 ;;
     *) return 1 ;;
   esac
 }
-ALL_DEBS=(nlohmann-json3-dev libcli11-dev doctest-dev zlib1g-dev zlib1g)
+ALL_DEBS=(nlohmann-json3-dev libcli11-dev doctest-dev zlib1g-dev zlib1g libbz2-dev libbz2-1.0
+          libssl-dev libssl3 libutf8proc-dev libutf8proc2)
 
 # --- --fetch-debs: on a Debian machine, download the .debs to carry along ----------
 if [ "${1:-}" = --fetch-debs ]; then
@@ -213,7 +219,7 @@ if [ -n "${cuda_build:-}" ]; then
   fi
 fi
 
-# --- header-only dependencies: the system's, else the .debs ------------------------
+# --- library dependencies: the system's, else the .debs ------------------------------
 phase deps
 command -v cmake >/dev/null || die "cmake not found (3.18 or newer; the distribution's or pip's cmake)"
 # Every find_package of CMakeLists.txt must be one this script knows how to provide.
@@ -245,6 +251,10 @@ find_package(nlohmann_json 3 QUIET)
 find_package(CLI11 QUIET)
 find_package(doctest QUIET)
 find_package(ZLIB QUIET)
+find_package(BZip2 QUIET)
+find_package(OpenSSL QUIET)
+find_path(UTF8PROC_INCLUDE_DIR utf8proc.h)
+find_library(UTF8PROC_LIBRARY utf8proc)
 set(out "")
 foreach(p nlohmann_json CLI11 doctest)
   if(${p}_FOUND)
@@ -253,6 +263,15 @@ foreach(p nlohmann_json CLI11 doctest)
 endforeach()
 if(ZLIB_FOUND)
   string(APPEND out "ZLIB ${ZLIB_INCLUDE_DIRS};${ZLIB_LIBRARIES}\n")
+endif()
+if(BZIP2_FOUND)
+  string(APPEND out "BZip2 ${BZIP2_INCLUDE_DIRS};${BZIP2_LIBRARIES}\n")
+endif()
+if(OPENSSL_FOUND AND OPENSSL_CRYPTO_LIBRARY)
+  string(APPEND out "OpenSSL ${OPENSSL_INCLUDE_DIR};${OPENSSL_CRYPTO_LIBRARY}\n")
+endif()
+if(UTF8PROC_INCLUDE_DIR AND UTF8PROC_LIBRARY)
+  string(APPEND out "utf8proc ${UTF8PROC_INCLUDE_DIR};${UTF8PROC_LIBRARY}\n")
 endif()
 file(WRITE "${CMAKE_BINARY_DIR}/../found.txt" "${out}")
 EOF
@@ -407,7 +426,7 @@ suite=$WORK/suite.json
 # The committed suite with absolute config paths; multi-GPU rungs over every
 # GPU when there are more than their 2 (an overlay config per rung). With one
 # GPU they stay: the sweep records them as skipped (needs 2 GPUs). The CPU test
-# mode leaves out CUDA Graphs and sets a tiny model through the suite's "set".
+# mode leaves out CUDA Graphs and gives each rung a tiny model of its family.
 "$PY" - "$PWD/configs/gpu-check/suite.json" "$suite" "$cpu_mode" "${gpus:-0}" <<'EOF' || die "could not write $suite"
 import json, os, sys
 src, dst, cpu, gpus = sys.argv[1], sys.argv[2], sys.argv[3] == "1", int(sys.argv[4])
@@ -426,12 +445,20 @@ def resolved(path):  # the config with its extends chain merged (dicts only)
 with open(src) as f:
     suite = json.load(f)
 rungs = []
+# CPU test mode: a tiny model of each rung's family (an overlay per rung, as the
+# suite's "set" applies to every rung and each family has its own fields).
+tiny = {"vit": {"model": {"preset": "custom", "image_size": 32, "patch_size": 8, "dim": 64,
+                          "depth": 2, "heads": 2, "mlp_dim": 128}},
+        "bert": {"model": {"preset": "bert_tiny"}, "data": {"max_length": 32}},
+        "distilbert": {"model": {"preset": "distilbert_tiny"}, "data": {"max_length": 32}}}
 for r in suite["rungs"]:
     cfg = os.path.join(base, r["config"])
-    rt = resolved(cfg).get("runtime", {})
+    conf = resolved(cfg)
+    rt = conf.get("runtime", {})
     if cpu and rt.get("cuda_graphs"):
         print("gpu-check: %s: left out (CUDA Graphs need a GPU)" % r["id"])
         continue
+    overlay = {}
     devices = rt.get("devices", 1)
     if isinstance(devices, int) and devices > 1:
         if cpu:
@@ -440,20 +467,23 @@ for r in suite["rungs"]:
             print("gpu-check: %s: needs %d GPUs, this machine has %d: the sweep records it as skipped"
                   % (r["id"], devices, gpus))
         elif gpus > devices:
-            overlay = os.path.join(os.path.dirname(dst), "%s-x%d.json" % (r["id"], gpus))
-            with open(overlay, "w") as f:
-                json.dump({"extends": cfg, "runtime": {"devices": gpus}}, f, indent=2)
-            cfg = overlay
+            overlay["runtime"] = {"devices": gpus}
             r["changes"] = r.get("changes", "") + " (%d GPUs)" % gpus
+    if cpu:
+        for k, v in tiny[conf.get("model", {}).get("arch", "vit")].items():
+            overlay[k] = {**overlay.get(k, {}), **v}
+    if overlay:
+        path = os.path.join(os.path.dirname(dst), "%s-fitted.json" % r["id"])
+        with open(path, "w") as f:
+            json.dump({"extends": cfg, **overlay}, f, indent=2)
+        cfg = path
     r["config"] = cfg
     rungs.append(r)
 suite["rungs"] = rungs
 if cpu:
-    suite["description"] = "CPU test mode of scripts/gpu-check.sh (tiny ViT, 32 px, a few steps): proves the flow, measures nothing. " + suite.get("description", "")
+    suite["description"] = "CPU test mode of scripts/gpu-check.sh (tiny models, 32 px / 32 tokens, a few steps): proves the flow, measures nothing. " + suite.get("description", "")
     suite["set"] = suite.get("set", []) + [
-        "runtime.accelerator=cpu", "model.preset=custom", "model.image_size=32",
-        "model.patch_size=8", "model.dim=64", "model.depth=2", "model.heads=2",
-        "model.mlp_dim=128", "train.batch_size=8", "train.max_steps=6",
+        "runtime.accelerator=cpu", "train.batch_size=8", "train.max_steps=6",
         "train.warmup_steps=2", "train.eval_batch_size=16", "train.limit_eval_batches=1",
         "data.synthetic_train=256", "data.synthetic_test=16"]
 with open(dst, "w") as f:
