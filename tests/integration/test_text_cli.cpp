@@ -8,6 +8,7 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -15,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "accel/data/catalog.h"
+#include "accel/models/bert.h"
 #include "accel/train/checkpoint.h"
 #include "integration/cli_helpers.h"
 #include "support/temp_dir.h"
@@ -181,4 +183,21 @@ TEST_CASE("cli text: tokenize prints each line's ids and names a line that is no
   r = run_cli("tokenize --vocab " + (tmp / "none.txt").string() + " --text x");
   CHECK(r.code == 2);
   CHECK(has(r.output, "--vocab: missing file"));
+}
+
+TEST_CASE("cli text: bf16-mixed with fixed padding trains text through the fabric loop") {
+  REQUIRE_MESSAGE(have_text_data(), "text data missing: run scripts/setup.sh");
+  const auto out = fresh_dir("text-bf16");
+  const auto r = run_cli("run" + tiny(8, 4) + " --set train.loop=fabric --set runtime.precision=bf16-mixed"
+                         " --set data.padding=max_length --set data.max_length=64 --out " + out.string());
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  const auto res = result_of(out);
+  CHECK(res["status"] == "ok");
+  CHECK(res["config"]["runtime"]["precision"] == "bf16-mixed");
+  // Fixed padding: every trained row counts 64 tokens of FLOPs.
+  CHECK(res["flops_per_sample"].get<double>() ==
+        accel::models::text_forward_flops(accel::models::text_preset("bert", "bert_tiny"), 64));
+  CHECK(res["model_flops_per_s"].get<double>() > 0);
+  for (const auto& e : res["epochs"]) CHECK(std::isfinite(e["loss"].get<double>()));
+  fs::remove_all(out);
 }

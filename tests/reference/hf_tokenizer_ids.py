@@ -8,9 +8,11 @@ corpus against `accel-bench tokenize`:
   python3 -m venv --system-site-packages /tmp/hf && /tmp/hf/bin/pip install tokenizers
   /tmp/hf/bin/python tests/reference/hf_tokenizer_ids.py --tokenizer-json \
       /opt/accel-bench/text/all-MiniLM-L6-v2/tokenizer.json > tests/data/tokenizer_cases.json
-  # a corpus, one text per line, against the CLI:
+  # a corpus, one text per line (or a .csv.bz2 with a "text" column, such as
+  # the Rotten Tomatoes corpus, its line breaks as spaces), against the CLI:
   /tmp/hf/bin/python tests/reference/hf_tokenizer_ids.py --tokenizer-json ... \
-      --corpus LINES.txt --accel-bench build/accel-bench --max-length 128
+      --corpus /opt/accel-bench/text/rotten-tomatoes/rotten_tomatoes_corpus_full.csv.bz2 \
+      --accel-bench build/accel-bench --max-length 128
 """
 import argparse
 import json
@@ -58,10 +60,16 @@ def main():
         sys.stdout.write(",\n".join(json.dumps(c, ensure_ascii=False) for c in out["cases"]))
         sys.stdout.write("\n]}\n")
         return
-    tok.enable_truncation(a.max_length)
-    lines = open(a.corpus, encoding="utf-8").read().split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
+    if a.max_length > 0:
+        tok.enable_truncation(a.max_length)
+    if a.corpus.endswith(".csv.bz2"):
+        import bz2, csv, io
+        rows = csv.DictReader(io.TextIOWrapper(bz2.open(a.corpus), encoding="utf-8"))
+        lines = [r["text"].replace("\r", " ").replace("\n", " ") for r in rows]
+    else:
+        lines = open(a.corpus, encoding="utf-8").read().split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
     want = [" ".join(map(str, e.ids)) for e in tok.encode_batch(lines)]
     got = subprocess.run([a.accel_bench, "tokenize", "--max-length", str(a.max_length)],
                          input="\n".join(lines) + "\n", capture_output=True, text=True, check=True)
