@@ -11,6 +11,7 @@
 #include <cstring>
 #include <regex>
 
+#include "accel/data/catalog.h"
 #include "accel/data/dataset.h"
 #include "accel/models/family.h"
 #include "accel/precision/precision.h"
@@ -43,6 +44,11 @@ void check_graphable(const config::RunConfig& cfg) {
   if (cfg.train.accumulate > 1) refuse("train.accumulate", "accumulation windows are not captured");
   if (rt.precision == "16-mixed") {
     refuse("runtime.precision", "16-mixed's GradScaler decides on the host whether to step");
+  }
+  const auto* dataset = data::find_dataset(cfg.data.dataset);
+  if (dataset && dataset->kind == "text" && cfg.data.padding != "max_length") {
+    refuse("data.padding", "\"" + cfg.data.padding + "\" gives every batch its own length, and a "
+           "graph replays one shape; use \"max_length\"");
   }
 }
 

@@ -13,6 +13,15 @@ namespace {
 
 torch::Tensor scaled(const torch::Tensor& loss, int k) { return k > 1 ? loss / k : loss; }
 
+// The loops' first lines: forward and cross-entropy, in the profile's forward scope.
+StepOutput forward_loss(TrainStep& step, const data::Batch& batch, const torch::Tensor& y) {
+  RECORD_USER_SCOPE("accel::forward");
+  StepOutput out;
+  out.logits = step.forward(batch.inputs);
+  out.loss = torch::cross_entropy_loss(out.logits, y);
+  return out;
+}
+
 // cvpr2023's 01_pytorch-vit.py: the model called directly, loss.backward(),
 // optimizer.step().
 class PlainStep : public TrainStep {
@@ -23,12 +32,7 @@ class PlainStep : public TrainStep {
   }
   StepOutput run(const data::Batch& batch, const torch::Tensor& y, const StepWindow& w) override {
     auto& opt = c_.setup.optimizer;
-    StepOutput out;
-    {
-      RECORD_USER_SCOPE("accel::forward");
-      out.logits = forward(batch.inputs);
-      out.loss = torch::cross_entropy_loss(out.logits, y);
-    }
+    StepOutput out = forward_loss(*this, batch, y);
     {
       RECORD_USER_SCOPE("accel::backward");
       if (w.first) opt.zero_grad();
@@ -54,12 +58,7 @@ class FabricStep : public TrainStep {
   torch::Tensor forward(const data::Inputs& inputs) override { return c_.setup.model.forward(inputs); }
   StepOutput run(const data::Batch& batch, const torch::Tensor& y, const StepWindow& w) override {
     auto& opt = c_.setup.optimizer;
-    StepOutput out;
-    {
-      RECORD_USER_SCOPE("accel::forward");
-      out.logits = forward(batch.inputs);
-      out.loss = torch::cross_entropy_loss(out.logits, y);
-    }
+    StepOutput out = forward_loss(*this, batch, y);
     {
       RECORD_USER_SCOPE("accel::backward");
       if (w.first) opt.zero_grad();

@@ -15,6 +15,8 @@
 #include <filesystem>
 #include <string>
 
+#include "accel/train/checkpoint.h"
+
 namespace cli_test {
 
 struct Outcome {
@@ -51,6 +53,24 @@ inline std::filesystem::path fresh_dir(const std::string& tag) {
 
 inline std::string source(const std::string& rel) {
   return std::string(ACCEL_SOURCE_DIR) + "/" + rel;
+}
+
+// Every model tensor of two checkpoints: bitwise equal (rtol = atol = 0) or
+// allclose (PyTorch's DDP test tolerance is rtol 1.3e-6, atol 5e-5).
+inline void check_checkpoints_match(const std::filesystem::path& a, const std::filesystem::path& b,
+                                    double rtol = 0, double atol = 0) {
+  const auto ta = accel::train::read_checkpoint(a).model_tensors();
+  const auto tb = accel::train::read_checkpoint(b).model_tensors();
+  REQUIRE(ta.size() == tb.size());
+  for (const auto& [name, tensor] : ta) {
+    INFO(name);
+    REQUIRE(tb.count(name) == 1);
+    if (rtol == 0 && atol == 0) {
+      CHECK(torch::equal(tensor, tb.at(name)));
+    } else {
+      CHECK(torch::allclose(tensor, tb.at(name), rtol, atol));
+    }
+  }
 }
 
 inline bool have_fashion_mnist() {

@@ -41,19 +41,6 @@ nlohmann::json result_of(const fs::path& dir) {
   return nlohmann::json::parse(in);
 }
 
-// Every model tensor of two checkpoints allclose (PyTorch's DDP test tolerance).
-void check_close_parameters(const fs::path& a, const fs::path& b, double rtol = 1.3e-6,
-                            double atol = 5e-5) {
-  const auto ta = accel::train::read_checkpoint(a).model_tensors();
-  const auto tb = accel::train::read_checkpoint(b).model_tensors();
-  REQUIRE(ta.size() == tb.size());
-  for (const auto& [name, tensor] : ta) {
-    INFO(name);
-    REQUIRE(tb.count(name) == 1);
-    CHECK(torch::allclose(tensor, tb.at(name), rtol, atol));
-  }
-}
-
 std::vector<pid_t> children_of(pid_t parent) {
   std::vector<pid_t> kids;
   for (const auto& e : fs::directory_iterator("/proc")) {
@@ -150,7 +137,7 @@ TEST_CASE("cli: ddp on 2 ranks with half batches equals one process on the globa
   // Same per-step (global-batch) losses, same weights, same accuracy.
   r = run_cli("compare-losses " + one.string() + " " + two.string() + " --tolerance 5e-5");
   CHECK_MESSAGE(r.code == 0, r.output);
-  check_close_parameters(one / "checkpoint.ckpt", two / "checkpoint.ckpt");
+  check_checkpoints_match(one / "checkpoint.ckpt", two / "checkpoint.ckpt", 1.3e-6, 5e-5);
   const auto a = result_of(one), b = result_of(two);
   CHECK(b["world_size"] == 2);
   CHECK(b["strategy"] == "ddp");
@@ -301,7 +288,7 @@ TEST_CASE("cli: SIGTERM stops every rank at the same step and --resume auto fini
   REQUIRE_MESSAGE(r.code == 0, r.output);
   r = run_cli("compare-losses " + full.string() + " " + cut.string() + " --tolerance 0");
   CHECK_MESSAGE(r.code == 0, r.output);
-  check_close_parameters(full / "checkpoint.ckpt", cut / "checkpoint.ckpt", 0, 0);
+  check_checkpoints_match(full / "checkpoint.ckpt", cut / "checkpoint.ckpt", 0, 0);
 }
 
 TEST_CASE("cli: SIGUSR1 stops a one-process run after its step with status interrupted and exit 3") {

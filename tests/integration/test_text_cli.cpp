@@ -43,21 +43,6 @@ nlohmann::json result_of(const fs::path& dir) {
   return nlohmann::json::parse(in);
 }
 
-void check_parameters(const fs::path& a, const fs::path& b, double rtol, double atol) {
-  const auto ta = accel::train::read_checkpoint(a).model_tensors();
-  const auto tb = accel::train::read_checkpoint(b).model_tensors();
-  REQUIRE(ta.size() == tb.size());
-  for (const auto& [name, tensor] : ta) {
-    INFO(name);
-    REQUIRE(tb.count(name) == 1);
-    if (rtol == 0 && atol == 0) {
-      CHECK(torch::equal(tensor, tb.at(name)));
-    } else {
-      CHECK(torch::allclose(tensor, tb.at(name), rtol, atol));
-    }
-  }
-}
-
 bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 }  // namespace
@@ -99,14 +84,14 @@ TEST_CASE("cli text: ddp on 2 ranks, each batch padded to its own longest row, e
   REQUIRE_MESSAGE(r.code == 0, r.output);
   r = run_cli("compare-losses " + one.string() + " " + two.string() + " --tolerance 5e-5");
   CHECK_MESSAGE(r.code == 0, r.output);
-  check_parameters(one / "checkpoint.ckpt", two / "checkpoint.ckpt", 1.3e-6, 5e-5);
+  check_checkpoints_match(one / "checkpoint.ckpt", two / "checkpoint.ckpt", 1.3e-6, 5e-5);
   // FSDP with the encoder layers as units equals DDP.
   r = run_cli("run" + tiny(8, 6) + eps + " --set runtime.devices=2 --set runtime.strategy=fsdp --out " +
               fsdp.string());
   REQUIRE_MESSAGE(r.code == 0, r.output);
   r = run_cli("compare-losses " + two.string() + " " + fsdp.string() + " --tolerance 5e-5");
   CHECK_MESSAGE(r.code == 0, r.output);
-  check_parameters(two / "checkpoint.ckpt", fsdp / "checkpoint.ckpt", 1.3e-6, 5e-5);
+  check_checkpoints_match(two / "checkpoint.ckpt", fsdp / "checkpoint.ckpt", 1.3e-6, 5e-5);
   const auto d = result_of(two), f = result_of(fsdp);
   CHECK(d["world_size"] == 2);
   CHECK(f["strategy"] == "fsdp");
@@ -131,7 +116,7 @@ TEST_CASE("cli text: a text run stopped mid-epoch and resumed ends bitwise as th
   r = run_cli("compare-losses " + whole.string() + " " + rest.string() + " --tolerance 0");
   CHECK_MESSAGE(r.code == 0, r.output);
   CHECK(has(r.output, "12 steps compared"));
-  check_parameters(whole / "checkpoint.ckpt", rest / "checkpoint.ckpt", 0, 0);
+  check_checkpoints_match(whole / "checkpoint.ckpt", rest / "checkpoint.ckpt");
   for (const auto& p : {whole, first, rest}) fs::remove_all(p);
 }
 

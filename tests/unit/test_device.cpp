@@ -237,6 +237,13 @@ TEST_CASE("device: runtime.cuda_graphs refuses what a captured step cannot hold 
             "runtime.precision"));
   CHECK(has(refused({{"train", {{"loop", "fabric"}}}, {"runtime", {{"devices", 2}, {"strategy", "ddp"}}}}),
             "runtime.strategy"));
+  // Text padded per batch changes shape every step; padded to max_length it does not.
+  const nlohmann::json text = {{"model", {{"arch", "bert"}}}};
+  CHECK(has(refused(text), "data.padding: \"longest\""));
+  nlohmann::json fixed = text;
+  fixed["data"]["padding"] = "max_length";
+  fixed["runtime"] = {{"cuda_graphs", true}, {"accelerator", "cuda"}};
+  CHECK_NOTHROW(train::check_runnable(accel::config::to_run_config(fixed), false));
   // What it accepts: adam, one device, either loop.
   nlohmann::json ok = {{"runtime", {{"cuda_graphs", true}, {"accelerator", "cuda"}}},
                        {"optim", {{"name", "adamw"}}}};
