@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include <csignal>
+#include <initializer_list>
 
 namespace accel::train {
 

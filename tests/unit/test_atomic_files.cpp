@@ -1,8 +1,5 @@
 // One atomic-write helper for every output, and the clean-up of temp files
 // that killed runs leave behind.
-// torch first: glog (through torch) defines CHECK, doctest must win.
-#include <torch/torch.h>
-
 #include <doctest/doctest.h>
 
 #include "support/temp_dir.h"

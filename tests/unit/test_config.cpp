@@ -1,7 +1,4 @@
 // Config loading, extends, --set, validation messages and --explain.
-// torch first: glog (through torch) defines CHECK, doctest must win.
-#include <torch/torch.h>
-
 #include <doctest/doctest.h>
 
 #include "support/config_error.h"

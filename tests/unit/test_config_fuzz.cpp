@@ -3,9 +3,6 @@
 // characters, deep nesting, repeated keys, huge numbers, splices), must load
 // or be refused with a one-line ConfigError; never a crash, never another
 // exception. A fixed seed and count keep it reproducible and about a second.
-// torch first: glog (through torch) defines CHECK, doctest must win.
-#include <torch/torch.h>
-
 #include <doctest/doctest.h>
 
 #include "support/temp_dir.h"

@@ -1,9 +1,6 @@
 // Config text that could hurt the loader: nesting deep enough to overflow the
 // stack, repeated keys, numbers beyond a double, huge or endless files, odd
 // --set values. Each is refused with one line naming the file and the path.
-// torch first: glog (through torch) defines CHECK, doctest must win.
-#include <torch/torch.h>
-
 #include <doctest/doctest.h>
 
 #include "support/config_error.h"

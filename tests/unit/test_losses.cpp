@@ -1,8 +1,5 @@
 // compare-losses input: metrics.csv rows are read whole or not at all, and
 // identical runs are said to be identical.
-// torch first: glog (through torch) defines CHECK, doctest must win.
-#include <torch/torch.h>
-
 #include <doctest/doctest.h>
 
 #include "support/config_error.h"

@@ -1,9 +1,6 @@
 // The ladder report on result sets the tests write: repeats (median, min-max),
 // failed / missing / needs-CUDA rungs, figures that are absent, speedups,
 // time to target, MFU and its peak, the article's figures beside ours.
-// torch first: glog (through torch) defines CHECK, doctest must win.
-#include <torch/torch.h>
-
 #include <doctest/doctest.h>
 
 #include <string>

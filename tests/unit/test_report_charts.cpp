@@ -2,9 +2,6 @@
 // fallback without gnuplot, and -- where gnuplot is installed -- an SVG that
 // parses, with one bar per rung whose height is proportional to its value and
 // the value written on it.
-// torch first: glog (through torch) defines CHECK, doctest must win.
-#include <torch/torch.h>
-
 #include <doctest/doctest.h>
 
 #include <algorithm>

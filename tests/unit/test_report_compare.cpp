@@ -1,8 +1,5 @@
 // compare: like with like, and a regression beyond each bound is counted
 // (the CLI turns a count above zero into exit 1; tests/integration checks that).
-// torch first: glog (through torch) defines CHECK, doctest must win.
-#include <torch/torch.h>
-
 #include <doctest/doctest.h>
 
 #include <string>
