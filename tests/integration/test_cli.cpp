@@ -155,14 +155,40 @@ TEST_CASE("cli: config --explain lists every section's fields") {
 }
 
 TEST_CASE("cli: every shipped config passes config --check") {
+  // One process for all of them (config --check takes several files).
+  std::string files;
+  int n = 0;
   for (const auto& entry : fs::recursive_directory_iterator(source("configs"))) {
     if (entry.path().extension() != ".json") continue;
     if (entry.path().filename() == "suite.json") continue;  // sweep suites, not run configs
-    INFO(entry.path().string());
-    const auto r = run_cli("config --check " + entry.path().string());
-    INFO(r.output);
-    CHECK(r.code == 0);
+    files += " " + entry.path().string();
+    ++n;
   }
+  REQUIRE(n > 20);
+  const auto r = run_cli("config --check" + files);
+  INFO(r.output);
+  CHECK(r.code == 0);
+  size_t valid = 0;
+  for (size_t at = r.output.find(": valid"); at != std::string::npos;
+       at = r.output.find(": valid", at + 1)) {
+    ++valid;
+  }
+  CHECK(valid == size_t(n));
+}
+
+TEST_CASE("cli: config --check of several files names each invalid one and exits 2") {
+  const auto dir = fresh_dir("check-many");
+  fs::create_directories(dir);
+  const auto bad = dir / "bad.json";
+  std::ofstream(bad) << R"({"name": "x", "train": {"epochs": 0}})";
+  const auto good = source("configs/smoke/scratch-smoke.json");
+  const auto r = run_cli("config --check " + good + " " + bad.string() + " " + good);
+  INFO(r.output);
+  CHECK(r.code == 2);
+  CHECK(r.output.find(bad.string()) != std::string::npos);
+  CHECK(r.output.find("train.epochs") != std::string::npos);
+  CHECK(r.output.find("1 of 3 configs are invalid") != std::string::npos);
+  CHECK(r.output.find("\"name\"") == std::string::npos);  // no resolved config dumped
 }
 
 TEST_CASE("cli: usage errors exit 2") {
