@@ -384,6 +384,9 @@ void add_ladder_commands(CLI::App& app, LadderArgs& a) {
   compare->add_option("--fail-memory-growth", a.bounds.memory_growth_pct, "Fail when peak memory grows by PCT %");
   compare->add_option("--accuracy-band", a.bounds.acc_band_points, "Fail when accuracy differs by more than POINTS either way");
   compare->add_flag("--require-same-config", a.bounds.require_same_config, "Fail on rungs whose configs differ");
+  compare->add_flag("--allow-uncompared", a.bounds.allow_uncompared,
+                    "With --fail-* or --accuracy-band, let rungs of BASE that could not be "
+                    "compared pass (they fail by default)");
   auto* calibrate = app.add_subcommand("calibrate", "Measure dense matmul GFLOP/s (fp32, bf16) per thread count");
   calibrate->add_option("-o,--out", a.calibrate_out, "Output (default results/peaks/<machine-id>.json)");
   calibrate->add_option("--max-threads", a.calibrate.max_threads, "Up to this many threads (default: all cores)");

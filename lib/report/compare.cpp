@@ -118,20 +118,42 @@ std::string set_row(const char* role, const ResultSet& s) {
 }
 
 // The verdict of a rung both sides ran; adds to the outcome's counters.
+// A rung of BASE the bounds could not judge: a failure under a gate unless
+// the user allows it.
+std::string uncompared(const std::string& why, const CompareBounds& bounds, CompareOutcome& out) {
+  ++out.uncompared;
+  if (bounds.require_same_config || (bounds.gates() && !bounds.allow_uncompared)) {
+    ++out.regressions;
+    return "FAIL: " + why;
+  }
+  return why;
+}
+
 std::string judge(const Side& b, const Side& o, const CompareBounds& bounds, CompareOutcome& out) {
   const auto [cb, co] = comparable_configs(b.ok.front()->config, o.ok.front()->config);
   if (cb != co) {
     ++out.not_comparable;
-    if (bounds.require_same_config) ++out.regressions;
-    return std::string(bounds.require_same_config ? "FAIL: " : "") +
-           "not comparable (config differs: " + config_difference(cb, co) + ")";
+    return uncompared("not comparable (config differs: " + config_difference(cb, co) + ")", bounds,
+                      out);
   }
-  ++out.compared;
-  std::vector<std::string> fails;
   const auto tr = ratio(b.time.median, o.time.median);
   const auto mr = ratio(b.mem.median, o.mem.median);
   OptNum delta;
   if (b.acc.median && o.acc.median) delta = (*o.acc.median - *b.acc.median) * 100;
+  // A bound whose measure a side lacks judged nothing.
+  std::vector<std::string> missing;
+  if (bounds.slower_pct && !tr) missing.push_back("training time (--fail-slower)");
+  if ((bounds.acc_drop_points || bounds.acc_band_points) && !delta) {
+    missing.push_back("test accuracy (--fail-accuracy-drop/--accuracy-band)");
+  }
+  if (bounds.memory_growth_pct && !mr) missing.push_back("peak memory (--fail-memory-growth)");
+  if (!missing.empty()) {
+    std::string why = "not compared: no ";
+    for (size_t i = 0; i < missing.size(); ++i) why += (i ? ", " : "") + missing[i];
+    return uncompared(why + " on both sides", bounds, out);
+  }
+  ++out.compared;
+  std::vector<std::string> fails;
   char buf[160];
   if (bounds.slower_pct && tr && *tr > 1 + *bounds.slower_pct / 100) {
     std::snprintf(buf, sizeof(buf), "slower by %.1f%% (> %g%%)", (*tr - 1) * 100, *bounds.slower_pct);
@@ -182,8 +204,14 @@ CompareOutcome compare_sets(const ResultSet& base, const ResultSet& other,
   for (const auto& id : ids) {
     const Side b = side_of(base, id), o = side_of(other, id);
     std::string verdict;
-    if (b.ok.empty()) {
-      verdict = o.ok.empty() ? "no ok run on either side" : "new (no baseline)";
+    if (b.rung == nullptr) {
+      verdict = "new (no baseline)";
+    } else if (b.ok.empty() && !b.rung->needs.empty() && b.rung->repeats.empty()) {
+      // Left out by design where BASE was made (a CUDA rung on a CPU).
+      verdict = o.ok.empty() ? "run on neither machine" : "new (no baseline: base " +
+                                                              b.status() + ")";
+    } else if (b.ok.empty()) {
+      verdict = uncompared("base has no ok run (" + b.status() + ")", bounds, out);
     } else if (o.ok.empty()) {
       ++out.regressions;
       verdict = "REGRESSION: " + o.status() + " (ok in base)";
@@ -199,9 +227,19 @@ CompareOutcome compare_sets(const ResultSet& base, const ResultSet& other,
        << fmt_gb(b.mem.median) << " | " << fmt_gb(o.mem.median) << " | "
        << fmt_num(ratio(b.mem.median, o.mem.median), "%.3fx") << " | " << verdict << " |\n";
   }
-  md << "\n" << out.compared << " rungs compared, " << out.not_comparable << " not comparable, "
-     << out.regressions << " regressions.\n";
-  out.markdown = md.str();
+  std::ostringstream sum;
+  if (out.uncompared > 0 && bounds.gates()) {
+    sum << (bounds.allow_uncompared && !bounds.require_same_config
+                ? "WARNING: " + std::to_string(out.uncompared) +
+                      " rungs of base were not compared (allowed by --allow-uncompared); "
+                : "FAIL: " + std::to_string(out.uncompared) +
+                      " rungs of base were not compared, which fails a gate (see the verdicts; "
+                      "--allow-uncompared accepts them); ");
+  }
+  sum << out.compared << " rungs compared, " << out.not_comparable << " not comparable, "
+      << out.regressions << " regressions.";
+  out.summary = sum.str();
+  out.markdown = out.summary + "\n\n" + md.str() + "\n" + out.summary + "\n";
   return out;
 }
 

@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -278,6 +279,65 @@ TEST_CASE("compare: exit 0 within bounds, 1 on a regression, through the CLI") {
   r = run_cli("compare " + base + " " + (tmp / "slow").string() + " --fail-slower 10");
   CHECK(r.code == 1);
   CHECK(has(r.output, "REGRESSION: slower by 50.0%"));
+}
+
+// Every result.json and config.json under `dir`, edited in place.
+void edit_set(const fs::path& dir, const std::function<void(Json&, bool result)>& edit) {
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    const auto name = e.path().filename();
+    if (name != "result.json" && name != "config.json") continue;
+    Json doc = read(e.path());
+    edit(doc, name == "result.json");
+    std::ofstream(e.path()) << doc.dump(2);
+  }
+}
+
+TEST_CASE("compare: README's CI gate fails a doctored slower set and an uncomparable one, passes an older schema's set") {
+  // The committed smoke baseline, as README's CI example compares sets.
+  fs::path committed;
+  for (const auto& s : fs::directory_iterator(source("results/baselines/smoke"))) committed = s.path();
+  REQUIRE(!committed.empty());
+  accel_test::TempDir tmp;
+  for (const char* copy : {"base", "slow", "old", "changed"}) {
+    fs::copy(committed, tmp / copy, fs::copy_options::recursive);
+  }
+  const std::string gate = " --fail-slower 7 --fail-accuracy-drop 1 --fail-memory-growth 10";
+  const auto base = (tmp / "base").string();
+  auto r = run_cli("compare " + base + " " + base + gate);
+  INFO(r.output);
+  CHECK(r.code == 0);
+  CHECK(has(r.output, " 0 not comparable, 0 regressions."));
+  // 20% slower everywhere: every rung fails.
+  edit_set(tmp / "slow", [](Json& doc, bool result) {
+    if (result && doc.contains("train_time_s")) doc["train_time_s"] = doc["train_time_s"].get<double>() * 1.2;
+  });
+  r = run_cli("compare " + base + " " + (tmp / "slow").string() + gate);
+  CHECK(r.code == 1);
+  CHECK(has(r.output, "REGRESSION: slower by 20.0% (> 7%)"));
+  // An older schema: fields added since (model.arch, runtime.comm_wait) are
+  // absent from its configs; they compare as today's defaults.
+  edit_set(tmp / "old", [](Json& doc, bool result) {
+    Json& cfg = result ? doc["config"] : doc;
+    if (!cfg.is_object()) return;
+    if (cfg.contains("model")) cfg["model"].erase("arch");
+    if (cfg.contains("runtime")) cfg["runtime"].erase("comm_wait");
+  });
+  r = run_cli("compare " + base + " " + (tmp / "old").string() + gate);
+  CHECK(r.code == 0);
+  CHECK(has(r.output, " 0 not comparable, 0 regressions."));
+  // A set whose rungs ran another experiment compares nothing: the gate fails.
+  edit_set(tmp / "changed", [](Json& doc, bool result) {
+    Json& cfg = result ? doc["config"] : doc;
+    if (cfg.is_object() && cfg.contains("train")) cfg["train"]["seed"] = 7;
+  });
+  r = run_cli("compare " + base + " " + (tmp / "changed").string() + gate);
+  CHECK(r.code == 1);
+  CHECK(r.output.find("FAIL: ") < r.output.find("## "));  // said before the table
+  CHECK(has(r.output, "rungs of base were not compared, which fails a gate"));
+  CHECK(has(r.output, " 0 rungs compared,"));
+  r = run_cli("compare " + base + " " + (tmp / "changed").string() + gate + " --allow-uncompared");
+  CHECK(r.code == 0);
+  CHECK(has(r.output, "WARNING: "));
 }
 
 TEST_CASE("calibrate: measures fp32 and bf16 matmul per thread count into a peaks file") {

@@ -92,13 +92,66 @@ TEST_CASE("compare: configs that differ are not comparable, not compared") {
   FakeRun b, o;
   o.time_s = 10000;  // would be a regression if compared
   o.config_patch = {{"train", {{"epochs", 10}}}};
-  const auto out = compare_one(b, o, all_bounds());
+  auto out = compare_one(b, o, CompareBounds{});  // no gate: a side by side table
   CHECK(out.regressions == 0);
   CHECK(out.not_comparable == 1);
-  CHECK(has(out.markdown, "not comparable (config differs: train.epochs: 3 vs 10)"));
+  CHECK(out.uncompared == 1);
+  CHECK(has(out.markdown, "| not comparable (config differs: train.epochs: 3 vs 10) |"));
   auto strict = all_bounds();
   strict.require_same_config = true;
   CHECK(compare_one(b, o, strict).regressions == 1);
+}
+
+TEST_CASE("compare: a gate that compared nothing fails and says so first") {
+  // --fail-slower and friends over two sets none of whose rungs compare:
+  // always green before; now each rung of base not judged is a failure.
+  FakeRun b, o;
+  o.config_patch = {{"train", {{"epochs", 10}}}};
+  auto out = compare_one(b, o, all_bounds());
+  INFO(out.markdown);
+  CHECK(out.compared == 0);
+  CHECK(out.regressions == 1);
+  CHECK(has(out.markdown, "FAIL: not comparable (config differs: train.epochs: 3 vs 10)"));
+  CHECK(out.markdown.rfind("FAIL: 1 rungs of base were not compared", 0) == 0);  // first line
+  CHECK(has(out.summary, "0 rungs compared, 1 not comparable, 1 regressions."));
+  // The user may let them through; the summary still says it.
+  auto lenient = all_bounds();
+  lenient.allow_uncompared = true;
+  out = compare_one(b, o, lenient);
+  CHECK(out.regressions == 0);
+  CHECK(out.markdown.rfind("WARNING: 1 rungs of base were not compared", 0) == 0);
+}
+
+TEST_CASE("compare: a bound whose measure a side lacks is a failure, not a pass") {
+  FakeRun b, o;
+  o.drop_figures = true;  // no time, accuracy or memory
+  const auto out = compare_one(b, o, all_bounds());
+  INFO(out.markdown);
+  CHECK(out.compared == 0);
+  CHECK(out.regressions == 1);
+  CHECK(has(out.markdown, "FAIL: not compared: no training time (--fail-slower)"));
+  CHECK(has(out.markdown, "test accuracy"));
+  CHECK(has(out.markdown, "peak memory (--fail-memory-growth)"));
+  CompareBounds time_only;
+  time_only.slower_pct = 10;
+  FakeRun no_mem = b;
+  no_mem.mem = {};
+  CHECK(compare_one(b, no_mem, time_only).regressions == 0);  // only the bounds given count
+}
+
+TEST_CASE("compare: a failed base rung is not compared and fails a gate, a rung left out by design does not") {
+  accel_test::TempDir tmp;
+  FakeRun failed;
+  failed.status = "failed";
+  SetBuilder(tmp / "base").rung("a", "00", {failed}).rung("b", "01", {FakeRun{}}).write();
+  SetBuilder(tmp / "other").rung("a", "00", {FakeRun{}}).rung("b", "01", {FakeRun{}}).write();
+  const auto base = load_result_set(tmp / "base"), other = load_result_set(tmp / "other");
+  auto out = compare_sets(base, other, all_bounds());
+  INFO(out.markdown);
+  CHECK(out.compared == 1);
+  CHECK(out.regressions == 1);
+  CHECK(has(out.markdown, "FAIL: base has no ok run (failed)"));
+  CHECK(compare_sets(base, other, CompareBounds{}).regressions == 0);
 }
 
 TEST_CASE("compare: threads, accelerator, paths and names are machine facts, not the experiment") {

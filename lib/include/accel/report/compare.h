@@ -19,6 +19,15 @@ struct CompareBounds {
   std::optional<double> memory_growth_pct;  // --fail-memory-growth PCT (largest rank)
   std::optional<double> acc_band_points;    // --accuracy-band POINTS: |delta| beyond it fails
   bool require_same_config = false;         // a "not comparable" rung fails
+  // With any bound above, a rung of BASE that could not be judged against it
+  // (configs differ, a side lacks the measure a bound needs, BASE's run
+  // failed) fails the comparison: a gate that compared nothing must not pass.
+  // --allow-uncompared lets such rungs through, said in the summary.
+  bool allow_uncompared = false;
+  bool gates() const {
+    return slower_pct || acc_drop_points || memory_growth_pct || acc_band_points ||
+           require_same_config;
+  }
 };
 
 // The resolved config without the machine-defining runtime facts and
@@ -38,9 +47,12 @@ std::string config_difference(const Json& a, const Json& b, size_t limit = 3);
 
 struct CompareOutcome {
   std::string markdown;
-  int regressions = 0;      // rungs beyond a bound, failed or missing where base was ok
+  int regressions = 0;      // rungs beyond a bound, failed or missing where base was ok,
+                            // or not judged under a gate (CompareBounds::allow_uncompared)
   int not_comparable = 0;
   int compared = 0;
+  int uncompared = 0;       // rungs of BASE not judged: not comparable, no measure, no ok run
+  std::string summary;      // the verdict line, also the markdown's first and last line
 };
 
 CompareOutcome compare_sets(const ResultSet& base, const ResultSet& other,
