@@ -42,6 +42,7 @@ struct RunArgs {
   std::string config;
   std::vector<std::string> sets;
   std::string out;
+  bool out_given = false;  // --out "" is an error, not the default
   std::string resume;
   bool force = false;
   bool dry_run = false;
@@ -83,7 +84,37 @@ int launch_ranks(const accel::config::RunConfig& cfg, int argc, char** argv) {
   return outcome.exit_code <= 3 ? outcome.exit_code : 1;
 }
 
+// Takes the out dir's lock for this process's life (one run per folder),
+// then applies the never-overwrite rule under it and, with --force, removes
+// the replaced run's files before anything is written. Ranks started by this
+// binary's launcher run under their parent's lock; under an external launcher
+// (torchrun, srun) global rank 0 takes it.
+accel::metrics::DirLock lock_out_dir(const accel::train::RunOptions& opts, bool quiet) {
+  const auto env = accel::dist::launch_env_from_environment();
+  if (env.source == "accel-bench" || (env.present() && env.rank != 0)) return {};
+  accel::train::check_out_dir(opts);  // a folder that can be made, before making it
+  accel::metrics::DirLock lock(opts.out_dir);
+  try {
+    accel::train::check_out_dir(opts);  // again, now that no other run can write
+    if (opts.overwrite && opts.resume.empty()) {
+      const auto removed = accel::train::clear_replaced_run(opts.out_dir);
+      if (!removed.empty() && !quiet) {
+        std::string list;
+        for (const auto& r : removed) list += (list.empty() ? "" : ", ") + r;
+        std::cout << "== --force: removed the replaced run's " << list << "\n";
+      }
+    }
+  } catch (...) {
+    lock.release_and_tidy();
+    throw;
+  }
+  return lock;
+}
+
 int cmd_run(const RunArgs& a, int argc, char** argv) {
+  if (a.out_given && a.out.empty()) {
+    throw accel::ConfigError("--out: an empty path; give a folder, or leave --out out for runs/<name>");
+  }
   const auto resolved = accel::config::load_config(a.config, a.sets);
   auto cfg = accel::config::to_run_config(resolved);
   cfg.runtime.devices = accel::train::resolve_devices(cfg.runtime);  // "auto": the GPUs
@@ -94,24 +125,40 @@ int cmd_run(const RunArgs& a, int argc, char** argv) {
   opts.profile_steps = a.profile_steps;
   opts.overwrite = a.force;
   opts.log = a.quiet ? nullptr : &std::cout;
-  if (a.resume == "auto") {
-    opts.resume = accel::train::find_resume_checkpoint(opts.out_dir);
-    if (opts.resume.empty() && std::cout.good() && !a.quiet) {
-      std::cout << "== --resume auto: no valid checkpoint in " << opts.out_dir.string()
-                << "; starting from the beginning\n";
-    }
-  } else {
-    opts.resume = a.resume;
-  }
   const bool ranked = accel::dist::launch_env_from_environment().present();
-  if (cfg.runtime.world_size() > 1 && !ranked) {
-    accel::train::check_runnable(cfg);  // errors once, before any rank starts
-    if (!a.dry_run) accel::train::check_out_dir(opts);
-    return launch_ranks(cfg, argc, argv);
-  }
-  accel::train::install_stop_handlers();
-  accel::train::run(cfg, resolved, opts);
-  return 0;
+  const bool launching = cfg.runtime.world_size() > 1 && !ranked;
+  if (launching) accel::train::check_runnable(cfg);  // errors once, before any rank starts
+  // --resume auto looks for checkpoints under the lock: no run adds one
+  // meanwhile ("auto" until then lets the folder's earlier files pass).
+  opts.resume = a.resume;
+  accel::metrics::DirLock lock;
+  if (!a.dry_run) lock = lock_out_dir(opts, a.quiet);
+  auto tidy_on_failure = [&](auto&& body) {
+    try {
+      return body();
+    } catch (...) {
+      lock.release_and_tidy();  // a run refused before writing leaves no empty folder
+      throw;
+    }
+  };
+  return tidy_on_failure([&] {
+    if (a.resume == "auto") {
+      opts.resume = accel::train::find_resume_checkpoint(opts.out_dir);
+      if (opts.resume.empty() && std::cout.good() && !a.quiet) {
+        std::cout << "== --resume auto: no valid checkpoint in " << opts.out_dir.string()
+                  << "; starting from the beginning\n";
+      }
+      if (opts.resume.empty() && !a.dry_run) accel::train::check_out_dir(opts);
+    }
+    if (launching) {
+      const int rc = launch_ranks(cfg, argc, argv);
+      if (rc != 0) lock.release_and_tidy();
+      return rc;
+    }
+    accel::train::install_stop_handlers();
+    accel::train::run(cfg, resolved, opts);
+    return 0;
+  });
 }
 
 std::string error_prefix();
@@ -488,7 +535,10 @@ int main(int argc, char** argv) {
   }
 
   try {
-    if (run->parsed()) return cmd_run(run_args, argc, argv);
+    if (run->parsed()) {
+      run_args.out_given = run->get_option("--out")->count() > 0;
+      return cmd_run(run_args, argc, argv);
+    }
     if (config->parsed()) return cmd_config(explain, check, check_sets);
     if (presets->parsed()) return cmd_presets();
     if (tokenize->parsed()) return cmd_tokenize(tokenize_args);

@@ -5,12 +5,15 @@
 #include <ctime>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <random>
 
 #include "accel/metrics/metrics.h"
@@ -151,6 +154,67 @@ std::string utc_now() {
   char buf[32];
   std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
   return buf;
+}
+
+DirLock::DirLock(const fs::path& dir) : dir_(dir) {
+  const std::string where = "--out " + dir.string() + ": ";
+  std::error_code ec;
+  made_ = !fs::exists(dir, ec);
+  fs::create_directories(dir, ec);
+  if (ec) throw ConfigError(where + "cannot create the folder: " + ec.message());
+  const auto file = dir / ".lock";
+  fd_ = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw ConfigError(where + sys_error("cannot open " + file.string()));
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    ::close(fd_);
+    fd_ = -1;
+    if (err != EWOULDBLOCK) {
+      errno = err;
+      throw ConfigError(where + sys_error("cannot lock " + file.string()));
+    }
+    std::string holder;
+    std::ifstream(file) >> holder;
+    throw ConfigError(where + "another run" +
+                      (holder.empty() ? std::string() : " (pid " + holder + ")") +
+                      " is writing into this folder; wait for it to end or choose another --out");
+  }
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, pid.data(), pid.size(), 0) < 0) {
+    // The lock holds without the pid; only the message of a refused run suffers.
+  }
+}
+
+DirLock& DirLock::operator=(DirLock&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = o.fd_;
+    dir_ = std::move(o.dir_);
+    made_ = o.made_;
+    o.fd_ = -1;
+  }
+  return *this;
+}
+
+DirLock::~DirLock() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void DirLock::release_and_tidy() {
+  if (fd_ < 0) return;
+  std::error_code ec;
+  if (made_) {
+    bool only_lock = true;
+    for (const auto& e : fs::directory_iterator(dir_, ec)) {
+      if (e.path().filename() != ".lock") only_lock = false;
+    }
+    if (!ec && only_lock) {
+      fs::remove(dir_ / ".lock", ec);
+      fs::remove(dir_, ec);
+    }
+  }
+  ::close(fd_);
+  fd_ = -1;
 }
 
 }  // namespace accel::metrics

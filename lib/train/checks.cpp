@@ -172,6 +172,29 @@ void check_out_dir(const RunOptions& opts) {
   }
 }
 
+std::vector<std::string> clear_replaced_run(const fs::path& out) {
+  std::vector<std::string> removed;
+  std::error_code ec;
+  auto remove = [&](const fs::path& f, const std::string& name) {
+    if (!fs::exists(fs::symlink_status(f, ec))) return;
+    if (!fs::remove(f, ec) || ec) {
+      throw ConfigError("--force: cannot remove " + f.string() + " of the replaced run: " +
+                        ec.message());
+    }
+    removed.push_back(name);
+  };
+  for (const char* name : {"result.json", "metrics.csv", "config.json", "checkpoint.ckpt"}) {
+    remove(out / name, name);
+  }
+  for (const auto& f : periodic_checkpoints(out)) {
+    remove(f, "checkpoints/" + f.filename().string());
+  }
+  if (fs::is_directory(out / "checkpoints", ec) && fs::is_empty(out / "checkpoints", ec)) {
+    fs::remove(out / "checkpoints", ec);
+  }
+  return removed;
+}
+
 fs::path find_resume_checkpoint(const fs::path& out) {
   auto candidates = periodic_checkpoints(out);
   std::vector<std::pair<int64_t, fs::path>> ranked;

@@ -292,6 +292,65 @@ TEST_CASE("cli: SIGTERM stops every rank at the same step and --resume auto fini
   check_checkpoints_match(full / "checkpoint.ckpt", cut / "checkpoint.ckpt", 0, 0);
 }
 
+TEST_CASE("cli: a second run into the same --out is refused at once naming the first run's pid, on one and two ranks") {
+  REQUIRE_MESSAGE(have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
+  for (const int devices : {1, 2}) {
+    CAPTURE(devices);
+    const auto out = fresh_dir("lock-" + std::to_string(devices));
+    const auto logs = fresh_dir("lock-logs-" + std::to_string(devices));
+    fs::create_directories(logs);
+    const std::string args = "run" + smoke(8, 40) + " --set train.epochs=2 --set runtime.devices=" +
+                             std::to_string(devices) + " --out " + out.string();
+    const pid_t first = spawn_cli(args, logs / "log");
+    wait_for_training(out);
+    // Another experiment into the same folder, with and without --force.
+    for (const char* force : {"", " --force"}) {
+      const auto r = run_cli(args + " --set train.seed=7" + force);
+      INFO(r.output);
+      CHECK(r.code == 2);
+      CHECK(r.output.find("another run (pid " + std::to_string(first) + ") is writing into this folder") !=
+            std::string::npos);
+    }
+    const int code = wait_exit(first, std::chrono::seconds(240));
+    INFO(slurp(logs / "log"));
+    REQUIRE(code == 0);
+    // Every file is the first run's.
+    const auto res = result_of(out);
+    std::ifstream in(out / "config.json");
+    const auto cfg = nlohmann::json::parse(in);
+    CHECK(res["config"]["train"]["seed"] == cfg["train"]["seed"]);
+    CHECK(cfg["train"]["seed"] != 7);
+    // Once it has ended the folder is free again.
+    if (devices == 1) CHECK(run_cli(args + " --resume auto").code == 0);
+  }
+}
+
+TEST_CASE("cli: --force removes the replaced run's checkpoints before writing, so nothing of it can be resumed") {
+  REQUIRE_MESSAGE(have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
+  const auto out = fresh_dir("force-clear");
+  auto r = run_cli("run" + smoke(8, 6) + " --set train.checkpoint_every=2 --out " + out.string());
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  REQUIRE(fs::exists(out / "checkpoints" / "step-00000004.ckpt"));
+  // Without -q, to see what it says it removed.
+  r = run_cli("run -c " + source("configs/smoke/scratch-smoke.json") +
+              " --set train.limit_train_batches=3 --set train.limit_eval_batches=1 "
+              "--set train.seed=7 --force --out " + out.string());
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  CHECK(r.output.find("== --force: removed the replaced run's result.json, metrics.csv, config.json, "
+                      "checkpoint.ckpt, checkpoints/step-00000002.ckpt") != std::string::npos);
+  CHECK_FALSE(fs::exists(out / "checkpoints"));
+  CHECK(result_of(out)["config"]["train"]["seed"] == 7);
+  // A refused run leaves no folder behind; an empty --out is an error.
+  const auto refused = fresh_dir("refused-run");
+  r = run_cli("run" + smoke(8, 2) + " --set train.batch_size=100000 --out " + refused.string());
+  CHECK(r.code == 2);
+  CHECK_FALSE(fs::exists(refused));
+  r = run_cli("run" + smoke(8, 2) + " --out ''");
+  CHECK(r.code == 2);
+  CHECK(r.output.find("--out: an empty path") != std::string::npos);
+}
+
 TEST_CASE("cli: SIGUSR1 stops a one-process run after its step with status interrupted and exit 3") {
   REQUIRE_MESSAGE(have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
   const auto cut = fresh_dir("usr1-cut"), logs = fresh_dir("usr1-logs");

@@ -57,6 +57,35 @@ void write_json_atomic(const std::filesystem::path& path, const nlohmann::json& 
 // it on a folder that processes on other hosts write into at the same time.
 std::vector<std::filesystem::path> remove_stale_temp_files(const std::filesystem::path& dir);
 
+// --- one run per output folder (lib/metrics/files.cpp) ----------------------
+// An exclusive flock(2) on DIR/.lock for as long as the object lives (the
+// kernel drops it when the holder dies, however it dies); the file holds the
+// holder's pid. The folder is made if missing. A second holder is refused at
+// once with accel::ConfigError naming DIR and the holder's pid. The
+// descriptor is close-on-exec: a child does not hold it. Folders on a file
+// system without flock (some NFS setups) are locked per host only.
+class DirLock {
+ public:
+  DirLock() = default;
+  explicit DirLock(const std::filesystem::path& dir);
+  DirLock(DirLock&& o) noexcept : fd_(o.fd_), dir_(std::move(o.dir_)), made_(o.made_) {
+    o.fd_ = -1;
+  }
+  DirLock& operator=(DirLock&& o) noexcept;
+  DirLock(const DirLock&) = delete;
+  DirLock& operator=(const DirLock&) = delete;
+  ~DirLock();
+  bool held() const { return fd_ >= 0; }
+  // Drops the lock; removes the lock file and the folder when this lock made
+  // the folder and nothing else was written into it (a run refused early).
+  void release_and_tidy();
+
+ private:
+  int fd_ = -1;
+  std::filesystem::path dir_;
+  bool made_ = false;  // the folder did not exist before
+};
+
 // Now, as "2026-12-01T21:44:27Z" (UTC, seconds).
 std::string utc_now();
 

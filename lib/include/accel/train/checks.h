@@ -29,6 +29,14 @@ void check_runnable(const config::RunConfig& cfg, bool check_environment = true)
 // checkpoints/step-*.ckpt of an earlier run.
 void check_out_dir(const RunOptions& opts);
 
+// `--force`: removes every file a run writes into out_dir (result.json,
+// metrics.csv, config.json, checkpoint.ckpt, checkpoints/step-*.ckpt and the
+// checkpoints folder if that leaves it empty) before the new run writes
+// anything, so nothing of the replaced run survives to be resumed or mixed
+// into the new result. Other files (a sweep's run.log, the user's own) stay.
+// Returns the names removed. Call it under the out dir's lock.
+std::vector<std::string> clear_replaced_run(const std::filesystem::path& out_dir);
+
 // `--resume auto`: the newest checkpoint in out_dir that reads and verifies
 // (checkpoint.ckpt or checkpoints/step-*.ckpt, the highest step first);
 // empty when there is none.
