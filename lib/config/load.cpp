@@ -64,10 +64,18 @@ void merge(json& base, const json& over, const std::string& at, Origins& o,
 
 constexpr size_t kMaxConfigBytes = size_t{16} << 20;
 
-bool read_text(const fs::path& p, std::string& text, std::string& why) {
+// `regular_only`: an extends target must be a regular file; opening a FIFO
+// nobody writes to would block for ever. The config named on the command line
+// may be a pipe (`-c <(jq ... base.json)`): the user is its writer.
+bool read_text(const fs::path& p, std::string& text, std::string& why, bool regular_only) {
   std::error_code ec;
-  if (fs::is_directory(p, ec)) {
+  const auto st = fs::status(p, ec);
+  if (fs::is_directory(st)) {
     why = "is a directory";
+    return false;
+  }
+  if (regular_only && fs::exists(st) && !fs::is_regular_file(st)) {
+    why = "not a regular file (a FIFO, socket or device)";
     return false;
   }
   std::ifstream in(p, std::ios::binary);
@@ -160,7 +168,7 @@ Loaded load_file(const fs::path& file, std::vector<Link>& chain, const std::stri
     throw ConfigError(context + "extends cycle: " + cycle + display);
   }
   std::string text, why;
-  if (!read_text(file, text, why))
+  if (!read_text(file, text, why, /*regular_only=*/!context.empty()))
     throw ConfigError(context.empty() ? display + ": cannot read config file (" + why + ")"
                                       : context + "cannot read " + display + " (" + why + ")");
   json doc = parse_config_text(text, display);

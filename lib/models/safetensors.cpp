@@ -5,6 +5,7 @@
 #include "accel/models/safetensors.h"
 
 #include <algorithm>
+#include <set>
 #include <cstdint>
 #include <fstream>
 #include <limits>
@@ -89,7 +90,19 @@ class Reader {
     SafetensorsFile out;
     std::vector<Entry> entries;
     try {
-      const json doc = json::parse(header);
+      // JSON itself keeps the last of two equal keys; the format forbids a
+      // tensor named twice, so the parser is watched for it.
+      std::set<std::string> names;
+      std::string twice;
+      const json::parser_callback_t watch = [&](int depth, json::parse_event_t event, json& key) {
+        if (depth == 1 && event == json::parse_event_t::key && key.is_string() && twice.empty() &&
+            !names.insert(key.get<std::string>()).second) {
+          twice = key.get<std::string>();
+        }
+        return true;
+      };
+      const json doc = json::parse(header, watch);
+      if (!twice.empty()) fail("the header names tensor \"" + twice + "\" twice");
       if (!doc.is_object()) fail("header is JSON but not an object");
       for (auto it = doc.begin(); it != doc.end(); ++it) {
         if (it.key() == "__metadata__") {
@@ -102,6 +115,7 @@ class Reader {
       fail(std::string("header is not valid JSON: ") + e.what());
     }
     check_overlaps(entries);
+    check_fully_indexed(entries, buffer_size);
 
     for (const auto& e : entries) {
       torch::Tensor t;
@@ -222,6 +236,28 @@ class Reader {
     }
   }
 
+  // The format's rule: the data buffer is exactly the tensors' bytes, back to
+  // back, with no hole and nothing after them (no room for a second file).
+  void check_fully_indexed(const std::vector<Entry>& entries, uint64_t buffer_size) const {
+    std::vector<std::pair<uint64_t, uint64_t>> spans;
+    for (const auto& e : entries) {
+      if (e.end > e.begin) spans.emplace_back(e.begin, e.end);
+    }
+    std::sort(spans.begin(), spans.end());
+    uint64_t at = 0;
+    for (const auto& [begin, end] : spans) {
+      if (begin != at) {
+        fail("the data buffer has " + std::to_string(begin - at) + " bytes at offset " +
+             std::to_string(at) + " that no tensor owns");
+      }
+      at = end;
+    }
+    if (at != buffer_size) {
+      fail(std::to_string(buffer_size - at) + " bytes follow the last tensor's data (the format "
+           "allows none)");
+    }
+  }
+
   fs::path path_;
   std::ifstream in_;
 };
@@ -297,8 +333,9 @@ void write_safetensors(const fs::path& path, const NamedTensors& tensors,
   std::error_code ec;
   fs::rename(tmp, path, ec);
   if (ec) {
+    const std::string why = ec.message();  // before remove() reuses ec
     fs::remove(tmp, ec);
-    throw RunError(where + "cannot rename " + tmp.string() + " into place: " + ec.message());
+    throw RunError(where + "cannot rename " + tmp.string() + " into place: " + why);
   }
 }
 

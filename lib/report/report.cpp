@@ -38,6 +38,9 @@ std::string status_of(const RungRuns& r, int ok) {
     for (const auto& run : r.repeats) {
       if (run.present) return "failed";
     }
+    for (const auto& run : r.repeats) {
+      if (run.status == "unreadable") return "unreadable";
+    }
     return "missing";
   }
   return "ok " + std::to_string(ok) + "/" + std::to_string(n);
@@ -193,6 +196,10 @@ Report build_report(const ResultSet& set, const PeakTable& peaks) {
       for (const auto& run : r.repeats) {
         if (run.present && !run.ok()) {
           rep.notes.push_back(r.id + " failed (" + run.dir.string() + "): " + run.error);
+        }
+        if (run.status == "unreadable") {
+          rep.unreadable.push_back(run.error);
+          rep.notes.push_back(r.id + ": result unreadable: " + run.error);
         }
       }
     }

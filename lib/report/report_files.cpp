@@ -39,6 +39,12 @@ std::vector<ReportFiles> write_reports(const fs::path& dir, const ReportOptions&
     const auto charts = write_charts(rep, target / "charts", opts.gnuplot);
     f.files.insert(f.files.end(), charts.files.begin(), charts.files.end());
     f.notice = charts.notice;
+    // A result.json that exists but does not read (truncated, not JSON) is
+    // corruption, not a run still to come: say it beside the report.
+    for (const auto& why : rep.unreadable) {
+      f.notice += (f.notice.empty() ? "" : "\n") + std::string("report: warning: ") + why +
+                  " (the rung shows as unreadable)";
+    }
     out.push_back(std::move(f));
   }
   return out;

@@ -12,6 +12,12 @@ namespace fs = std::filesystem;
 namespace accel::report {
 
 Json read_json_file(const fs::path& file) {
+  // A FIFO or device in a result set would block the open or never end.
+  std::error_code ec;
+  const auto st = fs::status(file, ec);
+  if (fs::exists(st) && !fs::is_regular_file(st)) {
+    throw ConfigError(file.string() + ": not a regular file (a FIFO, socket, device or folder)");
+  }
   std::ifstream in(file);
   if (!in) throw ConfigError(file.string() + ": cannot open");
   try {

@@ -437,6 +437,13 @@ void restore_for_resume(const Checkpoint& ckpt, torch::nn::Module& model,
 int64_t export_weights(const fs::path& checkpoint, const fs::path& out, bool overwrite,
                        fs::path* config_written) {
   std::error_code ec;
+  if (fs::is_directory(out, ec)) {
+    throw ConfigError("-o " + out.string() + ": is a folder; give the file to write, e.g. " +
+                      (out / "model.safetensors").string());
+  }
+  if (fs::exists(out, ec) && fs::equivalent(out, checkpoint, ec)) {
+    throw ConfigError("-o " + out.string() + ": is the checkpoint being exported; write elsewhere");
+  }
   if (!overwrite && fs::exists(out, ec)) {
     throw ConfigError(out.string() + ": exists; pass --force to replace it");
   }
@@ -461,8 +468,20 @@ int64_t export_weights(const fs::path& checkpoint, const fs::path& out, bool ove
     }
   }
   const fs::path hf_file = (out.has_parent_path() ? out.parent_path() : fs::path(".")) / "config.json";
-  if (!hf.is_null() && !overwrite && fs::exists(hf_file, ec)) {
-    throw ConfigError(hf_file.string() + ": exists; pass --force to replace it");
+  if (!hf.is_null() && fs::exists(hf_file, ec)) {
+    // Never a run's own resolved config (a run folder holds config.json too).
+    bool run_config = false;
+    try {
+      std::ifstream in(hf_file);
+      const auto doc = nlohmann::json::parse(in);
+      run_config = doc.is_object() && doc.contains("runtime") && doc.contains("train");
+    } catch (const std::exception&) {
+    }
+    if (run_config) {
+      throw ConfigError(hf_file.string() + ": is an accel-bench run's config, which transformers' "
+                        "config.json would replace; export into another folder");
+    }
+    if (!overwrite) throw ConfigError(hf_file.string() + ": exists; pass --force to replace it");
   }
   if (out.has_parent_path()) fs::create_directories(out.parent_path());
   models::write_safetensors(out, tensors, meta);

@@ -5,6 +5,7 @@
 
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -272,4 +273,26 @@ TEST_CASE("cli inputs: runtime.devices auto runs one rank on a cpu and keeps aut
   const auto res = read_json(tmp / "o/result.json");
   CHECK(res["world_size"] == 1);
   CHECK(res["config"]["runtime"]["devices"] == "auto");
+}
+
+TEST_CASE("cli inputs: a FIFO as an extends target or as a result.json is refused, never waited on") {
+  TempDir tmp;
+  const auto fifo = tmp / "base.json";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  tmp.write("child.json", R"({"extends": "base.json", "name": "child"})");
+  auto r = run_cli("config --check " + (tmp / "child.json").string());
+  INFO(r.output);
+  CHECK(r.code == 2);
+  CHECK(has(r.output, "not a regular file"));
+  // A result set whose rung's result.json is a FIFO, beside one that is cut short.
+  fs::create_directories(tmp / "set" / "00-a");
+  fs::create_directories(tmp / "set" / "01-b");
+  REQUIRE(::mkfifo((tmp / "set" / "00-a" / "result.json").c_str(), 0600) == 0);
+  tmp.write("set/01-b/result.json", R"({"schema_version": 3, "status": "ok", "train_ti)");
+  r = run_cli("report " + (tmp / "set").string());
+  INFO(r.output);
+  CHECK(r.code == 0);
+  CHECK(has(r.output, "report: warning: " + (tmp / "set" / "01-b" / "result.json").string() + ": not JSON"));
+  CHECK(has(r.output, "00-a/result.json: not a regular file"));
+  CHECK(has(r.output, "| unreadable |"));
 }

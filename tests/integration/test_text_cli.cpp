@@ -186,3 +186,36 @@ TEST_CASE("cli text: bf16-mixed with fixed padding trains text through the fabri
   for (const auto& e : res["epochs"]) CHECK(std::isfinite(e["loss"].get<double>()));
   fs::remove_all(out);
 }
+
+TEST_CASE("cli text: export never replaces a run's own config.json with transformers' and refuses a folder or its input as -o") {
+  REQUIRE_MESSAGE(have_text_data(), "text data missing: run scripts/setup.sh");
+  const auto out = fresh_dir("text-export");
+  auto r = run_cli("run" + tiny(8, 2) + " --set train.epochs=1 --out " + out.string());
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  const auto ckpt = (out / "checkpoint.ckpt").string();
+  const auto run_config = out / "config.json";
+  std::ifstream in(run_config);
+  const std::string before((std::istreambuf_iterator<char>(in)), {});
+  // Into the run's own folder: config.json there is the run's, even with --force.
+  for (const char* force : {"", " --force"}) {
+    r = run_cli("export " + ckpt + " -o " + (out / "model.safetensors").string() + force);
+    INFO(r.output);
+    CHECK(r.code == 2);
+    CHECK(has(r.output, "is an accel-bench run's config"));
+  }
+  std::ifstream again(run_config);
+  CHECK(std::string((std::istreambuf_iterator<char>(again)), {}) == before);
+  // A folder as -o, and the checkpoint itself (it would be overwritten while read).
+  r = run_cli("export " + ckpt + " -o " + out.string() + " --force");
+  CHECK(r.code == 2);
+  CHECK(has(r.output, "is a folder; give the file to write"));
+  r = run_cli("export " + ckpt + " -o " + ckpt + " --force");
+  CHECK(r.code == 2);
+  CHECK(has(r.output, "is the checkpoint being exported"));
+  CHECK(fs::file_size(ckpt) > 0);
+  // Elsewhere it writes both files.
+  r = run_cli("export " + ckpt + " -o " + (out / "hf" / "model.safetensors").string());
+  CHECK_MESSAGE(r.code == 0, r.output);
+  CHECK(fs::exists(out / "hf" / "config.json"));
+}
+

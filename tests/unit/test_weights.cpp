@@ -259,6 +259,22 @@ TEST_CASE("weights: malformed safetensors files are ConfigErrors naming the file
         "\"b\":{\"dtype\":\"I32\",\"shape\":[1],\"data_offsets\":[2,6]}}";
     expect(raw_file(h, four + four), "overlaps", "b");
   }
+  SUBCASE("bytes after the last tensor") {
+    write_safetensors(path, {{"w", torch::ones({4, 4})}});
+    expect(read_bytes(path) + "tail", "4 bytes follow the last tensor's data");
+  }
+  SUBCASE("a hole no tensor owns") {
+    const std::string h =
+        "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+        "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}";
+    expect(raw_file(h, four + four + four), "4 bytes at offset 4 that no tensor owns");
+  }
+  SUBCASE("a tensor named twice") {
+    const std::string h =
+        "{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+        "\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}";
+    expect(raw_file(h, four + four), "names tensor \"w\" twice");
+  }
   SUBCASE("metadata value not a string") {
     expect(raw_file("{\"__metadata__\":{\"k\":1}}", ""), "__metadata__");
   }

@@ -45,6 +45,7 @@ struct Report {
   ResultSet set;
   std::vector<RungRow> upstream, rungs;
   std::vector<std::string> notes;  // peaks used, failures, machine facts
+  std::vector<std::string> unreadable;  // result.json files that exist but do not read: why
 };
 
 Report build_report(const ResultSet& set, const PeakTable& peaks);
