@@ -257,11 +257,26 @@ c10::intrusive_ptr<c10d::TCPStore> open_store(const CommOptions& o, const std::s
   }
 }
 
-// Every rank adds itself, then waits until all have.
+c10::intrusive_ptr<c10d::Store> open_file_store(const CommOptions& o, const std::string& where) {
+  try {
+    auto store = c10::make_intrusive<c10d::FileStore>(o.store_dir + "/store", o.world_size);
+    store->setTimeout(o.timeout);
+    return store;
+  } catch (const std::exception& e) {
+    throw RunError(where + ": cannot open the store: " + brief(e));
+  }
+}
+
+// Every rank claims its rank and adds itself, then waits until all have.
 void wait_for_all(c10d::Store& store, const CommOptions& o, const std::string& where) {
   const auto deadline = Clock::now() + o.timeout;
   int64_t joined = 0;
   try {
+    const std::string r = std::to_string(o.rank);
+    if (store.add("accel/rank/" + r, 1) > 1) {
+      throw RunError(where + ": rank " + r + " is already taken by another process (two processes "
+                     "were started with RANK=" + r + "); this one leaves the job");
+    }
     joined = store.add("accel/joined", 1);
     while (joined < o.world_size) {
       if (Clock::now() > deadline) {
@@ -290,7 +305,8 @@ bool backend_available(const std::string& backend) {
 
 std::unique_ptr<Comm> connect(const CommOptions& o) {
   const std::string where =
-      "rendezvous at " + o.master_addr + ":" + std::to_string(o.master_port);
+      o.store_dir.empty() ? "rendezvous at " + o.master_addr + ":" + std::to_string(o.master_port)
+                          : "rendezvous in " + o.store_dir;
   if (o.world_size < 1 || o.rank < 0 || o.rank >= o.world_size) {
     throw RunError(where + ": rank " + std::to_string(o.rank) + " outside world size " +
                    std::to_string(o.world_size));
@@ -301,7 +317,12 @@ std::unique_ptr<Comm> connect(const CommOptions& o) {
   if (!backend_available(o.backend)) {
     throw ConfigError("runtime.backend: \"" + o.backend + "\" is not in this build");
   }
-  auto store = open_store(o, where);
+  c10::intrusive_ptr<c10d::Store> store;
+  if (o.store_dir.empty()) {
+    store = open_store(o, where);
+  } else {
+    store = open_file_store(o, where);
+  }
   wait_for_all(*store, o, where);
   auto pg_store = c10::make_intrusive<c10d::PrefixStore>("pg", store);
   c10::intrusive_ptr<compat::CommBackend> pg;

@@ -19,7 +19,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <optional>
+#include <string>
 
 #include "accel/util/errors.h"
 
@@ -119,8 +123,9 @@ std::string resolve_program(const std::string& name) {
 }
 
 // The parent's environment with the job layout of one rank set over it.
-std::vector<std::string> child_environment(const LaunchOptions& o, int local_rank, int port) {
-  const std::vector<std::pair<std::string, std::string>> ours = {
+std::vector<std::string> child_environment(const LaunchOptions& o, int local_rank, int port,
+                                           const std::string& store_dir) {
+  std::vector<std::pair<std::string, std::string>> ours = {
       {"RANK", std::to_string(o.node_rank * o.nprocs + local_rank)},
       {"WORLD_SIZE", std::to_string(o.num_nodes * o.nprocs)},
       {"LOCAL_RANK", std::to_string(local_rank)},
@@ -129,7 +134,8 @@ std::vector<std::string> child_environment(const LaunchOptions& o, int local_ran
       {"GROUP_WORLD_SIZE", std::to_string(o.num_nodes)},
       {"MASTER_ADDR", o.master_addr},
       {"MASTER_PORT", std::to_string(port)},
-      {"ACCEL_BENCH_LAUNCHED", "1"}};
+      {"ACCEL_BENCH_LAUNCHED", "1"},
+      {"ACCEL_STORE_DIR", store_dir}};
   std::vector<std::string> out;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     const std::string kv = *e;
@@ -372,9 +378,40 @@ std::string signal_name(int signo) {
   return "signal " + std::to_string(signo);
 }
 
+// A fresh folder only this user can enter (mkdtemp: mode 0700) for the
+// ranks' FileStore, removed with what is in it when the launch ends.
+class PrivateDir {
+ public:
+  PrivateDir() {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/accel-store-XXXXXX";
+    if (::mkdtemp(templ.data()) == nullptr) {
+      throw RunError("launch: cannot create a private folder for the ranks' store under " +
+                     templ.substr(0, templ.rfind('/')) + ": " + std::strerror(errno));
+    }
+    path_ = templ;
+  }
+  ~PrivateDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  PrivateDir(const PrivateDir&) = delete;
+  PrivateDir& operator=(const PrivateDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
 LaunchOutcome launch_local(const LaunchOptions& options) {
   check_options(options);
   const int port = options.master_port != 0 ? options.master_port : free_tcp_port(options.master_addr);
+  // One node: the ranks meet in a FileStore in a private folder, so nothing
+  // of the rendezvous listens on the network (rank 0's TCPStore would listen
+  // on every interface, without authentication). Several nodes need TCP.
+  std::optional<PrivateDir> store;
+  if (options.num_nodes == 1) store.emplace();
+  const std::string store_dir = store ? store->path() : std::string();
   const std::string path = resolve_program(options.argv[0]);
   std::vector<std::string> args = options.argv;
   std::vector<char*> argv = c_strings(args);
@@ -383,7 +420,7 @@ LaunchOutcome launch_local(const LaunchOptions& options) {
   std::vector<Child> children;
   try {
     for (int lr = 0; lr < options.nprocs; ++lr) {
-      auto env = child_environment(options, lr, port);
+      auto env = child_environment(options, lr, port, store_dir);
       auto envp = c_strings(env);
       Child c;
       c.local_rank = lr;
@@ -405,8 +442,14 @@ LaunchOutcome launch_local(const LaunchOptions& options) {
     std::string pids;
     for (const auto& c : children) pids += (pids.empty() ? "" : ",") + std::to_string(c.pid);
     *options.log << "launcher: started " << ranks(options.nprocs) << " (pids " << pids << "), world "
-                 << options.num_nodes * options.nprocs << ", master " << options.master_addr << ":"
-                 << port << std::endl;
+                 << options.num_nodes * options.nprocs;
+    if (store) {
+      *options.log << ", store in " << store_dir << " (this user only; nothing listens beyond "
+                   << options.master_addr << ")";
+    } else {
+      *options.log << ", master " << options.master_addr << ":" << port;
+    }
+    *options.log << std::endl;
   }
   Watch watch(children, options);
   watch.run(signals);

@@ -8,10 +8,12 @@
 #include <doctest/doctest.h>
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <set>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -215,6 +217,85 @@ TEST_CASE("cli: ranks started with torchrun variables join without spawning") {
   }
   r = run_cli("compare-losses " + launched.string() + " " + joined.string() + " --tolerance 0");
   CHECK_MESSAGE(r.code == 0, r.output);
+}
+
+// The TCP sockets `pid` listens on, as "address:port" in /proc/net/tcp{,6}'s hex.
+std::vector<std::string> listening_sockets(pid_t pid) {
+  std::set<std::string> inodes;
+  std::error_code ec;
+  for (const auto& fd : fs::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec)) {
+    const auto target = fs::read_symlink(fd.path(), ec).string();
+    if (target.rfind("socket:[", 0) == 0) inodes.insert(target.substr(8, target.size() - 9));
+  }
+  std::vector<std::string> out;
+  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream in(table);
+    std::string line;
+    std::getline(in, line);  // header
+    while (std::getline(in, line)) {
+      std::istringstream f(line);
+      std::string sl, local, remote, st, queues, tr, retr, uid, timeout, inode;
+      f >> sl >> local >> remote >> st >> queues >> tr >> retr >> uid >> timeout >> inode;
+      if (st == "0A" && inodes.count(inode)) out.push_back(local);  // 0A: LISTEN
+    }
+  }
+  return out;
+}
+
+TEST_CASE("cli: a local 2-rank run meets in a private store and listens on nothing beyond loopback") {
+  REQUIRE_MESSAGE(have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
+  const auto out = fresh_dir("listen"), logs = fresh_dir("listen-logs");
+  fs::create_directories(logs);
+  const pid_t launcher = spawn_cli("run" + smoke(8, 40) + " --set train.epochs=2 --set runtime.devices=2"
+                                   " --out " + out.string(), logs / "log");
+  wait_for_training(out);
+  const auto ranks = children_of(launcher);
+  CHECK(ranks.size() == 2);
+  std::vector<std::string> all;
+  for (const pid_t r : ranks) {
+    for (const auto& a : listening_sockets(r)) all.push_back(a);
+  }
+  for (const pid_t p : {launcher}) {
+    for (const auto& a : listening_sockets(p)) all.push_back(a);
+  }
+  // 127.0.0.1 is 0100007F in the IPv4 table; ::1 ends in 01000000 in the IPv6 one.
+  for (const auto& a : all) {
+    INFO("listening on " << a);
+    const auto addr = a.substr(0, a.find(':'));
+    CHECK((addr == "0100007F" || addr == "00000000000000000000000001000000"));
+  }
+  std::string log = slurp(logs / "log");
+  const auto at = log.find("store in ");
+  REQUIRE_MESSAGE(at != std::string::npos, log);
+  const std::string dir = log.substr(at + 9, log.find(' ', at + 9) - at - 9);
+  struct stat st {};
+  REQUIRE(::stat(dir.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0700);  // this user only
+  const int code = wait_exit(launcher, std::chrono::seconds(240));
+  INFO(slurp(logs / "log"));
+  CHECK(code == 0);
+  CHECK_FALSE(fs::exists(dir));  // removed with the launch
+}
+
+TEST_CASE("cli: a second process claiming a rank already taken is refused at rendezvous, naming the rank") {
+  REQUIRE_MESSAGE(have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
+  const auto out = fresh_dir("dup-rank"), logs = fresh_dir("dup-rank-logs");
+  fs::create_directories(logs);
+  const std::string args = "run" + smoke(8, 3) + " --set runtime.devices=2 --out " + out.string();
+  const int port = 21000 + int((::getpid() + 7) % 20000);
+  std::vector<pid_t> pids;
+  for (const auto& [rank, log] : {std::pair{0, "r0"}, std::pair{1, "r1a"}, std::pair{1, "r1b"}}) {
+    pids.push_back(spawn_rank(rank, port, args, logs / log));
+  }
+  std::vector<int> codes;
+  for (const pid_t p : pids) codes.push_back(wait_exit(p, std::chrono::seconds(240)));
+  const std::string a = slurp(logs / "r1a"), b = slurp(logs / "r1b");
+  INFO("rank 0: " << slurp(logs / "r0") << "\nrank 1 (a): " << a << "\nrank 1 (b): " << b);
+  CHECK(codes[0] == 0);  // the job ran with the first claimant
+  const std::string refused = "rank 1 is already taken by another process";
+  // Exactly one of the two claimants of rank 1 was refused, the other trained.
+  CHECK(((codes[1] == 0 && codes[2] != 0) || (codes[1] != 0 && codes[2] == 0)));
+  CHECK((a.find(refused) != std::string::npos) != (b.find(refused) != std::string::npos));
 }
 
 TEST_CASE("cli: ranks given different configs refuse to train and name the rank") {

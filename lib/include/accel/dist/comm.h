@@ -48,6 +48,11 @@ struct CommOptions {
   std::string backend = "gloo";          // gloo | nccl
   std::string master_addr = "127.0.0.1";
   int master_port = 0;                   // rank 0 listens here (must be given)
+  // Ranks of one node started by our launcher meet in a c10d FileStore in
+  // this folder (private to the user: mode 0700) instead of rank 0's
+  // TCPStore, which listens on every interface and has no authentication;
+  // then nothing of the rendezvous is reachable from the network.
+  std::string store_dir;
   int rank = 0;
   int world_size = 1;
   std::chrono::milliseconds timeout{std::chrono::seconds(180)};

@@ -235,6 +235,7 @@ void cuda_graph_capture_begin(Graph& graph, Mode thread_local_mode) {
 #define ACCEL_COMPAT_C10D_DONE 1
 }  // namespace accel::compat
 
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
