@@ -191,6 +191,26 @@ TEST_CASE("cli: config --check of several files names each invalid one and exits
   CHECK(r.output.find("\"name\"") == std::string::npos);  // no resolved config dumped
 }
 
+TEST_CASE("cli: a run started without OMP_WAIT_POLICY re-executes itself with it set to PASSIVE") {
+  // The test executable sets it for every process it starts (tests/main.cpp);
+  // here it is taken away again, as a user's shell would not have it.
+  const auto r = run_cli("run --dry-run -c " + source("configs/smoke/scratch-smoke.json") +
+                         " --set data.dataset=synthetic --out " + fresh_dir("reexec").string());
+  const auto bare = run_cli_env("-u OMP_WAIT_POLICY -u OPENBLAS_CORETYPE -u ACCEL_OPENBLAS_CORETYPE_AUTO",
+                                "run --dry-run -c " + source("configs/smoke/scratch-smoke.json") +
+                                    " --set data.dataset=synthetic --out " + fresh_dir("reexec").string());
+  INFO(bare.output);
+  CHECK(r.code == 0);
+  CHECK(bare.code == 0);
+  CHECK(bare.output.find("OMP_WAIT_POLICY PASSIVE") != std::string::npos);
+  // The same banner either way: the test environment is the one the re-exec makes.
+  auto hardware = [](const std::string& out) {
+    const auto at = out.find("== hardware:");
+    return out.substr(at, out.find('\n', at) - at);
+  };
+  CHECK(hardware(r.output) == hardware(bare.output));
+}
+
 TEST_CASE("cli: usage errors exit 2") {
   CHECK(run_cli("run").code == 2);
   CHECK(run_cli("frobnicate").code == 2);
