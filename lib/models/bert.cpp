@@ -386,10 +386,16 @@ BuiltModel text_build(const std::string& arch, const config::ModelConfig& m, con
     throw ConfigError("model.arch: \"" + arch + "\" reads text, but the data is " + data.kind);
   }
   const TextSpec spec = resolve_text_spec(arch, m, data);
+  check_fits_memory(text_param_count(spec),
+                    "model.vocab_size " + std::to_string(spec.vocab_size) + ", max_positions " +
+                        std::to_string(spec.max_positions) + ", hidden " +
+                        std::to_string(spec.hidden) + ", layers " + std::to_string(spec.layers) +
+                        ", intermediate " + std::to_string(spec.intermediate));
   auto model = std::make_shared<TextClassifierImpl>(spec);
   BuiltModel b;
   const int64_t seq = data.max_length > 0 ? data.max_length : 128;
   b.flops_per_sample = text_forward_flops(spec, seq);
+  b.activation_bytes_per_sample = transformer_activation_bytes(spec.layers, seq, spec.hidden, spec.heads);
   b.dims = {{"arch", arch},
             {"vocab_size", spec.vocab_size},
             {"max_positions", spec.max_positions},

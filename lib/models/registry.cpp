@@ -1,6 +1,10 @@
 // The model family registry (accel/models/family.h) and its torch-free view
 // (accel/models/catalog.h). A new family is one row below plus its files.
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
+#include <string>
 
 #include "accel/models/bert.h"
 #include "accel/models/family.h"
@@ -16,6 +20,25 @@ const std::vector<ModelFamily>& model_families() {
       distilbert_family(),
   };
   return rows;
+}
+
+double transformer_activation_bytes(int64_t layers, int64_t seq, int64_t hidden, int64_t heads) {
+  const double s = double(seq), h = double(hidden), a = double(heads);
+  return 2.0 * double(layers) * s * h * (34.0 + 5.0 * a * s / h);
+}
+
+void check_fits_memory(int64_t params, const std::string& shape) {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return;  // unknown: let the run try
+  const double memory = double(pages) * double(page);
+  const double need = double(params) * 16.0;  // fp32 weights, gradients, Adam's m and v
+  if (need <= memory) return;
+  char buf[256];
+  std::snprintf(buf, sizeof(buf),
+                " gives %.3g parameters: about %.1f GB with gradients and Adam's state, more "
+                "than this machine's %.1f GB of memory",
+                double(params), need / 1e9, memory / 1e9);
+  throw ConfigError(shape + buf);
 }
 
 const ModelFamily& model_family(const std::string& arch) {

@@ -378,9 +378,16 @@ BuiltModel vit_build(const config::ModelConfig& m, const DataFacts& data) {
     throw ConfigError("model.arch: \"vit\" reads images, but the data is " + data.kind);
   }
   const ViTSpec spec = resolve_vit_spec(m, data.channels, data.classes);
+  check_fits_memory(vit_param_count(spec),
+                    "model.image_size " + std::to_string(spec.image_size) + " with patch_size " +
+                        std::to_string(spec.patch_size) + " (" + std::to_string(spec.seq_length()) +
+                        " tokens), dim " + std::to_string(spec.dim) + ", depth " +
+                        std::to_string(spec.depth) + ", mlp_dim " + std::to_string(spec.mlp_dim));
   auto model = std::make_shared<VisionTransformerImpl>(spec);
   BuiltModel b;
   b.flops_per_sample = vit_forward_flops(spec);
+  b.activation_bytes_per_sample =
+      transformer_activation_bytes(spec.depth, spec.seq_length(), spec.dim, spec.heads);
   b.dims = spec_json(spec);
   b.summary = spec_line(spec, count_parameters(*model), b.flops_per_sample);
   b.module = model;

@@ -13,6 +13,7 @@
 
 #include "accel/data/catalog.h"
 #include "accel/data/dataset.h"
+#include "accel/metrics/metrics.h"
 #include "accel/models/family.h"
 #include "accel/precision/precision.h"
 #include "accel/train/checkpoint.h"
@@ -73,6 +74,8 @@ std::vector<fs::path> periodic_checkpoints(const fs::path& out) {
 
 }  // namespace
 
+constexpr int64_t kThreadsPerCore = 4;
+
 void check_runnable(const config::RunConfig& cfg, bool check_environment) {
   const auto& family = models::model_family(cfg.model.arch);
   const auto& presets = family.info.presets;
@@ -115,6 +118,18 @@ void check_runnable(const config::RunConfig& cfg, bool check_environment) {
                       " must be a multiple of train.accumulate " + std::to_string(k));
   }
   if (!check_environment) return;
+  // More intra-op threads than cores only slow a step (they take turns on the
+  // cores); thousands of them also delay a stop request. A few times the
+  // cores is allowed, to measure exactly that.
+  const int64_t cores = metrics::available_cores();
+  const int64_t local_ranks = rt.devices > 0 ? rt.devices : 1;
+  if (rt.threads > 0 && int64_t(rt.threads) * local_ranks > kThreadsPerCore * cores) {
+    throw ConfigError("runtime.threads: " + std::to_string(rt.threads) + " x " +
+                      std::to_string(local_ranks) + " local rank(s) is more than " +
+                      std::to_string(kThreadsPerCore) + " threads per core of the " +
+                      std::to_string(cores) + " cores this process may use; threads beyond "
+                      "the cores take turns on them and only slow a step (0 = cores per rank)");
+  }
   const auto device = resolve_device(rt.accelerator);
   if (rt.cuda_graphs && !device.is_cuda()) {
     throw ConfigError("runtime.cuda_graphs: needs a CUDA device, but runtime.accelerator \"" +

@@ -3,6 +3,10 @@
 // the closing figures and (rank 0) the outputs. The epoch loop is loop.cpp.
 #include "accel/train/run.h"
 
+#include <unistd.h>
+
+#include <cstdio>
+
 #include "accel/metrics/hardware.h"
 #include "accel/metrics/metrics.h"
 #include "accel/models/pretrained.h"
@@ -32,6 +36,18 @@ data::LoaderOptions loader_options(const config::RunConfig& cfg, const data::Exa
   o.collate = collate;
   o.limit_batches = training ? cfg.train.limit_train_batches : cfg.train.limit_eval_batches;
   return o;
+}
+
+// This machine's memory in bytes (0 when unknown).
+double machine_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? double(pages) * double(page) : 0.0;
+}
+
+std::string gb(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f GB", bytes / 1e9);
+  return buf;
 }
 
 }  // namespace
@@ -90,6 +106,30 @@ void Run::setup() {
   torch::manual_seed(cfg_.train.seed);
   built_ = family.build(cfg_.model, facts);
   const data::CollateOptions collate = family.collate(built_, cfg_.data);
+  // Host memory, before any batch is made (a GPU's own allocator speaks for
+  // itself): a training batch whose activations cannot fit is refused; an
+  // evaluation batch is capped (below) so its activations take at most a
+  // quarter of the memory.
+  const double memory = fabric_->device().is_cuda() ? 0.0 : machine_memory_bytes();
+  const double act = built_.activation_bytes_per_sample;
+  int64_t eval_cap = 0;
+  if (memory > 0 && act > 0) {
+    const int64_t local = std::max(1, fabric_->context().local_world_size);
+    const double state = double(models::count_parameters(*built_.module)) * 16.0;
+    const double need = double(local) * (state + double(cfg_.train.batch_size) * act);
+    if (need > memory) {
+      throw ConfigError("train.batch_size: " + std::to_string(cfg_.train.batch_size) +
+                        " needs about " + gb(need) + " (activations kept for the backward, "
+                        "Korthikanti et al.'s estimate, plus weights, gradients and Adam's state" +
+                        (local > 1 ? ", times " + std::to_string(local) + " local ranks" : "") +
+                        "), more than this machine's " + gb(memory) +
+                        "; lower it and raise train.accumulate to keep the effective batch");
+    }
+    // In evaluation only one layer's activations live at a time.
+    const double per_sample = act / std::max<int64_t>(1, built_.dims.value("depth",
+                                                          built_.dims.value("layers", 1)));
+    eval_cap = std::max<int64_t>(1, int64_t(memory / 4 / double(local) / per_sample));
+  }
   auto& model = *built_.module;
   init_weights(model);
   fsetup_.emplace(fabric_->setup_module(
@@ -103,22 +143,34 @@ void Run::setup() {
 
   auto make = [&](const data::ExampleSet& set, bool training) {
     data::LoaderOptions o = loader_options(cfg_, set, training, collate);
-    auto loader = fabric_->setup_dataloader(std::make_shared<const data::ExampleSet>(set), o);
     if (!training && cfg_.train.eval_batch_size > o.batch_size && cfg_.train.eval_batch_size > 0) {
       say("== note: train.eval_batch_size " + std::to_string(cfg_.train.eval_batch_size) +
           " exceeds the " + std::to_string(set.size()) +
           (facts.kind == "image" ? " images" : " texts") + " of a split; using " +
           std::to_string(o.batch_size));
     }
+    if (!training && eval_cap > 0 && o.batch_size > eval_cap) {
+      say("== note: an evaluation batch of " + std::to_string(o.batch_size) + " would need about " +
+          gb(double(o.batch_size) * act /
+             double(std::max<int64_t>(1, built_.dims.value("depth", built_.dims.value("layers", 1))))) +
+          " of activations, more than a quarter of this machine's " + gb(memory) + "; using " +
+          std::to_string(eval_cap));
+      o.batch_size = eval_cap;
+    }
+    auto loader = fabric_->setup_dataloader(std::make_shared<const data::ExampleSet>(set), o);
     return loader;
   };
   train_loader_ = make(splits_.train, true);
   val_loader_ = make(splits_.val, false);
   test_loader_ = make(splits_.test, false);
   if (train_loader_->num_batches() == 0) {
+    const int64_t world = fabric_->world_size();
+    const int64_t total = int64_t(splits_.train.size());
     throw ConfigError("train.batch_size: " + std::to_string(cfg_.train.batch_size) +
-                      " is larger than the " + std::to_string(train_loader_->num_samples()) +
-                      " training samples per rank (drop_last leaves no batch)");
+                      " is larger than the " + std::to_string((total + world - 1) / world) +
+                      " training samples per rank (" + std::to_string(total) + " over " +
+                      std::to_string(world) + (world == 1 ? " rank" : " ranks") +
+                      "; drop_last leaves no batch)");
   }
   total_opt_steps_ = total_optimizer_steps(cfg_.train, train_loader_->num_batches());
   if (!opts_.resume.empty()) resume();

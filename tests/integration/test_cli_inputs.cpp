@@ -275,6 +275,26 @@ TEST_CASE("cli inputs: runtime.devices auto runs one rank on a cpu and keeps aut
   CHECK(res["config"]["runtime"]["devices"] == "auto");
 }
 
+TEST_CASE("cli inputs: a batch larger than a rank's share names the samples each rank has") {
+  TempDir tmp;
+  for (const int devices : {1, 2}) {
+    CAPTURE(devices);
+    const auto r = run_cli("run -q -c " + source("configs/smoke/scratch-smoke.json") +
+                           " --set data.dataset=synthetic --set data.synthetic_train=400"
+                           " --set data.val_fraction=0.1 --set train.batch_size=1000"
+                           " --set train.loop=fabric"
+                           " --set runtime.threads=1 --set runtime.devices=" +
+                           std::to_string(devices) + " --out " +
+                           (tmp / ("o" + std::to_string(devices))).string());
+    INFO(r.output);
+    CHECK(r.code == 2);
+    // 400 synthetic images, 200 of the config's classes 5-9, 20 held out for
+    // validation: 180 to train on.
+    CHECK(has(r.output, devices == 1 ? "larger than the 180 training samples per rank (180 over 1 rank"
+                                     : "larger than the 90 training samples per rank (180 over 2 ranks"));
+  }
+}
+
 TEST_CASE("cli inputs: a FIFO as an extends target or as a result.json is refused, never waited on") {
   TempDir tmp;
   const auto fifo = tmp / "base.json";
@@ -296,3 +316,36 @@ TEST_CASE("cli inputs: a FIFO as an extends target or as a result.json is refuse
   CHECK(has(r.output, "00-a/result.json: not a regular file"));
   CHECK(has(r.output, "| unreadable |"));
 }
+
+TEST_CASE("cli inputs: threads, model size and batches beyond the machine are refused or capped before any batch") {
+  TempDir tmp;
+  const std::string base = "run -q --dry-run -c " + source("configs/smoke/scratch-smoke.json") +
+                           " --set data.dataset=synthetic --set data.synthetic_train=64"
+                           " --set data.synthetic_test=200 --out " + (tmp / "o").string();
+  struct Case {
+    const char* set;
+    const char* says;
+  };
+  for (const Case c : {Case{"runtime.threads=100000", "runtime.threads"},
+                       Case{"runtime.threads=1000", "threads per core"},
+                       Case{"model.depth=100000", "depth 100000"},
+                       Case{"model.image_size=100000", "model.image_size"},
+                       Case{"train.batch_size=10000000", "train.batch_size: 10000000 needs about"}}) {
+    CAPTURE(c.set);
+    const auto r = run_cli(base + " --set " + c.set);
+    INFO(r.output);
+    CHECK(r.code == 2);
+    CHECK(lines(r.output) == 1);
+    CHECK(has(r.output, c.says));
+  }
+  // 3137 tokens a sample (224 px in patches of 4): a 2e9 evaluation batch is
+  // capped at the split, then by memory, and said so.
+  std::string loud = base;
+  loud.replace(loud.find(" -q"), 3, "");  // the note is progress output
+  const auto r = run_cli(loud + " --set model.image_size=224 --set train.batch_size=1"
+                                " --set train.eval_batch_size=2000000000");
+  INFO(r.output);
+  CHECK(r.code == 0);
+  CHECK(has(r.output, " of activations, more than a quarter of this machine's "));
+}
+

@@ -274,7 +274,7 @@ TEST_CASE("config: out-of-range values are reported with the bound") {
   check_message(resolve_error({{"model", {{"dropout", -0.1}}}}), {"model.dropout", "[0, 1)"});
   check_message(resolve_error({{"runtime", {{"devices", 0}}}}), {"runtime.devices", "in [1, 1024]"});
   check_message(resolve_error({{"runtime", {{"num_nodes", 0}}}}), {"runtime.num_nodes"});
-  check_message(resolve_error({{"runtime", {{"threads", -1}}}}), {"runtime.threads", ">= 0"});
+  check_message(resolve_error({{"runtime", {{"threads", -1}}}}), {"runtime.threads", "[0, 4096]"});
   check_message(resolve_error({{"train", {{"log_every", 0}}}}), {"train.log_every"});
   check_message(resolve_error({{"train", {{"limit_train_batches", -2}}}}),
                 {"train.limit_train_batches"});

@@ -39,7 +39,17 @@ struct BuiltModel {
   nlohmann::json dims;  // result.json's "model": the resolved dims
   std::string summary;  // the banner's "== model: ..." line
   double flops_per_sample = 0;  // forward, at the data's shape (text: at max_length)
+  // What one sample's activations take in training, kept for the backward
+  // (fp32): per layer s*h*(34 + 5*a*s/h) bytes at 16 bits for sequence s,
+  // hidden h, a heads (Korthikanti et al. 2022, "Reducing Activation
+  // Recomputation in Large Transformer Models", eq. 1), doubled for fp32.
+  // 0 when unknown. An estimate, to refuse a batch that cannot fit.
+  double activation_bytes_per_sample = 0;
 };
+
+// Korthikanti et al.'s per-sample activation bytes (fp32) of `layers`
+// transformer layers over `seq` tokens of width `hidden` with `heads` heads.
+double transformer_activation_bytes(int64_t layers, int64_t seq, int64_t hidden, int64_t heads);
 
 struct PresetRow {
   std::string name, shape;  // shape: "224px patch 16, dim 768, depth 12, ..."
@@ -78,6 +88,13 @@ struct ModelFamily {
                                const std::vector<std::string>& class_names)>
       hf_config;
 };
+
+// Before a family builds its module: a model whose parameters, gradients and
+// Adam's two moments (16 bytes a parameter in fp32) exceed this machine's
+// memory cannot train; refused with a ConfigError naming the fields that set
+// its size (`shape`, e.g. "model.image_size 56 ..., depth 100000") and both
+// figures, instead of growing towards the OOM killer.
+void check_fits_memory(int64_t params, const std::string& shape);
 
 const std::vector<ModelFamily>& model_families();
 // ConfigError "model.arch: unknown ..." listing the families.
