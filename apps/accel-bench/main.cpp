@@ -60,7 +60,8 @@ std::filesystem::path default_out_dir(const accel::config::RunConfig& cfg,
 
 // Several ranks and no launcher around us: start them here, as Fabric's
 // launcher does (each re-runs this command line and joins as its rank).
-int launch_ranks(const accel::config::RunConfig& cfg, int argc, char** argv) {
+int launch_ranks(const accel::config::RunConfig& cfg, int argc, char** argv,
+                 std::string* failure) {
   const auto& rt = cfg.runtime;
   if (rt.num_nodes > 1) {
     throw accel::ConfigError(
@@ -73,15 +74,59 @@ int launch_ranks(const accel::config::RunConfig& cfg, int argc, char** argv) {
   o.nprocs = rt.devices;
   o.argv.assign(argv, argv + argc);
   o.argv[0] = "/proc/self/exe";
-  if (!rt.master_addr.empty()) o.master_addr = rt.master_addr;
+  // As config --explain says: the config's value, else MASTER_ADDR/MASTER_PORT
+  // from the environment, else loopback and a free port. (One node's ranks
+  // meet in a private FileStore; the address still picks Gloo's interface.)
+  const char* env_addr = std::getenv("MASTER_ADDR");
+  const char* env_port = std::getenv("MASTER_PORT");
+  if (!rt.master_addr.empty()) {
+    o.master_addr = rt.master_addr;
+  } else if (env_addr != nullptr && *env_addr != '\0') {
+    o.master_addr = env_addr;
+  }
   o.master_port = rt.master_port;
+  if (o.master_port == 0 && env_port != nullptr && *env_port != '\0') {
+    char* end = nullptr;
+    const long port = std::strtol(env_port, &end, 10);
+    if (*end != '\0' || port < 1 || port > 65535) {
+      throw accel::ConfigError(std::string("MASTER_PORT: \"") + env_port +
+                               "\" is not a TCP port (1-65535)");
+    }
+    o.master_port = int(port);
+  }
   o.grace = std::chrono::seconds(std::min(rt.timeout_s, 30));
   o.log = &std::cerr;
   const auto outcome = accel::dist::launch_local(o);
   if (outcome.exit_code == 0) return 0;
   std::cerr << "accel-bench: " << outcome.message << "\n";
+  if (failure) *failure = outcome.message;
   // A rank's own code (2 input error, 3 interrupted, 1 failed); a signal -> 1.
   return outcome.exit_code <= 3 ? outcome.exit_code : 1;
+}
+
+// A job that failed after it started training (OUT/config.json written by
+// this run) always leaves a result: when rank 0 could not write one (it was
+// stopped or killed), the launcher writes status "failed" with its message.
+void record_launch_failure(const std::filesystem::path& out, const nlohmann::json& resolved,
+                           const std::string& failure,
+                           std::filesystem::file_time_type started) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const auto config = out / "config.json", result = out / "result.json";
+  if (!fs::exists(config, ec) || fs::last_write_time(config, ec) < started) return;
+  if (fs::exists(result, ec) && fs::last_write_time(result, ec) >= started) return;
+  try {
+    accel::metrics::write_json_atomic(
+        result, {{"schema_version", 3},
+                 {"status", "failed"},
+                 {"error", failure},
+                 {"written_by", "launcher (rank 0 wrote no result)"},
+                 {"config", resolved},
+                 {"env", accel::metrics::environment(0)}});
+  } catch (const std::exception& e) {
+    std::cerr << "accel-bench: cannot record the failure in " << result.string() << ": "
+              << e.what() << "\n";
+  }
 }
 
 // Takes the out dir's lock for this process's life (one run per folder),
@@ -151,7 +196,12 @@ int cmd_run(const RunArgs& a, int argc, char** argv) {
       if (opts.resume.empty() && !a.dry_run) accel::train::check_out_dir(opts);
     }
     if (launching) {
-      const int rc = launch_ranks(cfg, argc, argv);
+      const auto started = std::filesystem::file_time_type::clock::now();
+      std::string failure;
+      const int rc = launch_ranks(cfg, argc, argv, &failure);
+      if (rc != 0 && rc != 2 && rc != accel::kInterruptedExitCode && !a.dry_run) {
+        record_launch_failure(opts.out_dir, resolved, failure, started);
+      }
       if (rc != 0) lock.release_and_tidy();
       return rc;
     }
@@ -362,6 +412,7 @@ int cmd_sweep(LadderArgs& a) {
   a.sweep.log = &std::cout;
   a.sweep.terminal = ::isatty(STDOUT_FILENO) != 0;
   const auto s = accel::report::run_sweep(a.sweep);
+  if (s.stop_signal != 0) return accel::kInterruptedExitCode;  // resumable, as a run's
   return s.failed > 0 ? 1 : 0;
 }
 

@@ -208,7 +208,8 @@ std::vector<Field> build_table() {
       s("runtime.master_addr", "",
         "rank 0's address; \"\" = MASTER_ADDR from the environment, else 127.0.0.1"),
       i("runtime.master_port", 0,
-        "rank 0's store port; 0 = MASTER_PORT from the environment, else a free port")
+        "rank 0's store port under torchrun/Slurm (one machine's ranks meet in a private "
+        "FileStore and listen on no port); 0 = MASTER_PORT from the environment, else a free port")
           .at_least(0).at_most(65535),
       d("runtime.bucket_mb", 25.0, "ddp: gradient bucket size in MiB (PyTorch's default 25)")
           .above(0),
@@ -236,7 +237,9 @@ std::vector<Field> build_table() {
           .one_of({"32-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true", "64-true"})
           .alias("16", "16-mixed").alias("bf16", "bf16-mixed")
           .alias("32", "32-true").alias("64", "64-true"),
-      i("runtime.threads", 0, "intra-op threads; 0 = cores per local rank").at_least(0),
+      i("runtime.threads", 0,
+        "intra-op threads; 0 = cores per local rank (at most 4 per core: more only slow a step)")
+          .at_least(0).at_most(4096),
   };
 }
 

@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <string>
 
@@ -225,6 +226,19 @@ std::string describe_end(const Child& c) {
 
 std::string ranks(int n) { return std::to_string(n) + (n == 1 ? " rank" : " ranks"); }
 
+// Whether the process is stopped (SIGSTOP, SIGTSTP, a debugger): state T or t
+// in /proc/PID/stat. A stopped rank answers no collective; the others time
+// out waiting for it, and they are not the ones to blame.
+bool is_stopped(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  const auto close = line.rfind(')');
+  if (close == std::string::npos || close + 2 >= line.size()) return false;
+  const char state = line[close + 2];
+  return state == 'T' || state == 't';
+}
+
 // The watch over the started ranks, until every one is reaped.
 class Watch {
  public:
@@ -260,6 +274,15 @@ class Watch {
       out.first_failed_rank = f.rank;
       out.exit_code = exit_code_of(f.status);
       std::string s = describe_end(f);
+      if (hung_ >= 0) {
+        // The rank that stopped answering is the cause; the one that failed
+        // first only timed out waiting for it.
+        const Child& h = c_[hung_];
+        out.first_failed_rank = h.rank;
+        s = "rank " + std::to_string(h.rank) + " (pid " + std::to_string(h.pid) +
+            ") stopped answering: the process was stopped (SIGSTOP, or a debugger), so " + s +
+            " waiting for it; SIGKILL to the stopped rank";
+      }
       if (stopped_ > 0) s += "; stopped " + std::to_string(stopped_) + (stopped_ == 1 ? " other rank" : " other ranks");
       parts.push_back(s);
     } else if (interrupted_by_ == 0) {
@@ -327,6 +350,16 @@ class Watch {
 
   void on_first_failure(int index) {
     first_failed_ = index;
+    // A stopped rank cannot take SIGTERM (it is queued until SIGCONT): it is
+    // killed now instead of after the grace period, and named as the cause.
+    for (size_t i = 0; i < c_.size(); ++i) {
+      if (c_[i].running && is_stopped(c_[i].pid)) {
+        if (hung_ < 0) hung_ = static_cast<int>(i);
+        log("rank " + std::to_string(c_[i].rank) + " (pid " + std::to_string(c_[i].pid) +
+            ") is stopped and answers no collective: SIGKILL");
+        signal_child(c_[i], SIGKILL);
+      }
+    }
     stopped_ = live();
     log(describe_end(c_[index]) + (stopped_ > 0 ? "; SIGTERM to the other " + ranks(stopped_) : ""));
     if (stopped_ > 0) {
@@ -344,6 +377,7 @@ class Watch {
   Clock::time_point deadline_{};  // SIGKILL to all that are left, once set
   bool has_deadline_ = false, killed_ = false, second_signal_ = false;
   int first_failed_ = -1, stopped_ = 0, interrupted_by_ = 0, forwarded_to_ = 0;
+  int hung_ = -1;  // a rank found stopped when another failed
 };
 
 void check_options(const LaunchOptions& o) {

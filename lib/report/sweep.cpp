@@ -105,10 +105,20 @@ Json Sweep::run_one(const SuiteRung& r, const std::vector<std::string>& sets,
     ++summary_.reused;
     return rec;
   }
+  // A rung a signal stopped continues from its checkpoint under --resume.
+  const bool continue_it = opts_.resume && prior.present && prior.status == "interrupted" &&
+                           json_hash(prior.config) == json_hash(resolved) &&
+                           fs::exists(dir / "checkpoint.ckpt");
   fs::create_directories(dir);
   fs::remove(dir / "result.json");  // a crash must not leave an older result in place
   std::vector<std::string> argv = {opts_.exe.string(), "run", "-c", r.config.string(),
-                                   "--out", dir.string(), "--force"};
+                                   "--out", dir.string()};
+  if (continue_it) {
+    argv.insert(argv.end(), {"--resume", "auto"});
+    progress_.note(label + ": continuing the interrupted run from its checkpoint");
+  } else {
+    argv.push_back("--force");
+  }
   for (const auto& s : sets) {
     argv.push_back("--set");
     argv.push_back(s);
@@ -124,7 +134,18 @@ Json Sweep::run_one(const SuiteRung& r, const std::vector<std::string>& sets,
   rec["wall_s"] = wall;
   char took[64];
   std::snprintf(took, sizeof(took), "%.1f s", wall);
-  if (child.exit_code == 0 && result.ok()) {
+  if (child.stop_signal != 0) {
+    // Stopped on request: the run checkpointed (exit 3) or was killed by a
+    // second signal; either way the sweep stops after recording it.
+    summary_.stop_signal = child.stop_signal;
+    summary_.stopped_rung = label;
+    rec["status"] = "interrupted";
+    rec["signal"] = child.stop_signal;
+    rec["checkpoint"] = fs::exists(dir / "checkpoint.ckpt");
+    progress_.finish("interrupted by signal " + std::to_string(child.stop_signal) + " after " +
+                     took + (child.exit_code == 3 ? " (checkpoint written)" : "") +
+                     "; continue with sweep --resume");
+  } else if (child.exit_code == 0 && result.ok()) {
     rec["status"] = "ok";
     ++summary_.ok;
     progress_.finish(std::string("ok in ") + took + ", test acc " + percent(result.test_acc));
@@ -259,6 +280,11 @@ void Sweep::run_rung(const SuiteRung& r, Json& entry, bool upstream) {
     }
     all_ok = all_ok && rec["status"] != "failed";
     entry["runs"].push_back(rec);
+    if (summary_.stop_signal != 0) {
+      entry["status"] = "interrupted";
+      save();
+      return;
+    }
     save();
   }
   entry["status"] = all_ok ? "ok" : "failed";
@@ -291,13 +317,21 @@ SweepSummary Sweep::run() {
   save();
   progress_.note("suite " + suite_.name + " on " + machine_["id"].get<std::string>() + " -> " +
                  set_dir_.string());
-  for (size_t i = 0; i < suite_.upstream.size(); ++i) {
+  for (size_t i = 0; i < suite_.upstream.size() && summary_.stop_signal == 0; ++i) {
     run_rung(suite_.upstream[i], manifest_["upstream"][i], true);
     save();
   }
-  for (size_t i = 0; i < suite_.rungs.size(); ++i) {
+  for (size_t i = 0; i < suite_.rungs.size() && summary_.stop_signal == 0; ++i) {
     run_rung(suite_.rungs[i], manifest_["rungs"][i], false);
     save();
+  }
+  if (summary_.stop_signal != 0) {
+    manifest_["stopped_at"] = metrics::utc_now();
+    manifest_["stopped_by_signal"] = summary_.stop_signal;
+    save();
+    progress_.note("stopped by signal " + std::to_string(summary_.stop_signal) + " during " +
+                   summary_.stopped_rung + "; sweep --resume continues it from its checkpoint");
+    return summary_;
   }
   manifest_["finished_at"] = metrics::utc_now();
   save();

@@ -7,7 +7,10 @@
 
 #include <doctest/doctest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -277,6 +280,40 @@ TEST_CASE("cli: a local 2-rank run meets in a private store and listens on nothi
   CHECK_FALSE(fs::exists(dir));  // removed with the launch
 }
 
+TEST_CASE("cli: the local launcher reads MASTER_PORT from the environment as config --explain says") {
+  const auto out = fresh_dir("master-port");
+  auto r = run_cli_env("MASTER_PORT=abc", "run" + smoke(8, 2) + " --set runtime.devices=2 --out " +
+                                              out.string());
+  INFO(r.output);
+  CHECK(r.code == 2);
+  CHECK(r.output.find("MASTER_PORT: \"abc\" is not a TCP port") != std::string::npos);
+  r = run_cli("config --explain");
+  CHECK(r.output.find("MASTER_PORT from the environment") != std::string::npos);
+}
+
+TEST_CASE("cli: a local 2-rank run does not need its master_port: a busy one is no failure") {
+  REQUIRE_MESSAGE(have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
+  // Someone else listens on the port the config names (the store of a local
+  // run was rank 0's TCPStore there, which failed only after a grace wait).
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  REQUIRE(::listen(fd, 1) == 0);
+  socklen_t len = sizeof addr;
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  const int port = ntohs(addr.sin_port);
+  const auto out = fresh_dir("busy-port");
+  const auto r = run_cli("run" + smoke(8, 2) + " --set runtime.devices=2 --set runtime.master_port=" +
+                         std::to_string(port) + " --out " + out.string());
+  ::close(fd);
+  INFO(r.output);
+  CHECK(r.code == 0);
+}
+
 TEST_CASE("cli: a second process claiming a rank already taken is refused at rendezvous, naming the rank") {
   REQUIRE_MESSAGE(have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
   const auto out = fresh_dir("dup-rank"), logs = fresh_dir("dup-rank-logs");
@@ -430,6 +467,38 @@ TEST_CASE("cli: --force removes the replaced run's checkpoints before writing, s
   r = run_cli("run" + smoke(8, 2) + " --out ''");
   CHECK(r.code == 2);
   CHECK(r.output.find("--out: an empty path") != std::string::npos);
+}
+
+TEST_CASE("cli: a stopped rank is named as the one that stopped answering and the job leaves a failed result") {
+  REQUIRE_MESSAGE(have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
+  // Rank 0, the one that writes the result, is the one stopped.
+  const auto out = fresh_dir("stopped"), logs = fresh_dir("stopped-logs");
+  fs::create_directories(logs);
+  const pid_t launcher = spawn_cli("run" + smoke(8, 40) + " --set train.epochs=20 --set runtime.devices=2"
+                                   " --set runtime.timeout_s=10 --out " + out.string(), logs / "log");
+  wait_for_training(out);
+  pid_t rank0 = -1;
+  for (int i = 0; i < 200 && rank0 < 0; ++i) {
+    for (const pid_t p : children_of(launcher)) {
+      std::ifstream env("/proc/" + std::to_string(p) + "/environ");
+      std::string var;
+      while (std::getline(env, var, '\0')) {
+        if (var == "RANK=0") rank0 = p;
+      }
+    }
+    if (rank0 < 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  REQUIRE(rank0 > 0);
+  ::kill(rank0, SIGSTOP);
+  const int code = wait_exit(launcher, std::chrono::seconds(180));
+  const auto log = slurp(logs / "log");
+  INFO(log);
+  CHECK(code == 1);
+  CHECK(log.find("rank 0 (pid " + std::to_string(rank0) + ") stopped answering") != std::string::npos);
+  REQUIRE(fs::exists(out / "result.json"));
+  const auto res = result_of(out);
+  CHECK(res["status"] == "failed");
+  CHECK(res["error"].get<std::string>().find("rank 0") != std::string::npos);
 }
 
 TEST_CASE("cli: SIGUSR1 stops a one-process run after its step with status interrupted and exit 3") {

@@ -7,10 +7,16 @@
 
 #include <doctest/doctest.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <string>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -118,6 +124,73 @@ TEST_CASE("sweep: a failing rung is recorded and the sweep goes on with exit 1 t
               " --resume --set train.seed=7");
   CHECK_FALSE(has(r.output, "00-scratch: reused"));
   CHECK(read(set / "00-scratch/result.json")["config"]["train"]["seed"] == 7);
+}
+
+TEST_CASE("sweep: SIGTERM is passed on to the running rung which checkpoints and the sweep stops with exit 3 then --resume continues the rung") {
+  accel_test::TempDir tmp;
+  tmp.write("suite/tiny.json", kTiny);
+  // Long enough to be stopped in: 8 batches x 30 epochs of the one-block ViT.
+  tmp.write("suite/long.json", R"({"extends": "tiny.json", "train": {"epochs": 30,
+      "limit_train_batches": 8, "checkpoint_every": 0}})");
+  const auto suite = tmp.write("suite/suite.json", R"({
+    "suite": "tiny",
+    "rungs": [
+      { "id": "00-long", "article": "00", "config": "long.json", "changes": "long" },
+      { "id": "01-next", "article": "01", "config": "tiny.json", "changes": "next" }
+    ]
+  })");
+  const auto out = tmp / "out";
+  const auto log = tmp / "sweep.log";
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    const std::string cmd = std::string("exec ") + ACCEL_BENCH_EXE + " sweep --suite " +
+                            suite.string() + " --out " + out.string() + " > " + log.string() + " 2>&1";
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), nullptr);
+    ::_exit(127);
+  }
+  // Once the first rung has written its config (it is training), stop the sweep.
+  fs::path rung;
+  for (int i = 0; i < 1500 && rung.empty(); ++i) {
+    if (fs::exists(out / "tiny")) {
+      for (const auto& s : fs::directory_iterator(out / "tiny")) {
+        if (fs::exists(s.path() / "00-long" / "config.json")) rung = s.path() / "00-long";
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  REQUIRE_MESSAGE(!rung.empty(), "the first rung never started");
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ::kill(pid, SIGTERM);
+  int st = 0;
+  REQUIRE(::waitpid(pid, &st, 0) == pid);
+  std::ifstream in(log);
+  const std::string said((std::istreambuf_iterator<char>(in)), {});
+  INFO(said);
+  REQUIRE(WIFEXITED(st));
+  REQUIRE_MESSAGE(read(rung / "result.json")["status"] != "ok",
+                  "the rung finished before the signal: make it longer");
+  CHECK(WEXITSTATUS(st) == 3);
+  const auto set = rung.parent_path();
+  auto manifest = read(set / "sweep.json");
+  CHECK(manifest["rungs"][0]["status"] == "interrupted");
+  CHECK(manifest["rungs"][1]["status"] == "pending");  // never started
+  CHECK(manifest["stopped_by_signal"] == SIGTERM);
+  CHECK(read(rung / "result.json")["status"] == "interrupted");
+  REQUIRE(fs::exists(rung / "checkpoint.ckpt"));
+  CHECK(has(said, "sweep --resume continues it"));
+  // --resume continues that rung from its checkpoint, then runs the next.
+  const auto r = run_cli("sweep --suite " + suite.string() + " --out " + out.string() + " --resume");
+  INFO(r.output);
+  CHECK(r.code == 0);
+  CHECK(has(r.output, "00-long: continuing the interrupted run from its checkpoint"));
+  manifest = read(set / "sweep.json");
+  CHECK(manifest["rungs"][0]["status"] == "ok");
+  CHECK(manifest["rungs"][1]["status"] == "ok");
+  const auto done = read(rung / "result.json");
+  CHECK(done["status"] == "ok");
+  CHECK(done["epochs"].size() == 30);  // the whole run, not a fresh start's
+  CHECK(done["steps"] == 30 * 7);      // 7 batches of 8 an epoch
 }
 
 TEST_CASE("sweep: repeats with seeds land in r1, r2 and the report shows their median") {

@@ -33,6 +33,11 @@ struct SweepOptions {
 struct SweepSummary {
   std::filesystem::path set_dir;
   int ok = 0, reused = 0, failed = 0, skipped = 0;
+  // A SIGINT/SIGTERM/SIGUSR1 stopped the sweep: passed on to the running
+  // rung (recorded "interrupted", with its checkpoint; `sweep --resume`
+  // continues it from there), and no later rung was started.
+  int stop_signal = 0;
+  std::string stopped_rung;
 };
 
 // Throws accel::ConfigError for a bad suite or options (before running
