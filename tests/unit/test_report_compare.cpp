@@ -143,14 +143,23 @@ TEST_CASE("compare: a failed base rung is not compared and fails a gate, a rung 
   accel_test::TempDir tmp;
   FakeRun failed;
   failed.status = "failed";
-  SetBuilder(tmp / "base").rung("a", "00", {failed}).rung("b", "01", {FakeRun{}}).write();
-  SetBuilder(tmp / "other").rung("a", "00", {FakeRun{}}).rung("b", "01", {FakeRun{}}).write();
+  SetBuilder(tmp / "base")
+      .rung("a", "00", {failed})
+      .rung("b", "01", {FakeRun{}})
+      .needs("c", "02", "CUDA")
+      .write();
+  SetBuilder(tmp / "other")
+      .rung("a", "00", {FakeRun{}})
+      .rung("b", "01", {FakeRun{}})
+      .needs("c", "02", "CUDA")
+      .write();
   const auto base = load_result_set(tmp / "base"), other = load_result_set(tmp / "other");
   auto out = compare_sets(base, other, all_bounds());
   INFO(out.markdown);
   CHECK(out.compared == 1);
-  CHECK(out.regressions == 1);
+  CHECK(out.regressions == 1);  // the failed base rung; the CUDA rung ran on neither machine
   CHECK(has(out.markdown, "FAIL: base has no ok run (failed)"));
+  CHECK(has(out.markdown, "| run on neither machine |"));
   CHECK(compare_sets(base, other, CompareBounds{}).regressions == 0);
 }
 
