@@ -198,8 +198,12 @@ std::vector<Field> build_table() {
           .at_least(1).at_most(1024).or_word("auto"),
       i("runtime.num_nodes", 1, "nodes; above 1, start each node's ranks with torchrun or srun "
         "(their RANK/WORLD_SIZE/MASTER_ADDR variables are read)").at_least(1).at_most(4096),
-      s("runtime.strategy", "auto", "parallel strategy; auto = single on one rank, ddp on several")
-          .one_of({"auto", "single", "ddp", "fsdp"}),
+      s("runtime.strategy", "auto",
+        "parallel strategy (Lightning's names); auto = single on one rank, ddp on several; "
+        "deepspeed_stage_2 = ZeRO stage 2 built on c10d (parameters whole on every rank, "
+        "gradients reduce-scattered and optimizer state kept in 1/N shards), "
+        "deepspeed_stage_1 = ZeRO stage 1 (gradients all-reduced); neither uses DeepSpeed")
+          .one_of({"auto", "single", "ddp", "fsdp", "deepspeed_stage_1", "deepspeed_stage_2"}),
       s("runtime.backend", "auto", "process-group backend; auto = nccl on cuda, gloo on cpu")
           .one_of({"auto", "gloo", "nccl"}),
       i("runtime.timeout_s", 180,

@@ -26,6 +26,18 @@
 // the unit's backward. NO_SHARD: the master is the whole flat buffer (the
 // parameters view it), gradients are all-reduced.
 //
+// ZeRO stages 1 and 2 (DeepSpeed's, as Lightning's deepspeed_stage_1/2 name
+// them; built here on c10d, not DeepSpeed): the same flat units, but the
+// parameters stay whole on every rank and are never freed, and the model
+// needs no wrap units (one unit then). The master shard is this rank's slice
+// of the whole buffer itself (a view: no second copy of the parameters), so
+// each rank steps, and keeps optimizer state for, 1/N of every unit.
+// Stage 2 reduce-scatters each unit's gradient the moment it is complete
+// (overlapping the rest of the backward) into the shard's .grad; stage 1
+// all-reduces it and keeps the shard's slice (the same bytes on Gloo, which
+// has no reduce-scatter). After the optimizer step every unit's shard is
+// all-gathered into the whole parameters (after_optimizer_step).
+//
 // Collectives run in the same order on every rank (the graph, hence the hook
 // order, is the same); finish_gradient_sync reduces units whose gradients did
 // not all arrive, waits, and frees every gathered unit, so the optimizer step
@@ -91,6 +103,13 @@ FsdpStrategy::FsdpStrategy(const StrategyOptions& o, DistContext ctx)
   reduce_dtype_ = gloo_bf16 ? c10::ScalarType::Float : comm_dtype_;
 }
 
+FsdpStrategy::FsdpStrategy(const StrategyOptions& o, DistContext ctx, int zero_stage)
+    : FsdpStrategy(o, std::move(ctx)) {
+  if (zero_stage != 1 && zero_stage != 2) throw RunError("zero: stage 1 or 2");
+  sharding_ = zero_stage == 1 ? Sharding::Zero1 : Sharding::Zero2;
+  name_ = "deepspeed_stage_" + std::to_string(zero_stage);
+}
+
 FsdpStrategy::~FsdpStrategy() {
   alive_.reset();
   if (wrappable_ != nullptr) wrappable_->set_unit_hooks(nullptr);
@@ -102,7 +121,7 @@ std::unique_ptr<torch::optim::Optimizer> FsdpStrategy::setup(
   make_optimizer_ = make_optimizer;
   build_units();
   register_grad_hooks();
-  if (wrappable_ != nullptr) {
+  if (wrappable_ != nullptr && !replicated()) {
     hooks_.before = [this](int u) { before_unit(u); };
     hooks_.after = [this](int u, torch::Tensor out) { return after_unit(u, std::move(out)); };
     wrappable_->set_unit_hooks(&hooks_);
@@ -121,7 +140,7 @@ void FsdpStrategy::build_units() {
     wrap = wrappable_->wrap_units();
   } else {
     // No hooks around the forward: nothing could gather a sharded module.
-    if (sharding_ != Sharding::None) {
+    if (sharding_ != Sharding::None && !replicated()) {
       throw ConfigError(
           "runtime.fsdp.sharding: FULL_SHARD and SHARD_GRAD_OP need a model that exposes wrap "
           "units; this one does not (NO_SHARD works with any model)");
@@ -189,6 +208,11 @@ void FsdpStrategy::shard_unit(Unit& u) {
     u.shard.requires_grad_(true);
     u.full = full.detach();
     u.gathered = true;
+  } else if (replicated()) {
+    u.full = full;
+    u.shard = full.narrow(0, shard_offset(u), u.shard_numel);  // a view: steps update full
+    u.shard.requires_grad_(true);
+    u.gathered = true;
   } else {
     u.shard = full.narrow(0, shard_offset(u), u.shard_numel).clone();
     u.shard.requires_grad_(true);
@@ -198,7 +222,7 @@ void FsdpStrategy::shard_unit(Unit& u) {
     s.param.mutable_grad().reset();
     s.param.set_data(u.full.narrow(0, s.offset, s.numel).view(s.param.sizes()));
   }
-  if (sharding_ != Sharding::None) free_storage(u.full);
+  if (sharding_ != Sharding::None && !replicated()) free_storage(u.full);
 }
 
 void FsdpStrategy::register_grad_hooks() {
@@ -332,7 +356,8 @@ void FsdpStrategy::reset_backward_state() {
 
 void FsdpStrategy::start_gather(int u) {
   auto& unit = units_[size_t(u)];
-  if (sharding_ == Sharding::None || unit.padded == 0 || unit.gathered || unit.gather.pending()) {
+  if (sharding_ == Sharding::None || replicated() || unit.padded == 0 || unit.gathered ||
+      unit.gather.pending()) {
     return;
   }
   torch::NoGradGuard no_grad;
@@ -371,7 +396,7 @@ void FsdpStrategy::ensure_gathered(int u) {
 
 void FsdpStrategy::free_unit(int u) {
   auto& unit = units_[size_t(u)];
-  if (sharding_ == Sharding::None || unit.padded == 0) return;
+  if (sharding_ == Sharding::None || replicated() || unit.padded == 0) return;
   unit.gather.wait();  // a prefetch still writing into it
   unit.gather_recv = unit.gather_send = torch::Tensor();
   unit.gathered = false;
@@ -400,6 +425,9 @@ void FsdpStrategy::launch_reduction(int u) {
     if (sharding_ == Sharding::None) {
       r.handle = ctx_.comm->all_reduce(r.flat, ReduceOp::Sum);
       r.out = r.flat;
+    } else if (sharding_ == Sharding::Zero1) {
+      r.handle = ctx_.comm->all_reduce(r.flat, ReduceOp::Sum);
+      r.out = r.flat.narrow(0, shard_offset(unit), unit.shard_numel);
     } else {
       r.out = torch::empty({unit.shard_numel}, r.flat.options());
       r.handle = ctx_.comm->reduce_scatter(r.flat, r.out, ReduceOp::Sum);
@@ -416,12 +444,29 @@ void FsdpStrategy::complete_oldest_reduction() {
   torch::NoGradGuard no_grad;
   auto& shard = units_[size_t(r.unit)].shard;
   auto g = r.out.to(shard.scalar_type());
+  if (g.is_view()) g = g.clone();  // ZeRO-1's slice of the all-reduced buffer (zero_grad detaches)
   auto& grad = shard.mutable_grad();
   if (grad.defined()) {
     grad.add_(g);
   } else {
     grad = g;
   }
+}
+
+// ZeRO: every rank stepped its slice of each unit; the slices are
+// all-gathered into the whole parameters, all units in flight at once. The
+// shard views the whole buffer: what it sends is a copy, so no collective
+// reads and writes the same memory.
+void FsdpStrategy::after_optimizer_step() {
+  if (!replicated() || !ctx_.comm) return;
+  torch::NoGradGuard no_grad;
+  std::vector<std::pair<Handle, torch::Tensor>> gathers;
+  for (auto& unit : units_) {
+    if (unit.padded == 0) continue;
+    auto send = unit.shard.detach().clone();
+    gathers.emplace_back(ctx_.comm->all_gather(send, unit.full), send);
+  }
+  for (auto& g : gathers) g.first.wait();
 }
 
 void FsdpStrategy::release_reduced_grads() {
@@ -433,6 +478,10 @@ void FsdpStrategy::release_reduced_grads() {
 
 std::unique_ptr<Strategy> make_fsdp(const StrategyOptions& options, DistContext ctx) {
   return std::make_unique<fsdp::FsdpStrategy>(options, std::move(ctx));
+}
+
+std::unique_ptr<Strategy> make_zero(const StrategyOptions& options, DistContext ctx, int stage) {
+  return std::make_unique<fsdp::FsdpStrategy>(options, std::move(ctx), stage);
 }
 
 }  // namespace accel::dist

@@ -11,7 +11,9 @@
 
 namespace accel::dist::fsdp {
 
-enum class Sharding { Full, GradOp, None };  // FULL_SHARD, SHARD_GRAD_OP, NO_SHARD
+// FULL_SHARD, SHARD_GRAD_OP, NO_SHARD; and DeepSpeed's ZeRO stages 1 and 2,
+// whose parameters stay whole on every rank (see fsdp.cpp).
+enum class Sharding { Full, GradOp, None, Zero1, Zero2 };
 
 // One parameter's place in its unit's flat buffer.
 struct Slot {
@@ -59,13 +61,16 @@ void allocate_storage(const torch::Tensor& t);  // t's full extent, contents und
 class FsdpStrategy final : public Strategy {
  public:
   FsdpStrategy(const StrategyOptions& options, DistContext ctx);
+  // ZeRO stage 1 or 2 (Lightning's names deepspeed_stage_1, deepspeed_stage_2).
+  FsdpStrategy(const StrategyOptions& options, DistContext ctx, int zero_stage);
   ~FsdpStrategy() override;
-  std::string name() const override { return "fsdp"; }
+  std::string name() const override { return name_; }
 
   std::unique_ptr<torch::optim::Optimizer> setup(std::shared_ptr<torch::nn::Module> model,
                                                  const OptimizerFactory& make_optimizer) override;
   void pre_backward() override;
   void finish_gradient_sync() override;
+  void after_optimizer_step() override;
   double clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm) override;
   FullState gather_full_state(torch::optim::Optimizer& optimizer) override;
   void scatter_full_state(FullState& full, torch::optim::Optimizer& optimizer) override;
@@ -97,6 +102,11 @@ class FsdpStrategy final : public Strategy {
   int64_t shard_offset(const Unit& u) const;
   torch::Tensor gather_flat(const Unit& u, const torch::Tensor& shard_part);
 
+  // ZeRO: parameters whole on every rank, never freed; the master shard is
+  // this rank's slice of them.
+  bool replicated() const { return sharding_ == Sharding::Zero1 || sharding_ == Sharding::Zero2; }
+
+  std::string name_ = "fsdp";
   Sharding sharding_;
   bool prefetch_;
   c10::ScalarType comm_dtype_;    // all-gathers

@@ -23,7 +23,8 @@ Kind kind_of(const optim::Optimizer& opt) {
   if (dynamic_cast<const optim::Adam*>(&opt) != nullptr) return Kind::Adam;
   if (dynamic_cast<const optim::AdamW*>(&opt) != nullptr) return Kind::AdamW;
   if (dynamic_cast<const optim::SGD*>(&opt) != nullptr) return Kind::Sgd;
-  throw ConfigError("optim.name: the fsdp strategy shards the state of adam, adamw and sgd only");
+  throw ConfigError(
+      "optim.name: the fsdp and deepspeed strategies shard the state of adam, adamw and sgd only");
 }
 
 // A parameter's optimizer state as a step count and tensors (Adam, AdamW:
@@ -132,7 +133,8 @@ void FsdpStrategy::scatter_full_state(FullState& full, optim::Optimizer& optimiz
   if (full.optimizer == nullptr) throw RunError("fsdp: scatter_full_state without a full state");
   torch::NoGradGuard no_grad;
   for (auto& unit : units_) {
-    if (unit.padded == 0 || sharding_ == Sharding::None) continue;  // NO_SHARD: the params view it
+    // NO_SHARD and ZeRO: the shard views the parameters, which hold the state read.
+    if (unit.padded == 0 || sharding_ == Sharding::None || replicated()) continue;
     if (!unit.gathered) throw RunError("fsdp: scatter_full_state without gather_full_state");
     unit.shard.detach().copy_(unit.full.narrow(0, shard_offset(unit), unit.shard_numel));
   }
@@ -204,7 +206,7 @@ StateBytes FsdpStrategy::state_bytes(const torch::optim::Optimizer& optimizer) c
   StateBytes b;
   for (const auto& unit : units_) {
     if (unit.padded == 0) continue;
-    b.params += bytes(unit.shard);
+    b.params += bytes(replicated() ? unit.full : unit.shard);  // ZeRO: whole, the shard a view
     b.grads += bytes(unit.shard.grad());
     // Full-size gradients accumulating under no_backward_sync.
     for (const auto& s : unit.slots) b.grads += bytes(s.param.grad());

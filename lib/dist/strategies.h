@@ -9,5 +9,6 @@ namespace accel::dist {
 
 std::unique_ptr<Strategy> make_ddp(const StrategyOptions& options, DistContext ctx);
 std::unique_ptr<Strategy> make_fsdp(const StrategyOptions& options, DistContext ctx);
+std::unique_ptr<Strategy> make_zero(const StrategyOptions& options, DistContext ctx, int stage);
 
 }  // namespace accel::dist

@@ -99,12 +99,15 @@ std::unique_ptr<Strategy> make_strategy(const StrategyOptions& o, DistContext ct
     if (many) {
       throw ConfigError("runtime.strategy: \"single\" runs one process, but this run has " +
                         std::to_string(ctx.world_size) +
-                        " ranks (runtime.devices x runtime.num_nodes); use \"ddp\" or \"fsdp\"");
+                        " ranks (runtime.devices x runtime.num_nodes); use \"ddp\", \"fsdp\" or "
+                        "\"deepspeed_stage_2\"");
     }
     return std::make_unique<SingleDeviceStrategy>(std::move(ctx));
   }
   if (name == "ddp") return make_ddp(o, std::move(ctx));
   if (name == "fsdp") return make_fsdp(o, std::move(ctx));
+  if (name == "deepspeed_stage_1") return make_zero(o, std::move(ctx), 1);
+  if (name == "deepspeed_stage_2") return make_zero(o, std::move(ctx), 2);
   throw ConfigError("runtime.strategy: unknown strategy \"" + o.name + "\"");
 }
 

@@ -67,12 +67,14 @@ torch::Tensor FabricModule::forward(const data::Inputs& inputs) {
 
 bool FabricOptimizer::step() {
   auto& scaler = fabric_->scaler();
+  bool stepped = true;
   if (!scaler.enabled()) {
     inner_->step();
-    return true;
+  } else {
+    stepped = scaler.step(*inner_);
+    scaler.update();
   }
-  const bool stepped = scaler.step(*inner_);
-  scaler.update();
+  fabric_->strategy().after_optimizer_step();
   return stepped;
 }
 

@@ -1,6 +1,7 @@
 // Text runs through the real CLI on the real Rotten Tomatoes snippets: the
 // real MiniLM finetunes and records its tokens, DDP on 2 ranks equals one
-// process on the global batch (batches padded per rank), FSDP equals DDP, a
+// process on the global batch (batches padded per rank), FSDP and ZeRO-2
+// equal DDP, a
 // stopped run resumes bitwise, bad text inputs exit 2 naming file and line
 // with nothing written, and `tokenize` prints tokenizers' ids.
 // torch first: glog (through torch) defines CHECK, doctest must win.
@@ -73,7 +74,7 @@ TEST_CASE("cli text: the real MiniLM finetunes on the snippets and records token
   fs::remove_all(out);
 }
 
-TEST_CASE("cli text: ddp on 2 ranks, each batch padded to its own longest row, equals one process on the global batch") {
+TEST_CASE("cli text: ddp on 2 ranks, each batch padded to its own longest row, equals one process on the global batch, and fsdp and zero-2 equal ddp") {
   REQUIRE_MESSAGE(have_text_data(), "text data missing: run scripts/setup.sh");
   const auto one = fresh_dir("text-one"), two = fresh_dir("text-ddp"), fsdp = fresh_dir("text-fsdp");
   const std::string eps = " --set train.loop=fabric --set optim.eps=1e-4";
@@ -98,7 +99,26 @@ TEST_CASE("cli text: ddp on 2 ranks, each batch padded to its own longest row, e
   // FSDP holds half the model state per rank (rounded to its shards).
   CHECK(f["ranks"][0]["param_bytes"].get<double>() <
         0.6 * d["ranks"][0]["param_bytes"].get<double>());
-  for (const auto& p : {one, two, fsdp}) fs::remove_all(p);
+  // ZeRO-2 equals DDP too, with whole parameters and half the optimizer
+  // state and gradients on each rank.
+  const auto zero = fresh_dir("text-zero2");
+  r = run_cli("run" + tiny(8, 6) + eps +
+              " --set runtime.devices=2 --set runtime.strategy=deepspeed_stage_2 --out " +
+              zero.string());
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  r = run_cli("compare-losses " + two.string() + " " + zero.string() + " --tolerance 5e-5");
+  CHECK_MESSAGE(r.code == 0, r.output);
+  check_checkpoints_match(two / "checkpoint.ckpt", zero / "checkpoint.ckpt", 1.3e-6, 5e-5);
+  const auto z = result_of(zero);
+  CHECK(z["strategy"] == "deepspeed_stage_2");
+  for (int k = 0; k < 2; ++k) {
+    const auto& zr = z["ranks"][k];
+    const auto& dr = d["ranks"][k];
+    CHECK(zr["param_bytes"] == dr["param_bytes"]);
+    CHECK(zr["optimizer_bytes"].get<double>() < 0.55 * dr["optimizer_bytes"].get<double>());
+    CHECK(zr["grad_bytes"].get<double>() < 0.55 * dr["grad_bytes"].get<double>());
+  }
+  for (const auto& p : {one, two, fsdp, zero}) fs::remove_all(p);
 }
 
 TEST_CASE("cli text: a text run stopped mid-epoch and resumed ends bitwise as the uninterrupted run") {

@@ -11,7 +11,7 @@
 //     ... read what the ranks wrote into dir ...
 //   }
 // A failing check inside a rank makes that rank exit non-zero, which fails
-// the driver's check. Test names must not contain ',' (doctest's filter list).
+// the driver's check, and so does a rank that never entered the test case.
 #pragma once
 
 #include <signal.h>
@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -46,6 +47,9 @@ inline std::optional<RankEnv> as_rank() {
   env.rank = std::atoi(r);
   env.world = std::atoi(std::getenv("ACCEL_TEST_WORLD"));
   env.dir = std::getenv("ACCEL_TEST_DIR");
+  // Tells the driver this rank entered the test (a filter that matched
+  // nothing would otherwise exit 0 with no test run).
+  std::fclose(std::fopen((env.dir + "/.rank-" + std::to_string(env.rank) + "-ran").c_str(), "w"));
   dist::CommOptions o;
   o.rank = env.rank;
   o.world_size = env.world;
@@ -77,7 +81,11 @@ inline void spawn_ranks(const std::string& name, int world, const std::string& d
       ::setenv("ACCEL_TEST_PORT", std::to_string(port).c_str(), 1);
       ::setenv("ACCEL_TEST_DIR", dir.c_str(), 1);
       ::setenv("OMP_NUM_THREADS", "1", 1);
-      const std::string filter = "--test-case=" + name;
+      std::string filter = "--test-case=";
+      for (char c : name) {  // ',' separates doctest's filters: escaped, it is the name's own
+        if (c == ',') filter += '\\';
+        filter += c;
+      }
       ::execl("/proc/self/exe", "accel_tests", filter.c_str(), "--no-version=true", nullptr);
       ::_exit(127);
     }
@@ -111,6 +119,8 @@ inline void spawn_ranks(const std::string& name, int world, const std::string& d
     INFO("rank " << r << " of \"" << name << "\"");
     CHECK(WIFEXITED(st));
     if (WIFEXITED(st)) CHECK(WEXITSTATUS(st) == 0);
+    const std::string ran = dir + "/.rank-" + std::to_string(r) + "-ran";
+    CHECK_MESSAGE(::access(ran.c_str(), F_OK) == 0, "rank " << r << " did not run the test case");
   }
 }
 

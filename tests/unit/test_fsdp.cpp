@@ -1,6 +1,7 @@
-// FSDP strategy over 2 Gloo ranks: each sharding mode trains as DDP does and
-// as one process on the global batch; full state round trip 2 -> 1 -> 2;
-// per-rank state bytes against DDP; gradient accumulation; bf16 communication.
+// FSDP and ZeRO (deepspeed_stage_1/2) strategies over 2 Gloo ranks: each
+// sharding mode trains as DDP does and as one process on the global batch;
+// full state round trip 2 -> 1 -> 2; per-rank state bytes against DDP;
+// gradient accumulation; bf16 communication.
 // torch first: glog (through torch) defines CHECK, doctest must win.
 #include <torch/torch.h>
 
@@ -116,6 +117,7 @@ double step(dist::Strategy& s, const Model& model, torch::optim::Optimizer& opt,
   s.finish_gradient_sync();
   if (clip > 0) s.clip_grad_norm(optimizer_params(opt), clip);
   opt.step();
+  s.after_optimizer_step();
   if (zero_grad) opt.zero_grad();
   return loss.item<double>();
 }
@@ -211,9 +213,9 @@ Params load_params(const std::string& file, const Model& like) {
 
 }  // namespace
 
-TEST_CASE("fsdp: every sharding mode trains as ddp and as one process on the global batch") {
+TEST_CASE("fsdp: every sharding mode and zero stage trains as ddp and as one process on the global batch") {
   const std::string name =
-      "fsdp: every sharding mode trains as ddp and as one process on the global batch";
+      "fsdp: every sharding mode and zero stage trains as ddp and as one process on the global batch";
   if (auto rank = test::as_rank()) {
     const auto spec = tiny_spec();
     const auto global = global_batch(spec, 4);
@@ -242,20 +244,30 @@ TEST_CASE("fsdp: every sharding mode trains as ddp and as one process on the glo
         CHECK(torch::allclose(r.eval_logits, reference.eval_logits, kRtol, kAtol));
       }
     }
+    for (const char* zero : {"deepspeed_stage_1", "deepspeed_stage_2"}) {
+      INFO(zero);
+      auto z = strategy(zero, &*rank);
+      CHECK(z->name() == zero);
+      const Run r = train(*z, mine, kSteps, 0.5);
+      check_close(r.losses, reference.losses);
+      check_close(r.params, reference.params);
+      CHECK(torch::allclose(r.eval_logits, reference.eval_logits, kRtol, kAtol));
+    }
     return;
   }
   accel_test::TempDir dir;
   test::spawn_ranks(name, 2, dir.path.string());
 }
 
-TEST_CASE("fsdp: a full state from 2 ranks resumes on 1 process and on 2 ranks") {
-  const std::string name = "fsdp: a full state from 2 ranks resumes on 1 process and on 2 ranks";
+// A full state written by 2 ranks of `strategy_name` resumes on 2 fresh
+// ranks and on one process with the single strategy.
+void full_state_round_trip(const std::string& name, const std::string& strategy_name) {
   const auto spec = tiny_spec();
   const auto global = global_batch(spec, 4);
   if (auto rank = test::as_rank()) {
     const auto mine = global.slice(rank->rank * 2, 2);
     const std::string d = rank->dir + "/";
-    auto a = strategy("fsdp", &*rank);
+    auto a = strategy(strategy_name, &*rank);
     auto model_a = make_model(spec, 7);
     auto opt_a = a->setup(model_a, adam());
     for (int i = 0; i < 3; ++i) step(*a, model_a, *opt_a, mine);
@@ -276,7 +288,7 @@ TEST_CASE("fsdp: a full state from 2 ranks resumes on 1 process and on 2 ranks")
     const Params next_params = full_params(*a, model_a, *opt_a);
 
     // Fresh ranks (other initial values) resume from the files.
-    auto b = strategy("fsdp", &*rank);
+    auto b = strategy(strategy_name, &*rank);
     auto model_b = make_model(spec, 99);
     auto opt_b = b->setup(model_b, adam());
     {
@@ -316,8 +328,21 @@ TEST_CASE("fsdp: a full state from 2 ranks resumes on 1 process and on 2 ranks")
   check_close(after, load_params((dir / "next_params.pt").string(), model));
 }
 
-TEST_CASE("fsdp: FULL_SHARD holds at most 0.55 of the ddp model state per rank") {
-  const std::string name = "fsdp: FULL_SHARD holds at most 0.55 of the ddp model state per rank";
+TEST_CASE("fsdp: a full state from 2 ranks resumes on 1 process and on 2 ranks") {
+  full_state_round_trip("fsdp: a full state from 2 ranks resumes on 1 process and on 2 ranks",
+                        "fsdp");
+}
+
+TEST_CASE("zero: a deepspeed_stage_2 full state from 2 ranks resumes on 1 process and on 2 ranks") {
+  full_state_round_trip(
+      "zero: a deepspeed_stage_2 full state from 2 ranks resumes on 1 process and on 2 ranks",
+      "deepspeed_stage_2");
+}
+
+TEST_CASE("fsdp: FULL_SHARD holds at most 0.55 of the ddp model state per rank and zero-2 whole parameters and about half the rest") {
+  const std::string name =
+      "fsdp: FULL_SHARD holds at most 0.55 of the ddp model state per rank and zero-2 whole "
+      "parameters and about half the rest";
   if (auto rank = test::as_rank()) {
     const auto spec = models::vit_preset("vit_tiny_fmnist");
     const auto mine = global_batch(spec, 4).slice(rank->rank * 2, 2);
@@ -345,6 +370,19 @@ TEST_CASE("fsdp: FULL_SHARD holds at most 0.55 of the ddp model state per rank")
       if (std::string(mode) == "FULL_SHARD") CHECK(f.total() <= 0.55 * double(d.total()));
       if (std::string(mode) == "NO_SHARD") CHECK(f.total() == d.total());
     }
+    // ZeRO: parameters whole (the master shard views them), gradients and
+    // optimizer state 1/2 plus padding.
+    for (const char* zero : {"deepspeed_stage_1", "deepspeed_stage_2"}) {
+      auto z = strategy(zero, &*rank);
+      const auto f = measure(*z, false);
+      report << "  " << std::setw(18) << std::left << zero << " " << f.params << " + " << f.grads
+             << " + " << f.optimizer << " = " << f.total() << " (" << std::setprecision(3)
+             << double(f.total()) / double(d.total()) << " of ddp)\n";
+      CHECK(f.params == d.params);
+      CHECK(f.grads <= 0.55 * double(d.grads));
+      CHECK(f.optimizer <= 0.55 * double(d.optimizer));
+      CHECK(f.optimizer >= 0.45 * double(d.optimizer));
+    }
     if (rank->rank == 0) write_text(rank->dir + "/report.txt", report.str());
     return;
   }
@@ -353,22 +391,23 @@ TEST_CASE("fsdp: FULL_SHARD holds at most 0.55 of the ddp model state per rank")
   MESSAGE(read_text((dir / "report.txt").string()));
 }
 
-TEST_CASE("fsdp: accumulating two micro-batches equals one step on both") {
-  const std::string name = "fsdp: accumulating two micro-batches equals one step on both";
+TEST_CASE("fsdp: accumulating two micro-batches equals one step on both and on zero-2") {
+  const std::string name = "fsdp: accumulating two micro-batches equals one step on both and on zero-2";
   if (auto rank = test::as_rank()) {
     const auto spec = tiny_spec();
     const auto mine = global_batch(spec, 8).slice(rank->rank * 4, 4);
     constexpr int kSteps = 3;
     auto ddp = strategy("ddp", &*rank);
     const Run reference = train(*ddp, mine, kSteps);
-    for (const char* mode : {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD"}) {
+    for (const char* mode : {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "deepspeed_stage_2"}) {
       // Backward sync off for the first micro-batch (gradients accumulate
       // unreduced), or on for both (the shard gradients accumulate).
       for (bool sync_first : {false, true}) {
         const std::string what =
             std::string(mode) + (sync_first ? ", both synchronised" : ", first without sync");
         INFO(what);
-        auto s = strategy("fsdp", &*rank, mode);
+        const bool zero = std::string(mode).rfind("deepspeed", 0) == 0;
+        auto s = zero ? strategy(mode, &*rank) : strategy("fsdp", &*rank, mode);
         auto model = make_model(spec, 7);
         auto opt = s->setup(model, adam());
         for (int i = 0; i < kSteps; ++i) {
@@ -381,6 +420,7 @@ TEST_CASE("fsdp: accumulating two micro-batches equals one step on both") {
             s->finish_gradient_sync();
           }
           opt->step();
+          s->after_optimizer_step();
           opt->zero_grad();
         }
         check_close(full_params(*s, model, *opt), reference.params);
@@ -406,10 +446,12 @@ TEST_CASE("fsdp: bf16-mixed with bf16 communication stays close to 32-true") {
     const Run fp32 = train(*ddp32, mine, kSteps, 0.0, nullptr, kLr);
     auto ddp = strategy("ddp", &*rank);  // the same compute, fp32 communication
     const Run mixed = train(*ddp, mine, kSteps, 0.0, &bf16, kLr);
-    for (const char* mode : {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD"}) {
+    for (const char* mode : {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "deepspeed_stage_2"}) {
       const std::string what = mode;
       INFO(what);
-      auto s = strategy("fsdp", &*rank, mode, c10::ScalarType::BFloat16);
+      const bool zero = std::string(mode).rfind("deepspeed", 0) == 0;
+      auto s = zero ? strategy(mode, &*rank, "FULL_SHARD", c10::ScalarType::BFloat16)
+                    : strategy("fsdp", &*rank, mode, c10::ScalarType::BFloat16);
       const Run r = train(*s, mine, kSteps, 0.0, &bf16, kLr);
       // Sharded modes compute with bf16-rounded gathered weights (as
       // PyTorch's FSDP with param_dtype bf16): ~1.5% after 3 steps here.
@@ -417,6 +459,9 @@ TEST_CASE("fsdp: bf16-mixed with bf16 communication stays close to 32-true") {
       check_close(r.params, mixed.params, 0.0, 2 * kSteps * kLr);
       check_close(r.losses, fp32.losses, 5e-2, 1e-2);
       for (const auto& kv : r.params) CHECK(kv.second.dtype() == torch::kFloat);
+      // ZeRO computes with the fp32 parameters and Gloo reduces in fp32:
+      // bf16-mixed DDP's values, within DDP's tolerance.
+      if (zero) check_close(r.params, mixed.params);
     }
     return;
   }

@@ -1,4 +1,5 @@
-// Parallel strategies (Lightning's names: single, ddp, fsdp). A strategy owns
+// Parallel strategies (Lightning's names: single, ddp, fsdp, deepspeed_stage_1
+// and deepspeed_stage_2, which are ZeRO built here on c10d, not DeepSpeed). A strategy owns
 // the module once set up: it places and wraps it (DDP gradient hooks, FSDP
 // sharding), says which tensors the optimizer steps (FSDP: the local shards),
 // finishes gradient reduction before clipping and the optimizer step, and
@@ -81,6 +82,9 @@ class Strategy {
   // After backward, before unscaling, clipping and the optimizer step: wait
   // until gradients are reduced. Must be called on every rank.
   virtual void finish_gradient_sync() {}
+  // After every optimizer step (skipped or not), on every rank: ZeRO
+  // all-gathers the stepped shards into the whole parameters.
+  virtual void after_optimizer_step() {}
   // no_backward_sync (gradient accumulation): while off, backward
   // accumulates local gradients and reduces nothing.
   void set_backward_sync(bool on) { backward_sync_ = on; }
@@ -128,7 +132,7 @@ class SingleDeviceStrategy : public Strategy {
 };
 
 struct StrategyOptions {
-  std::string name = "auto";            // auto | single | ddp | fsdp
+  std::string name = "auto";  // auto | single | ddp | fsdp | deepspeed_stage_1 | deepspeed_stage_2
   double bucket_mb = 25.0;              // ddp: gradient bucket size
   // ddp: the first bucket (the last layers' gradients) capped at 1 MiB, as
   // PyTorch does, so its all-reduce starts early in the backward pass. Worth
