@@ -188,6 +188,17 @@ std::vector<Field> build_table() {
       i("train.checkpoint_every", 0, "save a checkpoint every N steps; 0 = only the final one")
           .at_least(0).kind(IntKind::I64),
       b("train.save_checkpoint", true, "save OUT/checkpoint.ckpt at the end of the run"),
+      s("train.test_weights", "last",
+        "the weights the test pass uses: last = the last step's (a plain loop); best_val = "
+        "those with the best validation accuracy so far (Lightning's ModelCheckpoint(monitor="
+        "\"val_acc\", mode=\"max\") with trainer.test(ckpt_path=\"best\")), kept in memory and "
+        "in OUT/best.ckpt when checkpoints are saved; the test of the last weights is "
+        "recorded too")
+          .one_of({"last", "best_val"}),
+      i("train.val_every_steps", 0,
+        "validate every N training steps as well as at each epoch's end; 0 = at epoch ends "
+        "only (validation time counts as training time, as Lightning's does)")
+          .at_least(0).kind(IntKind::I64),
       i("train.accumulate", 1,
         "gradient accumulation: batches per optimizer step (ddp/fsdp reduce only on the last, "
         "as Fabric's no_backward_sync)").at_least(1),

@@ -3,6 +3,7 @@
 // epoch, periodic and final checkpoints, stop requests, --profile.
 #include <cmath>
 #include <cstdio>
+#include <map>
 
 #include <ATen/record_function.h>
 
@@ -44,6 +45,71 @@ EvalResult Run::evaluate(data::Loader& loader) {
   const double total = sums[1].item<double>();
   if (total <= 0) return {};
   return {sums[0].item<double>() / total, sums[2].item<double>() / total};
+}
+
+nlohmann::json Run::best_json() const {
+  if (!best_acc_) return nullptr;
+  return {{"val_acc", *best_acc_}, {"epoch", best_epoch_}, {"step", best_step_}};
+}
+
+bool Run::track_best(const EvalResult& val, int epoch) {
+  if (!best_val() || !val.acc || (best_acc_ && !(*val.acc > *best_acc_))) return false;
+  best_acc_ = val.acc;
+  best_epoch_ = epoch;
+  best_step_ = step_;
+  best_on_disk_ = false;
+  // Every rank keeps the full weights (FSDP gathers them) for the test pass.
+  auto& s = fabric_->strategy();
+  auto full = s.gather_full_state(fsetup_->optimizer.inner());
+  best_weights_.clear();
+  torch::NoGradGuard no_grad;
+  for (const auto& kv : fsetup_->model.module().named_parameters()) {
+    best_weights_.emplace_back(kv.key(), kv.value().detach().clone());
+  }
+  for (const auto& kv : fsetup_->model.module().named_buffers()) {
+    best_weights_.emplace_back(kv.key(), kv.value().detach().clone());
+  }
+  s.release_full_state(full);
+  return true;
+}
+
+// The model holds the best weights right after track_best chose them: a
+// checkpoint of this moment is the best one.
+void Run::write_best(int epochs_done, const EpochState& es) {
+  if (!writes_checkpoints() || best_on_disk_ || best_weights_.empty()) return;
+  save(opts_.out_dir / "best.ckpt", epochs_done, es);
+  best_on_disk_ = true;
+}
+
+// A run stopped by a signal that saves no checkpoints of its own still
+// writes one to resume from: its best weights go beside it.
+void Run::persist_best_before_exit(int epochs_done, const EpochState& es) {
+  if (best_on_disk_ || best_weights_.empty()) return;
+  load_weights(best_weights_);
+  save(opts_.out_dir / "best.ckpt", epochs_done, es);
+  best_on_disk_ = true;
+}
+
+// Copies full weights into the model on every rank (FSDP and ZeRO: into
+// their shards too).
+void Run::load_weights(const std::vector<std::pair<std::string, torch::Tensor>>& weights) {
+  auto& s = fabric_->strategy();
+  auto& opt = fsetup_->optimizer.inner();
+  auto full = s.gather_full_state(opt);
+  {
+    torch::NoGradGuard no_grad;
+    std::map<std::string, torch::Tensor> by_name(weights.begin(), weights.end());
+    auto& m = fsetup_->model.module();
+    auto put = [&](const std::string& name, torch::Tensor& t) {
+      const auto it = by_name.find(name);
+      if (it == by_name.end()) throw RunError("best-validation weights lack " + name);
+      t.copy_(it->second);
+    };
+    for (auto& kv : m.named_parameters()) put(kv.key(), kv.value());
+    for (auto& kv : m.named_buffers()) put(kv.key(), kv.value());
+  }
+  s.scatter_full_state(full, opt);
+  s.release_full_state(full);
 }
 
 // One batch through the step, its metrics kept for the next flush. Returns
@@ -189,6 +255,18 @@ void Run::train_epochs() {
       interrupted = !train_batch(*batch, epoch, es, batches);
       profile_step_end();
       stop = max_steps > 0 && step_ >= max_steps;
+      const int64_t every = cfg_.train.val_every_steps;
+      if (every > 0 && step_ % every == 0 && es.batches < batches && !interrupted) {
+        // Mid-epoch validation (the epoch's end has its own), timed as training.
+        const auto val = evaluate(*val_loader_);
+        say("== validation at step " + std::to_string(step_) + ": " + percent_or_na(val.acc));
+        result_.rows.push_back({"val", step_, epoch, val.loss, {}, val.acc, {}});
+        if (track_best(val, epoch)) {
+          es.elapsed_s += seconds_since(segment);
+          write_best(epoch - 1, es);
+          segment = Clock::now();
+        }
+      }
       const bool periodic = cfg_.train.checkpoint_every > 0 &&
                             step_ % cfg_.train.checkpoint_every == 0;
       if ((periodic || stop || interrupted) && es.batches < batches) {
@@ -204,6 +282,7 @@ void Run::train_epochs() {
       if (cfg_.train.save_checkpoint || interrupted) {
         save(opts_.out_dir / "checkpoint.ckpt", epoch - 1, es);
       }
+      if (interrupted) persist_best_before_exit(epoch - 1, es);
       if (interrupted) throw Interrupted("stopped by a signal after " + std::to_string(step_) + " steps");
       say("== stopped after " + std::to_string(step_) + " steps (train.max_steps), mid-epoch");
       return;
@@ -222,11 +301,17 @@ void Run::train_epochs() {
     result_.rows.push_back({"epoch", step_, epoch, mean_loss, train_acc, val.acc, {}});
     result_.epochs.push_back({epoch, train_acc, val.acc, val.loss, mean_loss, es.batches,
                               es.elapsed_s});
+    if (track_best(val, epoch)) {
+      say("== best validation accuracy so far: " + percent_or_na(val.acc) + " (epoch " +
+          std::to_string(epoch) + ", step " + std::to_string(step_) + ")");
+      write_best(epoch, EpochState{});
+    }
     const bool periodic = cfg_.train.checkpoint_every > 0 && step_ % cfg_.train.checkpoint_every == 0;
     if (periodic) save(periodic_checkpoint_path(opts_.out_dir, step_), epoch, EpochState{});
     if (interrupted || (cfg_.train.save_checkpoint && (stop || epoch == epochs))) {
       save(opts_.out_dir / "checkpoint.ckpt", epoch, EpochState{});
     }
+    if (interrupted) persist_best_before_exit(epoch, EpochState{});
     if (interrupted) throw Interrupted("stopped by a signal after epoch " + std::to_string(epoch));
   }
 }

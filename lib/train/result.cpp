@@ -38,6 +38,7 @@ json to_json(const RunResult& r) {
             {"epochs", epochs_to_json(r.epochs)},
             {"test_acc", num(r.test_acc)},
             {"test_loss", num(r.test_loss)},
+            {"test_weights", r.test_weights},
             {"train_time_s", r.train_time_s},
             {"init_time_s", r.init_time_s},
             {"steps", r.steps},
@@ -77,6 +78,10 @@ json to_json(const RunResult& r) {
   if (!r.data.is_null()) j["data"] = r.data;
   if (!r.init.is_null()) j["init"] = r.init;
   if (!r.resumed_from.is_null()) j["resumed_from"] = r.resumed_from;
+  if (r.test_weights == "best_val") {
+    j["best_val"] = r.best_val;
+    j["test_acc_last"] = num(r.test_acc_last);
+  }
   if (!r.grad_scaler.is_null() && !r.grad_scaler.empty()) j["grad_scaler"] = r.grad_scaler;
   if (!r.error.empty()) j["error"] = r.error;
   if (!r.finished_at.empty()) j["finished_at"] = r.finished_at;

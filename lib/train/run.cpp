@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <fstream>
 
 #include "accel/metrics/hardware.h"
 #include "accel/metrics/metrics.h"
@@ -100,6 +101,10 @@ models::DataFacts Run::data_facts() const {
 void Run::setup() {
   auto t0 = Clock::now();
   splits_ = data::load_splits(cfg_.data, cfg_.train.seed);
+  if (best_val() && splits_.val.size() == 0) {
+    throw ConfigError("train.test_weights: \"best_val\" picks weights by validation accuracy, "
+                      "but this run has no validation samples (data.val_fraction)");
+  }
   const auto& family = models::model_family(cfg_.model.arch);
   const auto facts = data_facts();
 
@@ -247,11 +252,42 @@ void Run::resume() {
                       p.batch_in_epoch, e.at("loss_sum").get<double>(),
                       e.at("elapsed_s").get<double>()};
   }
+  resume_best(x);
   result_.resumed_from = {{"path", opts_.resume.string()}, {"step", p.step},
                           {"epoch", p.epoch}, {"batch_in_epoch", p.batch_in_epoch}};
   say("== resumed from " + opts_.resume.string() + " at step " + std::to_string(p.step) +
       " (epoch " + std::to_string(start_epoch_) + ", batch " +
       std::to_string(p.batch_in_epoch) + ")");
+}
+
+// The best validation so far travels in the checkpoint's progress, its
+// weights in best.ckpt beside the checkpoint (train.test_weights best_val).
+void Run::resume_best(const nlohmann::json& extra) {
+  const auto b = extra.value("best_val", nlohmann::json());
+  if (!best_val() || !b.is_object()) return;
+  best_acc_ = b.at("val_acc").get<double>();
+  best_epoch_ = b.at("epoch").get<int>();
+  best_step_ = b.at("step").get<int64_t>();
+  const auto file = opts_.resume.parent_path() / "best.ckpt";
+  if (!std::filesystem::exists(file)) {
+    throw ConfigError("--resume " + opts_.resume.string() + ": " + file.string() +
+                      " is missing; it holds the best-validation weights (step " +
+                      std::to_string(best_step_) + ") that train.test_weights \"best_val\" tests");
+  }
+  const auto best = read_checkpoint(file);
+  const auto their = best.progress.extra.value("best_val", nlohmann::json());
+  if (!their.is_object() || their.value("step", int64_t(-1)) != best_step_) {
+    throw ConfigError(file.string() + ": not the best-validation weights of " +
+                      opts_.resume.string() + " (that one's best is step " +
+                      std::to_string(best_step_) + ")");
+  }
+  best_weights_.clear();
+  for (const auto& [name, t] : best.model_tensors()) {
+    best_weights_.emplace_back(name, t.to(fabric_->device()));
+  }
+  std::error_code ec;
+  best_on_disk_ = std::filesystem::equivalent(file.parent_path(), opts_.out_dir, ec);
+  if (!best_on_disk_) best_copy_from_ = file;
 }
 
 void Run::save(const std::filesystem::path& file, int epochs_done, const EpochState& es) {
@@ -265,6 +301,7 @@ void Run::save(const std::filesystem::path& file, int epochs_done, const EpochSt
              {"class_names", splits_.train.class_names},
              {"rows", rows_to_json(result_.rows)},
              {"epochs", epochs_to_json(result_.epochs)},
+             {"best_val", best_json()},
              {"epoch_state",
               {{"correct", es.correct}, {"seen", es.seen}, {"loss_sum", es.loss_sum},
                {"elapsed_s", es.elapsed_s}}}};
@@ -310,8 +347,27 @@ void Run::gather_rank_results() {
 
 void Run::finish() {
   write_profile();  // a run shorter than the profile window: what was recorded
-  const auto test = evaluate(*test_loader_);
-  say("Test accuracy " + percent_or_na(test.acc));
+  auto test = evaluate(*test_loader_);
+  result_.test_weights = cfg_.train.test_weights;
+  if (best_val()) {
+    result_.test_acc_last = test.acc;
+    result_.best_val = best_json();
+    if (!best_weights_.empty() && best_step_ != step_) {
+      say("Test accuracy of the last weights (step " + std::to_string(step_) + ") " +
+          percent_or_na(test.acc));
+      load_weights(best_weights_);
+      test = evaluate(*test_loader_);
+    }
+    if (best_acc_) {
+      say("Test accuracy of the best-validation weights (epoch " + std::to_string(best_epoch_) +
+          ", step " + std::to_string(best_step_) + ", val " + percent_or_na(best_acc_) + ") " +
+          percent_or_na(test.acc));
+    } else {
+      say("Test accuracy " + percent_or_na(test.acc) + " (no validation ran: the last weights)");
+    }
+  } else {
+    say("Test accuracy " + percent_or_na(test.acc));
+  }
   // The slowest rank's time for each step (one element-wise max over ranks).
   std::vector<double> slowest = step_ms_;
   if (fabric_->world_size() > 1 && !slowest.empty()) {
@@ -383,6 +439,13 @@ RunResult Run::execute() {
       say("== removed " + f.string() + " (left by a killed run)");
     }
     metrics::write_json_atomic(opts_.out_dir / "config.json", resolved_);
+    if (!best_copy_from_.empty()) {  // resumed into another out dir: its best weights come along
+      std::ifstream in(best_copy_from_, std::ios::binary);
+      std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      if (!in && !in.eof()) throw RunError(best_copy_from_.string() + ": read error");
+      metrics::write_file_atomic(opts_.out_dir / "best.ckpt", bytes);
+      best_on_disk_ = true;
+    }
   }
   try {
     train_epochs();

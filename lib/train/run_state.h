@@ -72,10 +72,23 @@ class Run {
   models::DataFacts data_facts() const;
   void init_weights(models::Model& model);
   void resume();
+  void resume_best(const nlohmann::json& extra);
   void train_epochs();
   bool train_batch(const data::Batch& batch, int epoch, EpochState& es, int64_t batches);
   bool flush_pending(EpochState& es, int64_t batches);
   EvalResult evaluate(data::Loader& loader);
+  // train.test_weights "best_val": after each validation, keep the weights
+  // when its accuracy beats the best so far (strictly, as Lightning's
+  // ModelCheckpoint mode "max"); returns whether it did. The caller writes
+  // best.ckpt outside the timed segment (write_best).
+  bool track_best(const EvalResult& val, int epoch);
+  void write_best(int epochs_done, const EpochState& es);
+  void persist_best_before_exit(int epochs_done, const EpochState& es);
+  void load_weights(const std::vector<std::pair<std::string, torch::Tensor>>& weights);
+  bool best_val() const { return cfg_.train.test_weights == "best_val"; }
+  bool writes_checkpoints() const {
+    return cfg_.train.save_checkpoint || cfg_.train.checkpoint_every > 0;
+  }
   void save(const std::filesystem::path& file, int epochs_done, const EpochState& es);
   void finish();
   void gather_rank_results();
@@ -115,6 +128,15 @@ class Run {
   int nonfinite_ = 0;
   static constexpr int kMaxNonFiniteWithScaler = 10;
   EpochState resumed_epoch_;
+  // train.test_weights "best_val": the best validation so far and its
+  // weights (full parameters and buffers, on the device, every rank).
+  Opt best_acc_;
+  int best_epoch_ = 0;
+  int64_t best_step_ = 0;
+  std::vector<std::pair<std::string, torch::Tensor>> best_weights_;
+  bool best_on_disk_ = false;              // OUT/best.ckpt holds them
+  std::filesystem::path best_copy_from_;   // resumed into another out dir: copy its best.ckpt
+  nlohmann::json best_json() const;
 };
 
 }  // namespace accel::train::detail

@@ -250,3 +250,89 @@ TEST_CASE("cli: --profile writes a per-op table and a chrome trace and says wher
   CHECK(run_cli("run -c " + source("configs/smoke/scratch-smoke.json") +
                 " --profile /tmp/x --profile-steps 0 --dry-run").code == 2);
 }
+
+namespace {
+
+nlohmann::json read_json(const fs::path& file) {
+  std::ifstream in(file);
+  return nlohmann::json::parse(in);
+}
+
+// The validations a run logged (mid-epoch "val" rows and epoch rows), in
+// order: {step, val_acc}.
+std::vector<std::pair<int64_t, double>> validations(const fs::path& dir) {
+  std::ifstream in(dir / "metrics.csv");
+  std::string line;
+  std::getline(in, line);
+  std::vector<std::pair<int64_t, double>> out;
+  while (std::getline(in, line)) {
+    if (line.rfind("val,", 0) != 0 && line.rfind("epoch,", 0) != 0) continue;
+    std::vector<std::string> cells;
+    std::stringstream ss(line);
+    for (std::string c; std::getline(ss, c, ',');) cells.push_back(c);
+    REQUIRE(cells.size() >= 6);
+    out.emplace_back(std::stoll(cells[1]), std::stod(cells[5]));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("cli: test_weights best_val tests the first best validation's weights as a run stopped there does, and resumes with them") {
+  if (!have_fashion_mnist()) {
+    MESSAGE("dataset-fashion-mnist not installed; skipped");
+    return;
+  }
+  const auto best = fresh_dir("best-val"), there = fresh_dir("best-there"),
+             first = fresh_dir("best-first"), rest = fresh_dir("best-rest");
+  // A learning rate at which validation accuracy rises and falls.
+  const std::string args = " -c " + source("configs/smoke/scratch-smoke.json") +
+                           " --set train.epochs=2 --set train.limit_train_batches=6"
+                           " --set train.val_every_steps=2 --set optim.lr=3e-3 -q";
+  auto r = run_cli("run" + args + " --set train.test_weights=best_val --out " + best.string());
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  const auto res = read_json(best / "result.json");
+  const auto vals = validations(best);
+  REQUIRE(vals.size() == 6);  // steps 2, 4, 6 (epoch end), 8, 10, 12 (epoch end)
+  auto top = vals.front();
+  for (const auto& v : vals) {
+    if (v.second > top.second) top = v;  // the first of equal maxima, as Lightning's "max"
+  }
+  CHECK(res["test_weights"] == "best_val");
+  CHECK(res["best_val"]["step"] == top.first);
+  CHECK(res["best_val"]["val_acc"].get<double>() == top.second);
+  CHECK(res["test_acc_last"].is_number());
+  CHECK(fs::exists(best / "best.ckpt"));
+  if (top.first == 12) MESSAGE("the best validation was the last: no weights were swapped");
+  // The same training stopped at that step tests what best_val tested.
+  r = run_cli("run" + args + " --set train.max_steps=" + std::to_string(top.first) + " --out " +
+              there.string());
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  CHECK(read_json(there / "result.json")["test_acc"] == res["test_acc"]);
+  // Stopped one step after the best and resumed into another folder: the
+  // best weights come from the first folder's best.ckpt.
+  const std::string stop_at = std::to_string(top.first + 1);
+  r = run_cli("run" + args + " --set train.test_weights=best_val --set train.max_steps=" + stop_at +
+              " --out " + first.string());
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  r = run_cli("run" + args + " --set train.test_weights=best_val --resume " +
+              (first / "checkpoint.ckpt").string() + " --out " + rest.string());
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  const auto resumed = read_json(rest / "result.json");
+  CHECK(resumed["best_val"] == res["best_val"]);
+  CHECK(resumed["test_acc"] == res["test_acc"]);
+  CHECK(resumed["test_acc_last"] == res["test_acc_last"]);
+  CHECK(fs::exists(rest / "best.ckpt"));
+  // Without its best.ckpt the checkpoint cannot resume a best_val run.
+  fs::remove(first / "best.ckpt");
+  r = run_cli("run" + args + " --set train.test_weights=best_val --resume " +
+              (first / "checkpoint.ckpt").string() + " --out " + rest.string() + " --force");
+  CHECK(r.code == 2);
+  CHECK(r.output.find("best.ckpt is missing") != std::string::npos);
+  // No validation split: refused before any work.
+  r = run_cli("run" + args + " --set train.test_weights=best_val --set data.val_fraction=0 --out " +
+              fresh_dir("best-noval").string());
+  CHECK(r.code == 2);
+  CHECK(r.output.find("train.test_weights") != std::string::npos);
+  for (const auto& p : {best, there, first, rest}) fs::remove_all(p);
+}

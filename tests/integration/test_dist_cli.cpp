@@ -200,6 +200,33 @@ TEST_CASE("cli: evaluation over 2 ranks counts every test image once") {
   CHECK(a["test_loss"].get<double>() == doctest::Approx(b["test_loss"].get<double>()).epsilon(1e-4));
 }
 
+TEST_CASE("cli: best_val on 2 ranks picks and tests the same weights under ddp, fsdp and zero-2") {
+  REQUIRE_MESSAGE(have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
+  const std::string args = smoke(8, 6) +
+                           " --set train.epochs=2 --set train.val_every_steps=2 --set optim.lr=3e-3"
+                           " --set optim.eps=1e-4 --set train.test_weights=best_val"
+                           " --set runtime.devices=2";
+  nlohmann::json ddp;
+  for (const char* strategy : {"ddp", "fsdp", "deepspeed_stage_2"}) {
+    INFO(strategy);
+    const auto out = fresh_dir(std::string("best-") + strategy);
+    const auto r = run_cli("run" + args + " --set runtime.strategy=" + strategy + " --out " +
+                           out.string());
+    REQUIRE_MESSAGE(r.code == 0, r.output);
+    const auto res = result_of(out);
+    CHECK(fs::exists(out / "best.ckpt"));
+    if (ddp.is_null()) {
+      ddp = res;
+    } else {
+      CHECK(res["best_val"] == ddp["best_val"]);
+      CHECK(res["test_acc"].get<double>() == doctest::Approx(ddp["test_acc"].get<double>()).epsilon(1e-6));
+      CHECK(res["test_acc_last"].get<double>() ==
+            doctest::Approx(ddp["test_acc_last"].get<double>()).epsilon(1e-6));
+    }
+    fs::remove_all(out);
+  }
+}
+
 TEST_CASE("cli: ranks started with torchrun variables join without spawning") {
   REQUIRE_MESSAGE(have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
   const auto launched = fresh_dir("tr-launched"), joined = fresh_dir("tr-joined");

@@ -94,13 +94,15 @@ struct TrainConfig {
   int64_t checkpoint_every = 0;     // 0 = final checkpoint only
   bool save_checkpoint = true;
   int accumulate = 1;               // batches per optimizer step
+  std::string test_weights = "last";  // last | best_val: the weights the test pass uses
+  int64_t val_every_steps = 0;      // validate every N steps too; 0 = at each epoch's end only
 };
 
 struct RuntimeConfig {
   std::string accelerator = "cpu";   // cpu | cuda | auto
   int devices = 1;                   // 0 = "auto": train::resolve_devices before launch
   int num_nodes = 1;
-  std::string strategy = "auto";     // auto | single | ddp | fsdp
+  std::string strategy = "auto";     // auto | single | ddp | fsdp | deepspeed_stage_1|2
   std::string precision = "32-true"; // Lightning names; aliases resolved
   int threads = 0;                   // 0 = cores available per local rank
   std::string backend = "auto";      // auto | gloo | nccl

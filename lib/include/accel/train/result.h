@@ -67,7 +67,10 @@ struct RunResult {
   int world_size = 1;
   int threads = 1;
   std::vector<EpochResult> epochs;
-  Opt test_acc, test_loss;
+  Opt test_acc, test_loss;        // of the weights train.test_weights chose
+  std::string test_weights = "last";
+  nlohmann::json best_val;        // best_val: {val_acc, epoch, step} of the tested weights
+  Opt test_acc_last;              // best_val: the last weights' test accuracy
   double train_time_s = 0;
   double init_time_s = 0;
   int64_t steps = 0;
