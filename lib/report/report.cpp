@@ -58,6 +58,9 @@ void describe_config(RungRow& row, const RungRuns& r) {
     row.precision = str_at(run.config, "runtime/precision", "?");
     row.strategy = str_at(run.config, "runtime/strategy", "?");
     row.epochs = num_at(run.config, "train/epochs");
+    const auto init = run.config.contains("model") ? run.config["model"].value("init", Json("random"))
+                                                   : Json("random");
+    row.pretrained = !(init.is_string() && init.get<std::string>() == "random");
     return;
   }
 }
@@ -72,6 +75,11 @@ void reference_figures(RungRow& row, const Json& reference) {
   if (scratch && row.ref_time_min && *row.ref_time_min > 0) {
     row.ref_speedup_scratch = *scratch / *row.ref_time_min;
   }
+  const auto base_key = str_at(reference, "speedup_base", "");
+  const auto base = base_key.empty() ? OptNum() : num_at(reference, "rungs/" + base_key + "/time_min");
+  if (base && row.ref_time_min && *row.ref_time_min > 0) {
+    row.ref_speedup_base = *base / *row.ref_time_min;
+  }
 }
 
 RungRow make_row(const RungRuns& r, const ResultSet& set, const PeakTable& peaks,
@@ -84,7 +92,7 @@ RungRow make_row(const RungRuns& r, const ResultSet& set, const PeakTable& peaks
   row.comparable = r.comparable;
   row.runs = int(r.repeats.size());
   describe_config(row, r);
-  std::vector<double> time, acc, total, device, mfu, ttt;
+  std::vector<double> time, acc, total, device, mfu, ttt, tokens;
   std::vector<std::vector<double>> mem;
   for (const auto& run : r.repeats) {
     if (!run.ok()) continue;
@@ -92,6 +100,7 @@ RungRow make_row(const RungRuns& r, const ResultSet& set, const PeakTable& peaks
     if (run.train_time_s) time.push_back(*run.train_time_s);
     if (run.test_acc) acc.push_back(*run.test_acc);
     if (run.samples_per_s) total.push_back(*run.samples_per_s);
+    if (run.tokens_per_s) tokens.push_back(*run.tokens_per_s);
     if (auto d = run.per_device_samples_per_s()) device.push_back(*d);
     if (auto m = run_mfu(run, peaks)) {
       mfu.push_back(*m);
@@ -111,12 +120,33 @@ RungRow make_row(const RungRuns& r, const ResultSet& set, const PeakTable& peaks
   row.acc = stat_of(acc);
   row.ips_total = stat_of(total);
   row.ips_device = stat_of(device);
+  row.tokens_total = stat_of(tokens);
   row.mfu = stat_of(mfu);
   row.ttt_s = stat_of(ttt);
   row.ttt_reached = int(ttt.size());
   for (const auto& per_rank : mem) row.mem_per_rank.push_back(*stat_of(per_rank).median);
   reference_figures(row, set.reference);
   return row;
+}
+
+// The rung speedup_base is relative to: the one running the reference's
+// "speedup_base" rung, else the first pretrained one; its time must be known.
+std::string add_base_speedups(std::vector<RungRow>& rows, const Json& reference) {
+  const auto key = reference.is_object() ? str_at(reference, "speedup_base", "") : std::string();
+  const RungRow* base = nullptr;
+  for (const auto& r : rows) {
+    if (!key.empty() && r.article == key) base = &r;
+  }
+  for (const auto& r : rows) {
+    if (base == nullptr && r.pretrained && r.comparable && r.time_s.median) base = &r;
+  }
+  if (base == nullptr || !base->time_s.median || *base->time_s.median <= 0) return "";
+  for (auto& r : rows) {
+    if (r.comparable && r.time_s.median && *r.time_s.median > 0) {
+      r.speedup_base = *base->time_s.median / *r.time_s.median;
+    }
+  }
+  return base->id;
 }
 
 void add_speedups(std::vector<RungRow>& rows) {
@@ -165,6 +195,7 @@ Report build_report(const ResultSet& set, const PeakTable& peaks) {
   for (const auto& r : set.upstream) rep.upstream.push_back(make_row(r, set, peaks, sources));
   for (const auto& r : set.rungs) rep.rungs.push_back(make_row(r, set, peaks, sources));
   add_speedups(rep.rungs);
+  rep.speedup_base = add_base_speedups(rep.rungs, set.reference);
   rep.notes.push_back(machine_note(set));
   if (sources.empty()) {
     rep.notes.push_back("MFU: n/a (no peak for this hardware: run `accel-bench calibrate` on a "

@@ -80,25 +80,34 @@ std::string report_markdown(const Report& r) {
   md << "# " << (set.suite.empty() ? "results" : set.suite) << " on " << set.machine_id << "\n\n";
   const std::string target =
       set.target_accuracy ? "time to " + fmt_pct(set.target_accuracy) + " val" : "time to target";
+  // Text sets count samples (texts) and tokens; image sets, images as the article.
+  bool text = false;
+  for (const auto& row : r.rungs) text = text || row.tokens_total.median.has_value();
+  const std::string per = text ? "samples/s" : "img/s";
+  const std::string base = r.speedup_base.empty() ? "first pretrained" : r.speedup_base;
   md << "| rung | article | what changed | devices x threads | precision | strategy | epochs "
-        "| train time | vs scratch | vs prev | test acc | peak mem/rank | img/s/device "
-        "| img/s total | MFU | "
+        "| train time | vs scratch | vs prev | vs " << base << " | test acc | peak mem/rank | "
+     << per << "/device | " << per << " total | " << (text ? "tokens/s | " : "") << "MFU | "
      << target
-     << " | status | article time | article vs scratch | article acc | article mem |\n"
-     << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+     << " | status | article time | article vs scratch | article vs its " << base
+     << " | article acc | article mem |\n"
+     << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|" << (text ? "---|" : "")
+     << "---|---|---|---|---|---|---|\n";
   for (const auto& row : r.rungs) {
     md << "| " << row.id << " | " << (row.article.empty() ? "-" : row.article) << " | "
        << escape_md(row.changes) << " | " << (row.devices_threads.empty() ? "-" : row.devices_threads)
        << " | " << (row.precision.empty() ? "-" : row.precision) << " | "
        << (row.strategy.empty() ? "-" : row.strategy) << " | " << fmt_num(row.epochs, "%.0f")
        << " | " << time_cell(row.time_s, minutes) << " | " << speedup(row.speedup_scratch) << " | "
-       << speedup(row.speedup_prev) << " | " << acc_cell(row.acc) << " | "
+       << speedup(row.speedup_prev) << " | " << speedup(row.speedup_base) << " | "
+       << acc_cell(row.acc) << " | "
        << mem_cell(row.mem_per_rank) << " | " << fmt_num(row.ips_device.median, "%.1f") << " | "
        << fmt_num(row.ips_total.median, "%.1f") << " | "
+       << (text ? fmt_num(row.tokens_total.median, "%.0f") + " | " : "")
        << (row.mfu.median ? fmt_num(*row.mfu.median * 100, "%.1f%%") : "n/a") << " | "
        << (set.target_accuracy ? ttt_cell(row, minutes) : "-") << " | " << row.status << " | "
        << fmt_num(row.ref_time_min, "%.2f min") << " | " << speedup(row.ref_speedup_scratch)
-       << " | " << fmt_num(row.ref_acc_pct, "%.2f%%") << " | "
+       << " | " << speedup(row.ref_speedup_base) << " | " << fmt_num(row.ref_acc_pct, "%.2f%%") << " | "
        << fmt_num(row.ref_mem_gb, "%.2f GB") << " |\n";
   }
   if (!r.upstream.empty()) {
@@ -125,7 +134,8 @@ std::string report_csv(const Report& r) {
          "train_time_s,train_time_s_min,train_time_s_max,speedup_vs_scratch,speedup_vs_prev,"
          "test_acc,test_acc_min,test_acc_max,peak_memory_bytes_per_rank,images_per_s_per_device,"
          "images_per_s_total,mfu,time_to_target_s,status,article_time_min,"
-         "article_speedup_vs_scratch,article_test_acc_pct,article_memory_gb\n";
+         "article_speedup_vs_scratch,article_test_acc_pct,article_memory_gb,speedup_vs_base,"
+         "article_speedup_vs_base,tokens_per_s_total\n";
   for (const auto* rows : {&r.upstream, &r.rungs}) {
     for (const auto& row : *rows) {
       std::string mem;
@@ -142,7 +152,8 @@ std::string report_csv(const Report& r) {
           << csv_num(row.mfu.median) << "," << csv_num(row.ttt_s.median) << ","
           << csv_field(row.status) << "," << csv_num(row.ref_time_min) << ","
           << csv_num(row.ref_speedup_scratch) << "," << csv_num(row.ref_acc_pct) << ","
-          << csv_num(row.ref_mem_gb) << "\n";
+          << csv_num(row.ref_mem_gb) << "," << csv_num(row.speedup_base) << ","
+          << csv_num(row.ref_speedup_base) << "," << csv_num(row.tokens_total.median) << "\n";
     }
   }
   return csv.str();

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "accel/metrics/hardware.h"
+#include "accel/report/charts.h"
 #include "accel/report/machine.h"
 #include "accel/report/peaks.h"
 #include "accel/report/progress.h"
@@ -141,8 +142,44 @@ TEST_CASE("report: speedups vs scratch and vs the rung before, and the article's
   CHECK(*row(rep, "01-finetune").ref_speedup_scratch == doctest::Approx(3.0));
   CHECK_FALSE(row(rep, "04-bf16").ref_time_min.has_value());  // not in the reference
   const auto md = report_markdown(rep);
-  CHECK(has(md, "| 20.00 min | 3.00x | 95.00% | 3.70 GB |"));
+  CHECK(has(md, "| 20.00 min | 3.00x | n/a | 95.00% | 3.70 GB |"));
   CHECK(has(md, "Article figures: test source"));
+}
+
+TEST_CASE("report: the speedup chart is relative to the reference's speedup_base rung, else the first pretrained one") {
+  accel_test::TempDir tmp;
+  FakeRun scratch, finetune, bf16;
+  scratch.time_s = 600, finetune.time_s = 200, bf16.time_s = 50;
+  finetune.config_patch = bf16.config_patch = {{"model", {{"init", {{"safetensors", "w.safetensors"}}}}}};
+  auto ref = reference();
+  ref["speedup_base"] = "01";
+  ref["rungs"]["04"] = {{"time_min", 5.0}};
+  SetBuilder(tmp.path / "a")
+      .reference(ref)
+      .rung("00-scratch", "00", {scratch})
+      .rung("01-finetune", "01", {finetune})
+      .rung("04-bf16", "04", {bf16})
+      .write();
+  auto rep = build_report(load_result_set(tmp.path / "a"), PeakTable{});
+  CHECK(rep.speedup_base == "01-finetune");
+  CHECK(*row(rep, "04-bf16").speedup_base == doctest::Approx(4.0));
+  CHECK(*row(rep, "00-scratch").speedup_base == doctest::Approx(1.0 / 3));
+  CHECK(*row(rep, "04-bf16").ref_speedup_base == doctest::Approx(4.0));  // 20 min / 5 min
+  const auto charts = chart_data(rep);
+  REQUIRE(charts.size() == 3);
+  CHECK(charts[2].name == "speedup");
+  CHECK(has(charts[2].csv, "04-bf16,4,4,4,4\n"));
+  CHECK(has(report_markdown(rep), "| vs 01-finetune |"));
+  // No reference: the first rung not from random init.
+  SetBuilder(tmp.path / "b")
+      .rung("t00", "", {scratch})
+      .rung("t01", "", {finetune})
+      .rung("t03", "", {bf16})
+      .write();
+  rep = build_report(load_result_set(tmp.path / "b"), PeakTable{});
+  CHECK(rep.speedup_base == "t01");
+  CHECK(*row(rep, "t03").speedup_base == doctest::Approx(4.0));
+  CHECK_FALSE(row(rep, "t03").ref_speedup_base.has_value());
 }
 
 TEST_CASE("report: time to target sums epoch times until val accuracy first reaches it") {

@@ -32,18 +32,25 @@ struct RungRow {
   std::string devices_threads, precision, strategy;
   OptNum epochs;
   Stat time_s, acc, ips_total, ips_device, mfu, ttt_s;
+  Stat tokens_total;  // text: real tokens per second, all ranks
   int ttt_reached = 0;
   std::vector<double> mem_per_rank;  // median over ok repeats, per rank
   OptNum speedup_scratch, speedup_prev;
+  // Training time relative to the ladder's first pretrained rung (the
+  // reference's "speedup_base" rung, else the first rung not from random
+  // init): the ladder's shape, comparable across machines of any speed.
+  OptNum speedup_base;
+  bool pretrained = false;   // the rung's model does not start from random init
   bool comparable = true;  // false: cut short on this machine; no speedup, no time to target
   std::string peak_source;
   // The article's figures for the same rung (nullopt when it has none).
-  OptNum ref_time_min, ref_acc_pct, ref_mem_gb, ref_speedup_scratch;
+  OptNum ref_time_min, ref_acc_pct, ref_mem_gb, ref_speedup_scratch, ref_speedup_base;
 };
 
 struct Report {
   ResultSet set;
   std::vector<RungRow> upstream, rungs;
+  std::string speedup_base;  // the rung speedup_base is relative to ("" when none)
   std::vector<std::string> notes;  // peaks used, failures, machine facts
   std::vector<std::string> unreadable;  // result.json files that exist but do not read: why
 };
