@@ -30,6 +30,7 @@
 #include "accel/train/checkpoint.h"
 #include "accel/train/fabric.h"
 #include "accel/train/checks.h"
+#include "accel/train/result.h"
 #include "accel/train/run.h"
 #include "accel/train/signals.h"
 #include "accel/text/tokenizer.h"
@@ -116,13 +117,16 @@ void record_launch_failure(const std::filesystem::path& out, const nlohmann::jso
   if (!fs::exists(config, ec) || fs::last_write_time(config, ec) < started) return;
   if (fs::exists(result, ec) && fs::last_write_time(result, ec) >= started) return;
   try {
-    accel::metrics::write_json_atomic(
-        result, {{"schema_version", 3},
-                 {"status", "failed"},
-                 {"error", failure},
-                 {"written_by", "launcher (rank 0 wrote no result)"},
-                 {"config", resolved},
-                 {"env", accel::metrics::environment(0)}});
+    accel::train::RunResult r;  // result.json's own schema, as a run writes it
+    r.name = resolved.value("name", "");
+    r.status = "failed";
+    r.error = failure;
+    r.config = resolved;
+    r.env = accel::metrics::environment(0);
+    r.finished_at = accel::metrics::utc_now();
+    auto doc = accel::train::to_json(r);
+    doc["written_by"] = "launcher (rank 0 wrote no result)";
+    accel::metrics::write_json_atomic(result, doc);
   } catch (const std::exception& e) {
     std::cerr << "accel-bench: cannot record the failure in " << result.string() << ": "
               << e.what() << "\n";

@@ -78,6 +78,7 @@ void check_layout(LaunchEnv& e, const char* rank, const char* world, const char*
 LaunchEnv from_torchrun() {
   LaunchEnv e;
   e.source = env("ACCEL_BENCH_LAUNCHED").value_or("") == "1" ? "accel-bench" : "torchrun";
+  if (e.source == "accel-bench") e.store_dir = env("ACCEL_STORE_DIR").value_or("");
   e.rank = require_count("RANK", "RANK is set");
   e.world_size = require_count("WORLD_SIZE", "RANK is set");
   e.local_world_size = env_count("LOCAL_WORLD_SIZE").value_or(e.world_size);

@@ -74,6 +74,11 @@ int available_cores() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
+double physical_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? double(pages) * double(page) : 0.0;
+}
+
 int default_threads(int local_ranks) {
   return std::max(1, available_cores() / std::max(1, local_ranks));
 }

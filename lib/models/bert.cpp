@@ -396,6 +396,7 @@ BuiltModel text_build(const std::string& arch, const config::ModelConfig& m, con
   const int64_t seq = data.max_length > 0 ? data.max_length : 128;
   b.flops_per_sample = text_forward_flops(spec, seq);
   b.activation_bytes_per_sample = transformer_activation_bytes(spec.layers, seq, spec.hidden, spec.heads);
+  b.layers = spec.layers;
   b.dims = {{"arch", arch},
             {"vocab_size", spec.vocab_size},
             {"max_positions", spec.max_positions},

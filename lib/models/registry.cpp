@@ -1,11 +1,10 @@
 // The model family registry (accel/models/family.h) and its torch-free view
 // (accel/models/catalog.h). A new family is one row below plus its files.
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <string>
 
+#include "accel/metrics/metrics.h"
 #include "accel/models/bert.h"
 #include "accel/models/family.h"
 #include "accel/models/vit.h"
@@ -28,9 +27,8 @@ double transformer_activation_bytes(int64_t layers, int64_t seq, int64_t hidden,
 }
 
 void check_fits_memory(int64_t params, const std::string& shape) {
-  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
-  if (pages <= 0 || page <= 0) return;  // unknown: let the run try
-  const double memory = double(pages) * double(page);
+  const double memory = metrics::physical_memory_bytes();
+  if (memory <= 0) return;  // unknown: let the run try
   const double need = double(params) * 16.0;  // fp32 weights, gradients, Adam's m and v
   if (need <= memory) return;
   char buf[256];

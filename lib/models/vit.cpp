@@ -388,6 +388,7 @@ BuiltModel vit_build(const config::ModelConfig& m, const DataFacts& data) {
   b.flops_per_sample = vit_forward_flops(spec);
   b.activation_bytes_per_sample =
       transformer_activation_bytes(spec.depth, spec.seq_length(), spec.dim, spec.heads);
+  b.layers = spec.depth;
   b.dims = spec_json(spec);
   b.summary = spec_line(spec, count_parameters(*model), b.flops_per_sample);
   b.module = model;

@@ -140,10 +140,7 @@ void Fabric::launch(const std::string& config_hash) {
     o.world_size = ctx_.world_size;
     o.timeout = std::chrono::seconds(runtime_.timeout_s);
     // One node under our launcher: its private FileStore folder, no socket.
-    if (const char* dir = std::getenv("ACCEL_STORE_DIR");
-        dir != nullptr && *dir != '\0' && env.source == "accel-bench" && ctx_.num_nodes == 1) {
-      o.store_dir = dir;
-    }
+    if (!env.store_dir.empty() && ctx_.num_nodes == 1) o.store_dir = env.store_dir;
     o.device = ctx_.device;
     // runtime.comm_wait: spin while the ranks own their cores (every local
     // rank's threads fit them), as MPI libraries do when not oversubscribed.

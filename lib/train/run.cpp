@@ -3,7 +3,6 @@
 // the closing figures and (rank 0) the outputs. The epoch loop is loop.cpp.
 #include "accel/train/run.h"
 
-#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -37,12 +36,6 @@ data::LoaderOptions loader_options(const config::RunConfig& cfg, const data::Exa
   o.collate = collate;
   o.limit_batches = training ? cfg.train.limit_train_batches : cfg.train.limit_eval_batches;
   return o;
-}
-
-// This machine's memory in bytes (0 when unknown).
-double machine_memory_bytes() {
-  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
-  return pages > 0 && page > 0 ? double(pages) * double(page) : 0.0;
 }
 
 std::string gb(double bytes) {
@@ -115,7 +108,7 @@ void Run::setup() {
   // itself): a training batch whose activations cannot fit is refused; an
   // evaluation batch is capped (below) so its activations take at most a
   // quarter of the memory.
-  const double memory = fabric_->device().is_cuda() ? 0.0 : machine_memory_bytes();
+  const double memory = fabric_->device().is_cuda() ? 0.0 : metrics::physical_memory_bytes();
   const double act = built_.activation_bytes_per_sample;
   int64_t eval_cap = 0;
   if (memory > 0 && act > 0) {
@@ -131,8 +124,7 @@ void Run::setup() {
                         "; lower it and raise train.accumulate to keep the effective batch");
     }
     // In evaluation only one layer's activations live at a time.
-    const double per_sample = act / std::max<int64_t>(1, built_.dims.value("depth",
-                                                          built_.dims.value("layers", 1)));
+    const double per_sample = act / double(std::max<int64_t>(1, built_.layers));
     eval_cap = std::max<int64_t>(1, int64_t(memory / 4 / double(local) / per_sample));
   }
   auto& model = *built_.module;
@@ -156,8 +148,7 @@ void Run::setup() {
     }
     if (!training && eval_cap > 0 && o.batch_size > eval_cap) {
       say("== note: an evaluation batch of " + std::to_string(o.batch_size) + " would need about " +
-          gb(double(o.batch_size) * act /
-             double(std::max<int64_t>(1, built_.dims.value("depth", built_.dims.value("layers", 1))))) +
+          gb(double(o.batch_size) * act / double(std::max<int64_t>(1, built_.layers))) +
           " of activations, more than a quarter of this machine's " + gb(memory) + "; using " +
           std::to_string(eval_cap));
       o.batch_size = eval_cap;

@@ -18,6 +18,9 @@ struct LaunchEnv {
   std::string master_addr = "127.0.0.1";
   int master_port = 0;  // 0 = not given
   std::string source;   // "torchrun" | "slurm" | "accel-bench" | "" (no rank in env)
+  // accel-bench's local launcher: the private folder its ranks' FileStore
+  // lives in (ACCEL_STORE_DIR); "" otherwise.
+  std::string store_dir;
   bool present() const { return !source.empty(); }
 };
 

@@ -26,6 +26,8 @@ int64_t peak_rss_bytes();
 
 // CPU cores this process may run on (sched affinity), at least 1.
 int available_cores();
+// This machine's physical memory in bytes; 0 when unknown.
+double physical_memory_bytes();
 // Intra-op threads when runtime.threads is 0: the cores per local rank.
 int default_threads(int local_ranks);
 

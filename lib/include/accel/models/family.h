@@ -45,6 +45,7 @@ struct BuiltModel {
   // Recomputation in Large Transformer Models", eq. 1), doubled for fp32.
   // 0 when unknown. An estimate, to refuse a batch that cannot fit.
   double activation_bytes_per_sample = 0;
+  int64_t layers = 1;  // transformer layers: evaluation keeps one layer's activations at a time
 };
 
 // Korthikanti et al.'s per-sample activation bytes (fp32) of `layers`
