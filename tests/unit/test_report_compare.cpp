@@ -5,6 +5,8 @@
 #include <string>
 
 #include "accel/report/compare.h"
+#include "accel/report/peaks.h"
+#include "accel/report/report.h"
 #include "support/temp_dir.h"
 #include "unit/test_report_fixtures.h"
 
@@ -58,6 +60,26 @@ TEST_CASE("compare: slower beyond --fail-slower is a regression") {
   CHECK(out.regressions == 1);
   CHECK(has(out.markdown, "REGRESSION: slower by 16.7% (> 10%)"));
   CHECK(compare_one(b, o, CompareBounds{}).regressions == 0);  // no bound, no failure
+}
+
+TEST_CASE("compare: a text set is gated as a vision set is and its report counts samples and tokens") {
+  FakeRun b, o;
+  b.text = o.text = true;
+  b.config_patch = o.config_patch = {{"model", {{"arch", "bert"}, {"preset", "minilm_l6_h384"}}},
+                                     {"data", {{"dataset", "rotten-tomatoes"}}}};
+  o.time_s = 700;
+  o.acc = 0.75;
+  const auto out = compare_one(b, o, all_bounds());
+  INFO(out.markdown);
+  CHECK(out.compared == 1);
+  CHECK(out.regressions == 1);
+  CHECK(has(out.markdown, "REGRESSION: slower by 16.7% (> 10%)"));
+  CHECK(has(out.markdown, "accuracy down 5.00 points"));
+  accel_test::TempDir tmp;
+  SetBuilder(tmp / "set").rung("t01-plain", "1", {b}).write();
+  const auto md = report_markdown(build_report(load_result_set(tmp / "set"), PeakTable{}));
+  CHECK(has(md, "| samples/s/device | samples/s total | tokens/s |"));
+  CHECK(has(md, "| 100.0 | 100.0 | 2700 |"));
 }
 
 TEST_CASE("compare: an accuracy drop beyond --fail-accuracy-drop is a regression but a gain is not") {

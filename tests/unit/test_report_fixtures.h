@@ -25,6 +25,7 @@ struct FakeRun {
   std::vector<double> epoch_time = {200, 200, 200};
   std::vector<double> epoch_val = {0.5, 0.7, 0.8};
   bool drop_figures = false;                // a result.json without figures (n/a)
+  bool text = false;  // a text run: samples_per_s and tokens_per_s, no images_per_s
 };
 
 inline Json base_config() {
@@ -55,7 +56,14 @@ inline Json fake_result(const FakeRun& f) {
   if (f.drop_figures) return r;
   r["train_time_s"] = f.time_s;
   r["test_acc"] = f.acc;
-  r["images_per_s"] = f.images_per_s;
+  if (f.text) {
+    r["schema_version"] = 3;
+    r["data_kind"] = "text";
+    r["samples_per_s"] = f.images_per_s;
+    r["tokens_per_s"] = f.images_per_s * 27;
+  } else {
+    r["images_per_s"] = f.images_per_s;
+  }
   r["peak_memory_bytes"] = f.mem;
   r["epochs"] = Json::array();
   for (size_t i = 0; i < f.epoch_time.size(); ++i) {
