@@ -12,10 +12,10 @@ set grid ytics
 set xtics rotate by -20 noenhanced nomirror
 set key top right noenhanced
 set terminal svg size 960,540 dynamic font "sans,12" background "white"
-set output "/tmp/ladder-new/ladder-cpu/amd-epyc-2c-avx512bf16-lt1.13.0/charts/runtime.svg"
-plot "/tmp/ladder-new/ladder-cpu/amd-epyc-2c-avx512bf16-lt1.13.0/charts/runtime.csv" skip 1 using 2:xtic(1) title "this machine" lc rgb "#2b6cb0", '' skip 1 using 5 title "article (A100)" lc rgb "#dd6b20", '' skip 1 using ($0-1.0/6):2:($2<10 ? sprintf("%.2f",$2) : sprintf("%.1f",$2)) with labels offset 0,0.8 font ",10" notitle, '' skip 1 using ($0+1.0/6):5:($5<10 ? sprintf("%.2f",$5) : sprintf("%.1f",$5)) with labels offset 0,0.8 font ",10" notitle, '' skip 1 using ($0-1.0/6):(0):(strlen(strcol(2))==0 ? "n/a" : "") with labels offset 0,0.8 font ",9" tc rgb "#555555" notitle
+set output "/work/main/results/ladder-cpu/amd-epyc-2c-avx512bf16-lt1.13.0/charts/runtime.svg"
+plot "/work/main/results/ladder-cpu/amd-epyc-2c-avx512bf16-lt1.13.0/charts/runtime.csv" skip 1 using 2:xtic(1) title "this machine" lc rgb "#2b6cb0", '' skip 1 using 5 title "article (A100)" lc rgb "#dd6b20", '' skip 1 using ($0-1.0/6):2:($2<10 ? sprintf("%.2f",$2) : sprintf("%.1f",$2)) with labels offset 0,0.8 font ",10" notitle, '' skip 1 using ($0+1.0/6):5:($5<10 ? sprintf("%.2f",$5) : sprintf("%.1f",$5)) with labels offset 0,0.8 font ",10" notitle, '' skip 1 using ($0-1.0/6):(0):(strlen(strcol(2))==0 ? "n/a" : "") with labels offset 0,0.8 font ",9" tc rgb "#555555" notitle
 set output
 set terminal pngcairo size 960,540 font "sans,11"
-set output "/tmp/ladder-new/ladder-cpu/amd-epyc-2c-avx512bf16-lt1.13.0/charts/runtime.png"
-plot "/tmp/ladder-new/ladder-cpu/amd-epyc-2c-avx512bf16-lt1.13.0/charts/runtime.csv" skip 1 using 2:xtic(1) title "this machine" lc rgb "#2b6cb0", '' skip 1 using 5 title "article (A100)" lc rgb "#dd6b20", '' skip 1 using ($0-1.0/6):2:($2<10 ? sprintf("%.2f",$2) : sprintf("%.1f",$2)) with labels offset 0,0.8 font ",10" notitle, '' skip 1 using ($0+1.0/6):5:($5<10 ? sprintf("%.2f",$5) : sprintf("%.1f",$5)) with labels offset 0,0.8 font ",10" notitle, '' skip 1 using ($0-1.0/6):(0):(strlen(strcol(2))==0 ? "n/a" : "") with labels offset 0,0.8 font ",9" tc rgb "#555555" notitle
+set output "/work/main/results/ladder-cpu/amd-epyc-2c-avx512bf16-lt1.13.0/charts/runtime.png"
+plot "/work/main/results/ladder-cpu/amd-epyc-2c-avx512bf16-lt1.13.0/charts/runtime.csv" skip 1 using 2:xtic(1) title "this machine" lc rgb "#2b6cb0", '' skip 1 using 5 title "article (A100)" lc rgb "#dd6b20", '' skip 1 using ($0-1.0/6):2:($2<10 ? sprintf("%.2f",$2) : sprintf("%.1f",$2)) with labels offset 0,0.8 font ",10" notitle, '' skip 1 using ($0+1.0/6):5:($5<10 ? sprintf("%.2f",$5) : sprintf("%.1f",$5)) with labels offset 0,0.8 font ",10" notitle, '' skip 1 using ($0-1.0/6):(0):(strlen(strcol(2))==0 ? "n/a" : "") with labels offset 0,0.8 font ",9" tc rgb "#555555" notitle
 set output
