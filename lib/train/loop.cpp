@@ -3,7 +3,6 @@
 // epoch, periodic and final checkpoints, stop requests, --profile.
 #include <cmath>
 #include <cstdio>
-#include <map>
 
 #include <ATen/record_function.h>
 
@@ -63,12 +62,9 @@ bool Run::track_best(const EvalResult& val, int epoch) {
   auto full = s.gather_full_state(fsetup_->optimizer.inner());
   best_weights_.clear();
   torch::NoGradGuard no_grad;
-  for (const auto& kv : fsetup_->model.module().named_parameters()) {
-    best_weights_.emplace_back(kv.key(), kv.value().detach().clone());
-  }
-  for (const auto& kv : fsetup_->model.module().named_buffers()) {
-    best_weights_.emplace_back(kv.key(), kv.value().detach().clone());
-  }
+  const auto& m = fsetup_->model.module();
+  for (const auto& kv : m.named_parameters()) best_weights_[kv.key()] = kv.value().detach().clone();
+  for (const auto& kv : m.named_buffers()) best_weights_[kv.key()] = kv.value().detach().clone();
   s.release_full_state(full);
   return true;
 }
@@ -92,22 +88,11 @@ void Run::persist_best_before_exit(int epochs_done, const EpochState& es) {
 
 // Copies full weights into the model on every rank (FSDP and ZeRO: into
 // their shards too).
-void Run::load_weights(const std::vector<std::pair<std::string, torch::Tensor>>& weights) {
+void Run::load_weights(const models::NamedTensors& weights) {
   auto& s = fabric_->strategy();
   auto& opt = fsetup_->optimizer.inner();
   auto full = s.gather_full_state(opt);
-  {
-    torch::NoGradGuard no_grad;
-    std::map<std::string, torch::Tensor> by_name(weights.begin(), weights.end());
-    auto& m = fsetup_->model.module();
-    auto put = [&](const std::string& name, torch::Tensor& t) {
-      const auto it = by_name.find(name);
-      if (it == by_name.end()) throw RunError("best-validation weights lack " + name);
-      t.copy_(it->second);
-    };
-    for (auto& kv : m.named_parameters()) put(kv.key(), kv.value());
-    for (auto& kv : m.named_buffers()) put(kv.key(), kv.value());
-  }
+  models::apply_named_tensors(*built_.module, weights, /*strict=*/true, "best-validation weights");
   s.scatter_full_state(full, opt);
   s.release_full_state(full);
 }
@@ -282,8 +267,10 @@ void Run::train_epochs() {
       if (cfg_.train.save_checkpoint || interrupted) {
         save(opts_.out_dir / "checkpoint.ckpt", epoch - 1, es);
       }
-      if (interrupted) persist_best_before_exit(epoch - 1, es);
-      if (interrupted) throw Interrupted("stopped by a signal after " + std::to_string(step_) + " steps");
+      if (interrupted) {
+        persist_best_before_exit(epoch - 1, es);
+        throw Interrupted("stopped by a signal after " + std::to_string(step_) + " steps");
+      }
       say("== stopped after " + std::to_string(step_) + " steps (train.max_steps), mid-epoch");
       return;
     }
@@ -311,8 +298,10 @@ void Run::train_epochs() {
     if (interrupted || (cfg_.train.save_checkpoint && (stop || epoch == epochs))) {
       save(opts_.out_dir / "checkpoint.ckpt", epoch, EpochState{});
     }
-    if (interrupted) persist_best_before_exit(epoch, EpochState{});
-    if (interrupted) throw Interrupted("stopped by a signal after epoch " + std::to_string(epoch));
+    if (interrupted) {
+      persist_best_before_exit(epoch, EpochState{});
+      throw Interrupted("stopped by a signal after epoch " + std::to_string(epoch));
+    }
   }
 }
 

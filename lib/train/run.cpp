@@ -273,9 +273,7 @@ void Run::resume_best(const nlohmann::json& extra) {
                       std::to_string(best_step_) + ")");
   }
   best_weights_.clear();
-  for (const auto& [name, t] : best.model_tensors()) {
-    best_weights_.emplace_back(name, t.to(fabric_->device()));
-  }
+  for (const auto& [name, t] : best.model_tensors()) best_weights_[name] = t.to(fabric_->device());
   std::error_code ec;
   best_on_disk_ = std::filesystem::equivalent(file.parent_path(), opts_.out_dir, ec);
   if (!best_on_disk_) best_copy_from_ = file;

@@ -17,6 +17,7 @@
 #include "accel/data/loader.h"
 #include "accel/metrics/profiler.h"
 #include "accel/models/family.h"
+#include "accel/models/weights.h"
 #include "accel/train/device.h"
 #include "accel/train/fabric.h"
 #include "accel/train/result.h"
@@ -84,7 +85,7 @@ class Run {
   bool track_best(const EvalResult& val, int epoch);
   void write_best(int epochs_done, const EpochState& es);
   void persist_best_before_exit(int epochs_done, const EpochState& es);
-  void load_weights(const std::vector<std::pair<std::string, torch::Tensor>>& weights);
+  void load_weights(const models::NamedTensors& weights);
   bool best_val() const { return cfg_.train.test_weights == "best_val"; }
   bool writes_checkpoints() const {
     return cfg_.train.save_checkpoint || cfg_.train.checkpoint_every > 0;
@@ -133,7 +134,7 @@ class Run {
   Opt best_acc_;
   int best_epoch_ = 0;
   int64_t best_step_ = 0;
-  std::vector<std::pair<std::string, torch::Tensor>> best_weights_;
+  models::NamedTensors best_weights_;
   bool best_on_disk_ = false;              // OUT/best.ckpt holds them
   std::filesystem::path best_copy_from_;   // resumed into another out dir: copy its best.ckpt
   nlohmann::json best_json() const;
