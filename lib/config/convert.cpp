@@ -80,6 +80,7 @@ OptimConfig optim_of(const json& o) {
   c.lr = o["lr"].get<double>();
   c.weight_decay = o["weight_decay"].get<double>();
   c.momentum = o["momentum"].get<double>();
+  c.implementation = o["implementation"].get<std::string>();
   c.beta1 = o["beta1"].get<double>();
   c.beta2 = o["beta2"].get<double>();
   c.eps = o["eps"].get<double>();

@@ -160,6 +160,11 @@ std::vector<Field> build_table() {
       d("optim.beta1", 0.9, "Adam beta1").at_least(0).below(1),
       d("optim.beta2", 0.999, "Adam beta2").at_least(0).below(1),
       d("optim.eps", 1e-8, "Adam epsilon").above(0),
+      s("optim.implementation", "fused",
+        "adam/adamw on CPU float32 parameters: \"fused\", accel-bench's one-pass kernel "
+        "(kernels/adam.h; equal to torch's update to float32 rounding, not bitwise), or "
+        "\"torch\", torch::optim's op-by-op update; CUDA parameters and sgd always take torch's")
+          .one_of({"fused", "torch"}),
       s("optim.scheduler", "none",
         "learning-rate schedule over the run's optimizer steps: none = constant; cosine = "
         "linear warm-up then cosine decay to optim.min_lr (the article's rung 07)")

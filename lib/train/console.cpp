@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "accel/kernels/adam.h"
 #include "accel/metrics/metrics.h"
 #include "accel/models/attention.h"
 
@@ -49,7 +50,7 @@ void Console::banner(const nlohmann::json& env, const nlohmann::json& resolved,
                                               ")"
                                         : std::string())
       << " | OMP_WAIT_POLICY " << str("omp_wait_policy") << " | attention "
-      << str("attention_kernel")
+      << str("attention_kernel") << " | adam " << str("adam_kernel")
       << (env.value("cuda_available", false)
               ? " | GPUs " + std::to_string(env.value("gpu_count", 0))
               : std::string(" | no GPU"))
@@ -123,6 +124,8 @@ nlohmann::json run_environment(const Fabric& fabric) {
   // The attention a model without attention dropout runs here
   // (accel/models/attention.h).
   env["attention_kernel"] = models::attention_kernel_name();
+  // The code path optim.implementation "fused" takes on CPU parameters here.
+  env["adam_kernel"] = std::string("fused-cpu (") + kernels::adam_isa() + ")";
   return env;
 }
 

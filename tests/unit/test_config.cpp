@@ -51,7 +51,7 @@ const std::vector<std::string> kAllPaths = {
     "data.dataset", "data.root", "data.classes", "data.train_subset", "data.val_fraction",
     "data.resize", "data.normalize", "data.synthetic_train", "data.synthetic_test",
     "data.prefetch", "optim.name", "optim.lr", "optim.weight_decay", "optim.momentum",
-    "optim.beta1", "optim.beta2", "optim.eps", "optim.scheduler", "optim.warmup_steps",
+    "optim.beta1", "optim.beta2", "optim.eps", "optim.implementation", "optim.scheduler", "optim.warmup_steps",
     "optim.min_lr", "train.epochs", "train.batch_size",
     "train.eval_batch_size", "train.seed", "train.log_every", "train.limit_train_batches",
     "train.limit_eval_batches", "train.warmup_steps", "train.loop", "train.grad_clip",

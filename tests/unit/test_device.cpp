@@ -1,5 +1,6 @@
 // The device layer of the training loop (train/device.h): the capturable
-// Adam against torch::optim's, the graphed step's eager path, the step clock,
+// Adam and the fused CPU Adam (train/optimizer.h, kernels/adam.h) against
+// torch::optim's, the graphed step's eager path, the step clock,
 // devices "auto", the cuda_graphs refusals; and, where a GPU is present, graph
 // capture, CUDA memory peaks and pinned batches ("gpu ..." tests, which print
 // "skipped: no GPU" elsewhere and count as skipped).
@@ -17,12 +18,14 @@
 #include <nlohmann/json.hpp>
 
 #include "accel/config/run_config.h"
+#include "accel/kernels/adam.h"
 #include "accel/data/loader.h"
 #include "accel/train/device.h"
 #include "accel/train/fabric.h"
 #include "accel/train/checks.h"
 #include "accel/train/optimizer.h"
 #include "accel/util/errors.h"
+#include "accel/util/torch_compat.h"
 #include "integration/cli_helpers.h"
 #include "support/config_error.h"
 #include "support/temp_dir.h"
@@ -67,7 +70,21 @@ train::StepBody step_body(Net& net, torch::optim::Optimizer& opt) {
   };
 }
 
-void compare_with_torch(bool adamw) {
+enum class Impl { Capturable, Fused };
+
+std::unique_ptr<torch::optim::Optimizer> make_adam(Impl impl, const std::vector<torch::Tensor>& params,
+                                                   double wd, bool adamw) {
+  if (impl == Impl::Capturable) return train::make_capturable_adam(params, 1e-2, 0.9, 0.99, 1e-8, wd, adamw);
+  accel::config::OptimConfig o;
+  o.name = adamw ? "adamw" : "adam";
+  o.lr = 1e-2;
+  o.beta2 = 0.99;
+  o.weight_decay = wd;
+  o.implementation = "fused";
+  return train::make_optimizer(params, o);
+}
+
+void compare_with_torch(bool adamw, Impl impl = Impl::Capturable) {
   Net a(7), b(7);
   const double wd = 0.05;
   std::unique_ptr<torch::optim::Optimizer> ref;
@@ -78,9 +95,10 @@ void compare_with_torch(bool adamw) {
     ref = std::make_unique<torch::optim::Adam>(
         a.params(), torch::optim::AdamOptions(1e-2).betas({0.9, 0.99}).eps(1e-8).weight_decay(wd));
   }
-  auto cap = train::make_capturable_adam(b.params(), 1e-2, 0.9, 0.99, 1e-8, wd, adamw);
+  auto cap = make_adam(impl, b.params(), wd, adamw);
   auto* capturable = dynamic_cast<train::Capturable*>(cap.get());
-  REQUIRE(capturable != nullptr);
+  REQUIRE((capturable != nullptr) == (impl == Impl::Capturable));
+  CHECK(train::fused_adam_applies(*cap) == (impl == Impl::Fused));
   torch::manual_seed(1);
   const auto x = torch::randn({16, 6});
   const auto y = torch::randint(0, 3, {16});
@@ -100,7 +118,7 @@ void compare_with_torch(bool adamw) {
     ref->step();
     cap->zero_grad();
     loss_of(b, x, y).backward();
-    capturable->before_step();
+    if (capturable != nullptr) capturable->before_step();
     cap->step();
   }
   const auto pa = a.params(), pb = b.params();
@@ -129,6 +147,12 @@ void compare_with_torch(bool adamw) {
   CHECK(loaded->state().size() == pa.size());
 }
 
+// n floats from a seeded generator, as a tensor the kernel writes through.
+torch::Tensor randn_floats(int64_t n, uint64_t seed, double scale = 1.0) {
+  torch::manual_seed(seed);
+  return (torch::randn({n}) * scale).contiguous();
+}
+
 }  // namespace
 
 TEST_CASE("device: the capturable adam steps as torch::optim::Adam and saves its state") {
@@ -137,6 +161,118 @@ TEST_CASE("device: the capturable adam steps as torch::optim::Adam and saves its
 
 TEST_CASE("device: the capturable adamw steps as torch::optim::AdamW and saves its state") {
   compare_with_torch(/*adamw=*/true);
+}
+
+TEST_CASE("device: the fused adam steps as torch::optim::Adam to float32 rounding and saves its state") {
+  compare_with_torch(/*adamw=*/false, Impl::Fused);
+}
+
+TEST_CASE("device: the fused adamw steps as torch::optim::AdamW to float32 rounding and saves its state") {
+  compare_with_torch(/*adamw=*/true, Impl::Fused);
+}
+
+TEST_CASE("device: the fused adam resumes from torch's adam state and steps on parameters it cannot fuse as torch does") {
+  // torch's state in, the fused step continues it as torch's own would.
+  torch::manual_seed(1);
+  const auto x = torch::randn({16, 6});
+  const auto y = torch::randint(0, 3, {16});
+  Net a(5), b(5);
+  torch::optim::Adam ref(a.params(), torch::optim::AdamOptions(1e-2));
+  for (int i = 0; i < 3; ++i) {
+    ref.zero_grad();
+    loss_of(a, x, y).backward();
+    ref.step();
+  }
+  std::ostringstream saved;
+  {
+    torch::serialize::OutputArchive ar;
+    ref.save(ar);
+    ar.save_to(saved);
+  }
+  for (size_t i = 0; i < a.params().size(); ++i) b.params()[i].detach().copy_(a.params()[i].detach());
+  accel::config::OptimConfig o;
+  o.lr = 1e-2;
+  auto fused = train::make_optimizer(b.params(), o);
+  {
+    std::istringstream in(saved.str());
+    torch::serialize::InputArchive ar;
+    ar.load_from(in);
+    fused->load(ar);
+  }
+  for (auto* net : {&a, &b}) {
+    auto& opt = net == &a ? static_cast<torch::optim::Optimizer&>(ref) : *fused;
+    opt.zero_grad();
+    loss_of(*net, x, y).backward();
+    opt.step();
+  }
+  for (size_t i = 0; i < a.params().size(); ++i) {
+    CHECK(torch::allclose(a.params()[i], b.params()[i], 1e-5, 1e-7));
+    // The step count went on from torch's 3.
+    const auto& st = static_cast<const torch::optim::AdamParamState&>(
+        *fused->state().at(accel::compat::optimizer_state_key(b.params()[i])));
+    CHECK(st.step() == 4);
+  }
+  // float64 parameters: not the kernel's; the fused optimizer is torch's, bitwise.
+  torch::manual_seed(2);
+  auto p = torch::randn({5, 3}, torch::kDouble).requires_grad_();
+  auto q = p.detach().clone().requires_grad_();
+  torch::optim::Adam plain({p}, torch::optim::AdamOptions(1e-2));
+  auto other = train::make_optimizer({q}, o);
+  for (int i = 0; i < 3; ++i) {
+    for (auto [t, opt] : {std::pair{p, static_cast<torch::optim::Optimizer*>(&plain)}, std::pair{q, other.get()}}) {
+      opt->zero_grad();
+      (t * t).sum().backward();
+      opt->step();
+    }
+  }
+  CHECK(torch::equal(p, q));
+}
+
+TEST_CASE("kernels: the adam kernel updates bitwise the same on every ISA and thread count") {
+  // Enough elements that 2 and 3 threads split them (the kernel's minimum
+  // range is 2^18), and a length that is no multiple of any vector width.
+  const int64_t n = (int64_t(1) << 19) + 37;
+  const auto g = randn_floats(n, 11), m0 = randn_floats(n, 12, 0.1);
+  const auto v0 = randn_floats(n, 13, 0.01).abs();
+  const auto p0 = randn_floats(n, 14);
+  for (bool adamw : {false, true}) {
+    const auto s = accel::kernels::adam_scalars(3e-3, 0.9, 0.999, 1e-8, 0.01, adamw, 7);
+    torch::Tensor ref_p, ref_m, ref_v;
+    for (const auto& isa : accel::kernels::adam_isas()) {
+      accel::kernels::adam_force_isa(isa);
+      for (int threads : {1, 2, 3}) {
+        CAPTURE(isa);
+        CAPTURE(threads);
+        CAPTURE(adamw);
+        auto p = p0.clone(), m = m0.clone(), v = v0.clone();
+        accel::kernels::adam_step(p.data_ptr<float>(), g.data_ptr<float>(), m.data_ptr<float>(),
+                                  v.data_ptr<float>(), n, s, threads);
+        if (!ref_p.defined()) {
+          ref_p = p, ref_m = m, ref_v = v;
+          // The reference itself: torch's formulas in float64, rounded, agree to float32 rounding.
+          auto gd = g.to(torch::kDouble), pd = p0.to(torch::kDouble);
+          if (!adamw) gd = gd + 0.01 * pd;
+          if (adamw) pd = pd * (1 - 3e-3 * 0.01);
+          const auto md = 0.9 * m0.to(torch::kDouble) + 0.1 * gd;
+          const auto vd = 0.999 * v0.to(torch::kDouble) + 0.001 * gd * gd;
+          const double bc1 = 1 - std::pow(0.9, 7), bc2 = 1 - std::pow(0.999, 7);
+          pd = pd - (3e-3 / bc1) * md / (vd.sqrt() / std::sqrt(bc2) + 1e-8);
+          CHECK(torch::allclose(p.to(torch::kDouble), pd, 1e-5, 1e-7));
+          CHECK(torch::allclose(m.to(torch::kDouble), md, 1e-5, 1e-7));
+          CHECK(torch::allclose(v.to(torch::kDouble), vd, 1e-5, 1e-10));
+          continue;
+        }
+        CHECK(torch::equal(p, ref_p));
+        CHECK(torch::equal(m, ref_m));
+        CHECK(torch::equal(v, ref_v));
+      }
+    }
+    accel::kernels::adam_force_isa("");
+  }
+  CHECK(accel::kernels::adam_isas().back() == "baseline");
+  CHECK(std::string(accel::kernels::adam_isa()) == accel::kernels::adam_isas().front());
+  CHECK_THROWS_AS(accel::kernels::adam_force_isa("sse9"), std::invalid_argument);
+  CHECK_THROWS_AS(accel::kernels::adam_scalars(1e-3, 0.9, 0.999, 1e-8, 0, false, 0), std::invalid_argument);
 }
 
 TEST_CASE("device: the capturable adam refuses a step without before_step") {

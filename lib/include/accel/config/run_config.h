@@ -74,6 +74,7 @@ struct OptimConfig {
   double beta1 = 0.9;
   double beta2 = 0.999;
   double eps = 1e-8;
+  std::string implementation = "fused";  // fused | torch (adam/adamw on CPU float32)
   std::string scheduler = "none";  // none | cosine
   int64_t warmup_steps = 0;        // cosine: linear warm-up steps
   double min_lr = 0.0;             // cosine: final learning rate

@@ -12,10 +12,16 @@
 namespace accel::train {
 
 // capturable: an Adam/AdamW whose step a CUDA Graph can hold (train/device.h);
-// ConfigError for other optimizers.
+// ConfigError for other optimizers. Otherwise adam/adamw with
+// optim.implementation "fused" (the default) is a torch::optim::Adam/AdamW
+// whose step is kernels::adam_step (accel/kernels/adam.h) where the
+// parameters are CPU float32, torch's op-by-op step elsewhere.
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(
     const std::vector<torch::Tensor>& params, const config::OptimConfig& optim,
     bool capturable = false);
+
+// Whether `optimizer` is the fused Adam/AdamW (it fuses on the CPU only).
+bool fused_adam_applies(const torch::optim::Optimizer& optimizer);
 
 // The learning rate of optimizer step `step` (0-based) of `total`:
 // optim.lr for scheduler "none"; "cosine": linear warm-up over
