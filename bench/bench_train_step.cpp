@@ -1,6 +1,7 @@
 // Google Benchmark: one training step (forward, cross-entropy, backward, Adam
 // step) of the CPU ladder's ViT preset on random data, through the Fabric
-// facade in each precision, with images/s and achieved GFLOP/s counters.
+// facade in each precision, with images/s and achieved GFLOP/s counters; the
+// attention kernel alone; one Adam step over the text model (torch's, fused).
 // The ratio of two precisions' images/s, measured in one run, is the speedup.
 //   build/accel_bench --benchmark_filter=TrainStep
 // ACCEL_BENCH_THREADS=N sets runtime.threads (unset: 0, the cores available);
@@ -15,6 +16,7 @@
 
 #include "accel/config/run_config.h"
 #include "accel/models/attention.h"
+#include "accel/models/bert.h"
 #include "accel/models/vit.h"
 #include "accel/train/fabric.h"
 #include "accel/train/optimizer.h"
@@ -70,16 +72,19 @@ void BM_TrainStep(benchmark::State& state, const std::string& precision, int bat
 
 // Attention alone, forward and backward, on the CPU ladder's shape (batch 16,
 // 197 tokens, 4 heads of 24), in float32 and bfloat16: the fused kernel (Auto,
-// where it applies) vs the explicit matmul-softmax-matmul.
+// where it applies) vs the explicit matmul-softmax-matmul vs LibTorch's own
+// (`library`: at::scaled_dot_product_attention on 2.x, the explicit form on 1.13).
 void BM_Attention(benchmark::State& state, accel::models::AttentionImpl impl,
-                  torch::Dtype dtype) {
+                  torch::Dtype dtype, bool library = false) {
   if (const int t = threads_from_env()) torch::set_num_threads(t);
   const int64_t B = 16, S = 197, H = 4, Dh = 24, D = H * Dh;
   auto qkv = torch::randn({B, S, 3 * D}).to(dtype).requires_grad_(true);
   auto up = torch::randn({B, S, D}).to(dtype);
   for (auto _ : state) {
     torch::Tensor out;
-    if (impl == accel::models::AttentionImpl::Auto &&
+    if (library) {
+      out = accel::models::unfused_attention(qkv, H, 0.0, false, /*explicit_form=*/false);
+    } else if (impl == accel::models::AttentionImpl::Auto &&
         accel::models::fused_attention_applies(qkv, H, false)) {
       out = accel::models::fused_attention(qkv, H);
     } else {
@@ -102,6 +107,36 @@ ACCEL_ATTENTION(fused_fp32, Auto, kFloat);
 ACCEL_ATTENTION(explicit_fp32, Explicit, kFloat);
 ACCEL_ATTENTION(fused_bf16, Auto, kBFloat16);
 ACCEL_ATTENTION(explicit_bf16, Explicit, kBFloat16);
+BENCHMARK_CAPTURE(BM_Attention, library_fp32, accel::models::AttentionImpl::Explicit, torch::kFloat, true)
+    ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
+BENCHMARK_CAPTURE(BM_Attention, library_bf16, accel::models::AttentionImpl::Explicit, torch::kBFloat16, true)
+    ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
+
+// One Adam step over the text ladder's model (all-MiniLM-L6-v2's BERT 6 x 384
+// with its 2-class head: 22.7M float32 parameters, half of them the word
+// embedding, whose gradient is dense), with gradients in place: torch::optim's
+// op-by-op update vs accel-bench's one-pass kernel (optim.implementation).
+void BM_AdamStep(benchmark::State& state, const std::string& implementation) {
+  if (const int t = threads_from_env()) torch::set_num_threads(t);
+  accel::models::TextClassifier model(accel::models::text_preset("bert", "minilm_l6_h384"));
+  int64_t n = 0;
+  for (auto& p : model->parameters()) {
+    p.mutable_grad() = torch::randn_like(p) * 1e-3;
+    n += p.numel();
+  }
+  accel::config::OptimConfig optim;
+  optim.implementation = implementation;
+  auto opt = accel::train::make_optimizer(model->parameters(), optim);
+  for (auto _ : state) opt->step();
+  // Bytes the one-pass update must move at least: read p, g, m, v; write p, m, v.
+  state.counters["GB_per_s"] = benchmark::Counter(double(state.iterations()) * n * 7.0 * 4.0 / 1e9,
+                                                  benchmark::Counter::kIsRate);
+  state.counters["params"] = static_cast<double>(n);
+}
+BENCHMARK_CAPTURE(BM_AdamStep, minilm_torch, std::string("torch"))
+    ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
+BENCHMARK_CAPTURE(BM_AdamStep, minilm_fused, std::string("fused"))
+    ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
 
 #define ACCEL_TRAIN_STEP(name, precision, batch)                                  \
   BENCHMARK_CAPTURE(BM_TrainStep, name, std::string(precision), batch,             \

@@ -11,6 +11,7 @@
 #include <ATen/record_function.h>
 
 #include "accel/kernels/attention.h"
+#include "accel/kernels/dropout.h"
 #include "accel/util/torch_compat.h"
 
 namespace accel::models {
@@ -88,14 +89,62 @@ struct FusedAttentionFn : torch::autograd::Function<FusedAttentionFn> {
   }
 };
 
+// Counter-based dropout as an autograd op: forward keeps the seed, backward
+// applies the same mask to the gradient.
+struct DropoutFn : torch::autograd::Function<DropoutFn> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               double p) {
+    RECORD_FUNCTION("accel::dropout", std::vector<c10::IValue>{});
+    // A 64-bit seed from the default generator (two 32-bit draws: portable
+    // across LibTorch versions, and it advances the generator as a draw should).
+    const auto draw = torch::randint(int64_t(1) << 32, {2}, torch::kLong);
+    const auto* d = draw.data_ptr<int64_t>();
+    const uint64_t seed = (static_cast<uint64_t>(d[0]) << 32) | static_cast<uint64_t>(d[1]);
+    ctx->saved_data["seed"] = static_cast<int64_t>(seed);
+    ctx->saved_data["p"] = p;
+    return masked(x, p, seed);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    RECORD_FUNCTION("accel::dropout_backward", std::vector<c10::IValue>{});
+    const auto seed = static_cast<uint64_t>(ctx->saved_data["seed"].toInt());
+    const double p = ctx->saved_data["p"].toDouble();
+    return {masked(grads[0], p, seed), torch::Tensor()};
+  }
+  static torch::Tensor masked(const torch::Tensor& in, double p, uint64_t seed) {
+    const auto x = in.contiguous();
+    auto out = torch::empty_like(x, torch::MemoryFormat::Contiguous);
+    const auto mask = kernels::dropout_mask(p, seed);
+    const int threads = std::max(1, at::get_num_threads());
+    if (x.scalar_type() == torch::kBFloat16) {
+      kernels::dropout_apply_bf16(reinterpret_cast<const uint16_t*>(x.data_ptr<at::BFloat16>()),
+                                  reinterpret_cast<uint16_t*>(out.data_ptr<at::BFloat16>()),
+                                  x.numel(), mask, threads);
+    } else {
+      kernels::dropout_apply(x.data_ptr<float>(), out.data_ptr<float>(), x.numel(), mask, threads);
+    }
+    return out;
+  }
+};
+
 }  // namespace
+
+torch::Tensor dropout(const torch::Tensor& x, double p, bool training) {
+  if (!training || p <= 0.0) return x;
+  const auto t = x.scalar_type();
+  if (p < 1.0 && x.device().is_cpu() && x.layout() == torch::kStrided &&
+      (t == torch::kFloat || t == torch::kBFloat16)) {
+    return DropoutFn::apply(x, p);
+  }
+  return torch::dropout(x, p, /*train=*/true);
+}
 
 void set_attention_impl(AttentionImpl impl) { g_attention_impl.store(impl); }
 AttentionImpl attention_impl() { return g_attention_impl.load(); }
 
 std::string attention_kernel_name() {
   if (attention_impl() == AttentionImpl::Explicit) return "explicit";
-  if (compat::kHasSdpa) return "sdpa";
+  if (compat::kHasSdpa) return "sdpa (explicit for bf16 on a CPU)";
   return std::string("fused-cpu (") + kernels::attention_isa() + ")";
 }
 
@@ -110,9 +159,9 @@ torch::Tensor unfused_attention(const torch::Tensor& qkv, int64_t heads, double 
   // [B,S,3D] -> [3,B,H,S,Dh], contiguous so every matmul operand is too.
   auto parts = qkv.view({B, S, 3, heads, D / heads}).permute({2, 0, 3, 1, 4}).contiguous().unbind(0);
   auto out = explicit_form ? compat::attention_explicit(parts[0], parts[1], parts[2], dropout_p,
-                                                        training, padding.mask)
+                                                        training, padding.mask, &models::dropout)
                            : compat::attention(parts[0], parts[1], parts[2], dropout_p, training,
-                                               padding.mask);
+                                               padding.mask, &models::dropout);
   return out.transpose(1, 2).reshape({B, S, D});
 }
 
@@ -139,8 +188,14 @@ torch::Tensor self_attention(const torch::Tensor& qkv, int64_t heads, double dro
                              bool training, const KeyPadding& padding) {
   const bool dropout_active = training && dropout_p > 0.0;
   if (takes_fused_attention(qkv, heads, dropout_active)) return fused_attention(qkv, heads, padding);
+  // 2.x's CPU SDPA in bf16 runs the ViT ladder's training step 1.42x slower
+  // than the explicit form (245 vs 172 ms, PyPI torch 2.11, 2 threads,
+  // AVX512-BF16 Xeon; its flash backward alone 4x its float32 time), while in
+  // float32 it is the faster one (92 vs 111 ms): bf16 on a CPU takes the
+  // explicit form (bench/bench_train_step.cpp, TrainStep ..._explicit_attention).
+  const bool cpu_bf16 = qkv.device().is_cpu() && qkv.scalar_type() == torch::kBFloat16;
   return unfused_attention(qkv, heads, dropout_p, training,
-                           attention_impl() == AttentionImpl::Explicit, padding);
+                           attention_impl() == AttentionImpl::Explicit || cpu_bf16, padding);
 }
 
 bool fused_attention_applies(const torch::Tensor& qkv, int64_t heads, bool dropout_active) {

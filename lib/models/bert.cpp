@@ -186,10 +186,10 @@ torch::Tensor TextLayerImpl::forward(const torch::Tensor& x, const KeyPadding& p
                                   train, padding);
   auto a = attention_out->forward(ctx);
   // BertSelfOutput drops out the projection; DistilBERT's out_lin has none.
-  if (spec_.bert()) a = F::dropout(a, F::DropoutFuncOptions().p(spec_.dropout).training(train));
+  if (spec_.bert()) a = models::dropout(a, spec_.dropout, train);
   const auto h1 = attention_norm->forward(a + x);
   auto f = ffn_out->forward(torch::gelu(ffn_in->forward(h1)));
-  f = F::dropout(f, F::DropoutFuncOptions().p(spec_.dropout).training(train));
+  f = models::dropout(f, spec_.dropout, train);
   return ffn_norm->forward(f + h1);
 }
 
@@ -248,7 +248,7 @@ torch::Tensor TextClassifierImpl::embed(const torch::Tensor& ids) {
   if (spec_.bert()) x = x + token_type_embeddings->weight[0];
   x = x + position_embeddings->forward(positions);
   x = embedding_norm->forward(x);
-  return F::dropout(x, F::DropoutFuncOptions().p(spec_.dropout).training(is_training()));
+  return models::dropout(x, spec_.dropout, is_training());
 }
 
 torch::Tensor TextClassifierImpl::encode(const torch::Tensor& ids, const torch::Tensor& mask) {
@@ -280,7 +280,7 @@ torch::Tensor TextClassifierImpl::forward(const torch::Tensor& ids, const torch:
   } else {
     h = torch::relu(pooler->forward(h));  // pre_classifier + ReLU
   }
-  h = F::dropout(h, F::DropoutFuncOptions().p(spec_.classifier_dropout).training(train));
+  h = models::dropout(h, spec_.classifier_dropout, train);
   return end(unit, classifier->forward(h));
 }
 

@@ -135,9 +135,9 @@ MlpBlockImpl::MlpBlockImpl(int dim, int mlp_dim, double dropout) : dropout_(drop
 
 torch::Tensor MlpBlockImpl::forward(const torch::Tensor& x) {
   auto h = torch::gelu(fc1->forward(x));
-  h = F::dropout(h, F::DropoutFuncOptions().p(dropout_).training(is_training()));
+  h = models::dropout(h, dropout_, is_training());
   h = fc2->forward(h);
-  return F::dropout(h, F::DropoutFuncOptions().p(dropout_).training(is_training()));
+  return models::dropout(h, dropout_, is_training());
 }
 
 static torch::nn::LayerNorm make_ln(int dim) {
@@ -154,7 +154,7 @@ EncoderBlockImpl::EncoderBlockImpl(const ViTSpec& s) : dropout_(s.dropout) {
 
 torch::Tensor EncoderBlockImpl::forward(const torch::Tensor& input) {
   auto x = self_attention->forward(ln_1->forward(input));
-  x = F::dropout(x, F::DropoutFuncOptions().p(dropout_).training(is_training())) + input;
+  x = models::dropout(x, dropout_, is_training()) + input;
   return x + mlp->forward(ln_2->forward(x));
 }
 
@@ -171,7 +171,7 @@ EncoderImpl::EncoderImpl(const ViTSpec& s) : dropout_(s.dropout) {
 
 torch::Tensor EncoderImpl::forward(const torch::Tensor& input) {
   auto x = input + pos_embedding;
-  x = F::dropout(x, F::DropoutFuncOptions().p(dropout_).training(is_training()));
+  x = models::dropout(x, dropout_, is_training());
   for (auto& block : blocks) x = block->forward(x);
   return ln->forward(x);
 }
@@ -221,7 +221,7 @@ torch::Tensor VisionTransformerImpl::forward(const torch::Tensor& x) {
   auto tokens = conv_proj->forward(x).flatten(2).transpose(1, 2);
   tokens = torch::cat({class_token.expand({B, -1, -1}), tokens}, 1);
   tokens = tokens + encoder->pos_embedding;
-  tokens = F::dropout(tokens, F::DropoutFuncOptions().p(spec_.dropout).training(is_training()));
+  tokens = models::dropout(tokens, spec_.dropout, is_training());
   tokens = unit_end(0, tokens);
   int unit = 1;
   for (auto& block : encoder->blocks) {

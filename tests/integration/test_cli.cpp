@@ -58,10 +58,14 @@ TEST_CASE("cli: a one-epoch scratch run writes result config and metrics and its
   CHECK(res["peak_memory_bytes"][0].get<int64_t>() > 0);
   CHECK(res["env"]["libtorch_version"].is_string());
   // The attention the model ran, in the banner and the env block: on 1.13
-  // the fused CPU kernel, on 2.x LibTorch's SDPA.
+  // the fused CPU kernel, on 2.x LibTorch's SDPA (the explicit form for CPU
+  // bf16); and the fused Adam's code path.
   const auto attention = res["env"].value("attention_kernel", std::string());
-  CHECK((attention == "sdpa" || attention.rfind("fused-cpu (", 0) == 0));
+  CHECK((attention == "sdpa (explicit for bf16 on a CPU)" || attention.rfind("fused-cpu (", 0) == 0));
   CHECK(r.output.find("| attention " + attention + " |") != std::string::npos);
+  const auto adam = res["env"].value("adam_kernel", std::string());
+  CHECK(adam.rfind("fused-cpu (", 0) == 0);
+  CHECK(r.output.find("| adam " + adam + " |") != std::string::npos);
   CHECK(fs::exists(out / "config.json"));
   // summary: one Markdown row per result.
   const auto table = run_cli("summary " + (out / "result.json").string());

@@ -8,6 +8,7 @@
 
 
 #include "accel/kernels/attention.h"
+#include "accel/kernels/dropout.h"
 #include "accel/models/attention.h"
 #include "accel/models/vit.h"
 #include "accel/util/errors.h"
@@ -310,7 +311,7 @@ TEST_CASE("model: the ViT trains the same through the fused and the explicit att
   CHECK(accel::models::attention_kernel_name() == "explicit");
   accel::models::set_attention_impl(accel::models::AttentionImpl::Auto);
   if (accel::compat::kHasSdpa) {
-    CHECK(accel::models::attention_kernel_name() == "sdpa");
+    CHECK(accel::models::attention_kernel_name() == "sdpa (explicit for bf16 on a CPU)");
   } else {
     CHECK(accel::models::attention_kernel_name().rfind("fused-cpu (", 0) == 0);
   }
@@ -346,4 +347,68 @@ TEST_CASE("model: the resolved spec takes channels and classes from the data") {
   m.preset = "custom";
   CHECK_THROWS_WITH_AS(accel::models::resolve_vit_spec(m, 1, 10),
                        doctest::Contains("model.image_size"), accel::ConfigError);
+}
+
+TEST_CASE("model: dropout keeps 1 - p of the elements, scales them, and its gradient takes the same mask") {
+  KernelStateGuard restore;
+  const double p = 0.1;
+  torch::manual_seed(3);
+  auto x = torch::randn({12, 64, 384}).requires_grad_(true);
+  auto y = accel::models::dropout(x, p, true);
+  const auto kept = y.ne(0);
+  const double frac = kept.to(torch::kDouble).mean().item<double>();
+  CHECK(frac == doctest::Approx(1 - p).epsilon(0.005));
+  const float scale = static_cast<float>(1.0 / (1.0 - p));
+  CHECK(torch::equal(y.masked_select(kept), x.detach().masked_select(kept) * scale));
+  auto up = torch::randn_like(y);
+  y.backward(up);
+  // The backward pass recomputes the forward's mask from its seed.
+  CHECK(torch::equal(x.grad(), torch::where(kept, up * scale, torch::zeros_like(up))));
+  // Evaluation, p = 0: the input itself.
+  CHECK(accel::models::dropout(x, p, false).is_same(x));
+  CHECK(accel::models::dropout(x, 0.0, true).is_same(x));
+  // torch::manual_seed decides the mask; another draw gives another.
+  torch::manual_seed(3);
+  (void)torch::randn({12, 64, 384});  // the generator where x's draw left it
+  const auto again = accel::models::dropout(x.detach(), p, true);
+  CHECK(torch::equal(again, y.detach()));
+  CHECK(!torch::equal(accel::models::dropout(x.detach(), p, true), y.detach()));
+}
+
+TEST_CASE("model: dropout masks are the same on every thread count, in float32 and bfloat16") {
+  KernelStateGuard restore;
+  const int64_t n = (int64_t(1) << 19) + 5;  // split across threads (2^17 per range at least)
+  torch::manual_seed(4);
+  const auto x = torch::randn({n});
+  const auto xb = x.to(torch::kBFloat16);
+  const auto m = accel::kernels::dropout_mask(0.25, 0x0123456789abcdefull);
+  torch::Tensor ref, refb;
+  for (int threads : {1, 2, 3}) {
+    CAPTURE(threads);
+    auto out = torch::empty_like(x);
+    accel::kernels::dropout_apply(x.data_ptr<float>(), out.data_ptr<float>(), n, m, threads);
+    auto outb = torch::empty_like(xb);
+    accel::kernels::dropout_apply_bf16(reinterpret_cast<const uint16_t*>(xb.data_ptr<at::BFloat16>()),
+                                       reinterpret_cast<uint16_t*>(outb.data_ptr<at::BFloat16>()), n,
+                                       m, threads);
+    if (!ref.defined()) {
+      ref = out, refb = outb;
+      // Element by element: kept where dropout_kept says, bf16 as float32 rounded to bf16.
+      int64_t wrong = 0;
+      const float* o = out.data_ptr<float>();
+      const float* in = x.data_ptr<float>();
+      for (int64_t i = 0; i < n; ++i) {
+        const float want = accel::kernels::dropout_kept(m, i) ? in[i] * m.scale : 0.f;
+        wrong += o[i] != want;
+      }
+      CHECK(wrong == 0);
+      CHECK(torch::equal(outb, (xb.to(torch::kFloat) * xb.ne(0).logical_and(out.ne(0)).to(torch::kFloat) * m.scale)
+                                   .to(torch::kBFloat16)));
+      continue;
+    }
+    CHECK(torch::equal(out, ref));
+    CHECK(torch::equal(outb, refb));
+  }
+  CHECK_THROWS_AS(accel::kernels::dropout_mask(1.0, 1), std::invalid_argument);
+  CHECK_THROWS_AS(accel::kernels::dropout_mask(0.0, 1), std::invalid_argument);
 }

@@ -5,7 +5,10 @@
 // fused kernel as per-sample key counts.
 //
 // Auto (the default) picks, per call:
-//   - LibTorch's at::scaled_dot_product_attention where it exists (2.0+);
+//   - LibTorch's at::scaled_dot_product_attention where it exists (2.0+),
+//     except for bf16 on a CPU (slower there than the explicit form, 1.42x on
+//     the ViT step: attention.cpp) and, on a CPU in training with attention
+//     dropout, the explicit form with models::dropout (SDPA's math path there);
 //   - else, on a CPU float32 or bfloat16 tensor with no attention dropout,
 //     accel-bench's fused kernel (accel/kernels/attention.h; bf16 on the
 //     AVX512-BF16 kernel where the CPU has it, else computed in float32): the
@@ -37,12 +40,21 @@ struct KeyPadding {
 KeyPadding key_padding(const torch::Tensor& attention_mask);
 
 // Process-wide, like LibTorch's own kernel switches; set before a run.
+// Dropout as the models run it: in training, with 0 < p < 1, on a CPU
+// float32 or bfloat16 tensor, the counter-based mask of kernels/dropout.h (a
+// 64-bit seed drawn from torch's default generator per call, so
+// torch::manual_seed and the checkpointed generator state decide it; the
+// backward pass recomputes the mask from the seed, nothing is stored);
+// anywhere else torch::dropout. Not torch's mask stream: the same keep
+// probability and scaling, other elements dropped.
+torch::Tensor dropout(const torch::Tensor& x, double p, bool training);
+
 void set_attention_impl(AttentionImpl impl);
 AttentionImpl attention_impl();
 
 // What Auto runs here for a CPU model without attention dropout:
 // "fused-cpu (avx512+bf16)", "fused-cpu (avx512)", "fused-cpu (avx2+fma)",
-// "fused-cpu (baseline)", "sdpa" or "explicit".
+// "fused-cpu (baseline)", "sdpa (explicit for bf16 on a CPU)" or "explicit".
 // Recorded in every result's env block.
 std::string attention_kernel_name();
 

@@ -28,6 +28,7 @@
 #include "accel/precision/grad_scaler.h"
 #include "accel/precision/precision.h"
 #include "accel/train/checkpoint.h"
+#include "accel/util/torch_compat.h"
 
 namespace accel::train {
 
@@ -62,7 +63,8 @@ class FabricOptimizer {
  public:
   FabricOptimizer(Fabric& fabric, std::unique_ptr<torch::optim::Optimizer> inner)
       : fabric_(&fabric), inner_(std::move(inner)) {}
-  void zero_grad() { inner_->zero_grad(); }
+  // Gradients set to none on every LibTorch (compat::zero_grad_to_none).
+  void zero_grad() { compat::zero_grad_to_none(*inner_); }
   // Returns false when the GradScaler skipped the step.
   bool step();
   torch::optim::Optimizer& inner() { return *inner_; }

@@ -34,9 +34,12 @@ constexpr bool kHasSdpa = ACCEL_TORCH_AT_LEAST(2, 0);
 // with -inf before the softmax.
 // (On a CPU in float32 or bf16, 1.13 models take accel-bench's fused kernel
 // before this: accel/models/attention.h.)
+// `drop` (optional) replaces torch::dropout on the attention weights.
+using DropoutOp = torch::Tensor (*)(const torch::Tensor&, double, bool);
 inline torch::Tensor attention_explicit(const torch::Tensor& q, const torch::Tensor& k,
                                         const torch::Tensor& v, double dropout_p,
-                                        bool training, const torch::Tensor& mask = {}) {
+                                        bool training, const torch::Tensor& mask = {},
+                                        DropoutOp drop = nullptr) {
   const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
   auto scores = torch::matmul(q * scale, k.transpose(-2, -1).contiguous());
   if (mask.defined()) {
@@ -44,21 +47,29 @@ inline torch::Tensor attention_explicit(const torch::Tensor& q, const torch::Ten
   }
   auto weights = torch::softmax(scores, -1);
   if (training && dropout_p > 0.0) {
-    weights = torch::dropout(weights, dropout_p, /*train=*/true);
+    weights = drop != nullptr ? drop(weights, dropout_p, true)
+                              : torch::dropout(weights, dropout_p, /*train=*/true);
   }
   return torch::matmul(weights, v);
 }
 
+// 2.x with attention dropout in training and a `drop` op given: the explicit
+// form with it (on a CPU, SDPA with dropout takes its math path, the same
+// matmul-softmax-dropout-matmul with torch's dropout).
 inline torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k,
                                const torch::Tensor& v, double dropout_p,
-                               bool training, const torch::Tensor& mask = {}) {
+                               bool training, const torch::Tensor& mask = {},
+                               DropoutOp drop = nullptr) {
 #if ACCEL_TORCH_AT_LEAST(2, 0)
+  if (drop != nullptr && training && dropout_p > 0.0 && q.device().is_cpu()) {
+    return attention_explicit(q, k, v, dropout_p, training, mask, drop);
+  }
   return at::scaled_dot_product_attention(q, k, v, mask.defined() ? c10::optional<at::Tensor>(mask)
                                                                    : c10::optional<at::Tensor>(),
                                           training ? dropout_p : 0.0,
                                           /*is_causal=*/false);
 #else
-  return attention_explicit(q, k, v, dropout_p, training, mask);
+  return attention_explicit(q, k, v, dropout_p, training, mask, drop);
 #endif
 }
 
@@ -194,6 +205,22 @@ inline bool cpu_half_kernels() {
 // torch::optim::Optimizer::state() is keyed by the parameter's TensorImpl:
 // 1.x as its address printed ("0x...", as c10::guts::to_string), 2.x as the
 // pointer. Decided by the map's key type.
+// Optimizer::zero_grad as 2.x does it by default: gradients set to none
+// (undefined), so the next backward pass assigns its gradient instead of
+// adding it to a zeroed one (no fill, no add: ~40 ms of the text step on
+// 1.13, whose C++ zero_grad() zeros in place and has no set_to_none).
+inline void zero_grad_to_none(torch::optim::Optimizer& opt) {
+#if ACCEL_TORCH_AT_LEAST(2, 0)
+  opt.zero_grad(/*set_to_none=*/true);
+#else
+  for (auto& group : opt.param_groups()) {
+    for (auto& p : group.params()) {
+      if (p.mutable_grad().defined()) p.mutable_grad().reset();
+    }
+  }
+#endif
+}
+
 using OptimizerStateMap =
     std::decay_t<decltype(std::declval<torch::optim::Optimizer&>().state())>;
 template <typename Key = OptimizerStateMap::key_type>
