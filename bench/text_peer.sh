@@ -63,8 +63,6 @@ case " $PRECISIONS " in *" bf16-mixed "*) [ "$bf16_hw" = native ] ||
 
 # accel-bench runs with passive OpenMP waits (it re-executes itself so); the peer too.
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
-# Both sides use the OpenBLAS kernels accel-bench's CLI would choose (irrelevant for
-# the pip torch, which uses MKL-DNN and its own BLAS, but harmless).
 out=${OUT:-runs/text-peer/$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$out"
 : >"$out/peer.jsonl"
