@@ -76,6 +76,11 @@ done
 "$BUILD_DIR/accel-bench" --version >/dev/null || die "$BUILD_DIR/accel-bench does not start"
 
 # --- tests on the CPU --------------------------------------------------------------
+# The test of a job that torchrun itself launches needs a torchrun whose torch is
+# this build's LibTorch (TCPStore's protocol is not stable across versions): the venv's.
+torchrun_bin=${prefix%%/lib/python*}/bin/torchrun
+[ -x "$torchrun_bin" ] || die "no torchrun in the venv of $prefix"
+export ACCEL_TORCHRUN=$torchrun_bin
 say "running ctest $* ($(elapsed))"
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$(nproc)" --timeout 900 "$@" \
   || die "ctest failed against the CUDA LibTorch"

@@ -1,4 +1,5 @@
-// Rendezvous (TCPStore) and the c10d process group behind accel::dist::Comm.
+// Rendezvous (a FileStore, accel-bench's own store or torchrun's TCPStore)
+// and the c10d process group behind accel::dist::Comm.
 #define ACCEL_COMPAT_C10D 1
 #include "accel/dist/comm.h"
 
@@ -7,8 +8,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <mutex>
 #include <thread>
 
+#include "accel/dist/net_store.h"
 #include "accel/util/errors.h"
 #include "accel/util/torch_compat.h"
 
@@ -99,16 +102,90 @@ struct WorkHandle : Handle::Impl {
   }
 };
 
+// accel-bench's store (accel/dist/net_store.h) as a c10d::Store, for the
+// rendezvous and for Gloo's and NCCL's address exchange. One connection,
+// locked: c10d may call from its threads.
+class NetC10dStore final : public c10d::Store {
+ public:
+  explicit NetC10dStore(const NetStoreOptions& o)
+      : c10d::Store(o.timeout), client_(std::make_unique<NetStoreClient>(o)) {}
+
+ private:
+  // c10d's setTimeout (StoreTimeoutGuard, from any thread) writes timeout_
+  // unlocked, as it does for c10d's own stores; it is read under the lock.
+  template <typename F>
+  auto locked(F&& f) -> decltype(f()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    client_->set_timeout(timeout_);
+    return f();
+  }
+  std::mutex mu_;
+  std::unique_ptr<NetStoreClient> client_;
+
+ public:
+
+  void set(const std::string& key, const std::vector<uint8_t>& value) override {
+    locked([&] { client_->set(key, value); });
+  }
+  std::vector<uint8_t> compareSet(const std::string& key, const std::vector<uint8_t>& expected,
+                                  const std::vector<uint8_t>& desired) override {
+    return locked([&] { return client_->compare_set(key, expected, desired); });
+  }
+  std::vector<uint8_t> get(const std::string& key) override {
+    return locked([&] { return client_->get(key); });
+  }
+  int64_t add(const std::string& key, int64_t value) override {
+    return locked([&] { return client_->add(key, value); });
+  }
+  bool deleteKey(const std::string& key) override {
+    return locked([&] { return client_->delete_key(key); });
+  }
+  bool check(const std::vector<std::string>& keys) override {
+    return locked([&] { return client_->check(keys); });
+  }
+  int64_t getNumKeys() override {
+    return locked([&] { return client_->num_keys(); });
+  }
+  void wait(const std::vector<std::string>& keys) override {
+    locked([&] { client_->wait(keys, timeout_); });
+  }
+  void wait(const std::vector<std::string>& keys,
+            const std::chrono::milliseconds& timeout) override {
+    locked([&] { client_->wait(keys, timeout); });
+  }
+  // 2.7+ declare clone() (a second connection to the same store) pure
+  // virtual; this overrides it there and is an ordinary member before.
+  c10::intrusive_ptr<c10d::Store> clone() {
+    const auto o = locked([&] { return client_->options(); });
+    return c10::make_intrusive<NetC10dStore>(o);
+  }
+};
+
+// What a rank met the others through: the store, and the server rank 0 hosts
+// for accel-bench's store (it outlives the process group that uses it).
+struct Rendezvous {
+  std::unique_ptr<NetStoreServer> server;
+  c10::intrusive_ptr<c10d::Store> store;
+  std::string where;
+  std::string warning;  // the store listened on the network unauthenticated
+};
+
 class C10dComm final : public Comm {
  public:
-  C10dComm(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<compat::CommBackend> pg,
-           const CommOptions& o)
-      : store_(std::move(store)), pg_(std::move(pg)), opts_(o) {}
+  C10dComm(Rendezvous rv, c10::intrusive_ptr<compat::CommBackend> pg, const CommOptions& o)
+      : server_(std::move(rv.server)),
+        store_(std::move(rv.store)),
+        pg_(std::move(pg)),
+        opts_(o),
+        where_(std::move(rv.where)),
+        warning_(std::move(rv.warning)) {}
 
   int rank() const override { return opts_.rank; }
   int size() const override { return opts_.world_size; }
   std::string backend() const override { return opts_.backend; }
   std::string wait_mode() const override { return spin().count() > 0 ? "spin" : "block"; }
+  std::string rendezvous() const override { return where_; }
+  std::string rendezvous_warning() const override { return warning_; }
   bool native_reduce_scatter() const override { return opts_.backend == "nccl"; }
 
   Handle all_reduce(torch::Tensor& t, ReduceOp op) override {
@@ -229,31 +306,88 @@ class C10dComm final : public Comm {
     }
   }
 
+  std::unique_ptr<NetStoreServer> server_;  // destroyed last
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<compat::CommBackend> pg_;
   CommOptions opts_;
+  std::string where_;
+  std::string warning_;
   int64_t seq_ = 0;
 };
 
-c10::intrusive_ptr<c10d::TCPStore> open_store(const CommOptions& o, const std::string& where) {
+bool in_use(const std::string& msg) {
+  return msg.find("in use") != std::string::npos || msg.find("EADDRINUSE") != std::string::npos;
+}
+
+// torchrun's agent store: every rank a client, under torch.distributed's prefix.
+c10::intrusive_ptr<c10d::Store> open_agent_store(const CommOptions& o, const std::string& where) {
   c10d::TCPStoreOptions so;
   so.port = static_cast<uint16_t>(o.master_port);
-  so.isServer = o.rank == 0;
-  so.numWorkers = c10::nullopt;  // joining is counted below, with a clear message
+  so.isServer = false;
+  so.numWorkers = c10::nullopt;
   so.waitWorkers = false;
   so.timeout = o.timeout;
   try {
-    return compat::make_tcp_store(o.master_addr, so);
+    auto tcp = compat::make_tcp_store(o.master_addr, so);
+    return c10::make_intrusive<c10d::PrefixStore>(
+        "/worker/attempt_" + std::to_string(o.agent_attempt), tcp);
   } catch (const std::exception& e) {
-    const std::string msg = brief(e);
-    if (o.rank == 0 && (msg.find("in use") != std::string::npos ||
-                        msg.find("EADDRINUSE") != std::string::npos)) {
-      throw RunError(where + ": port " + std::to_string(o.master_port) +
-                     " is in use (another run on it? give another MASTER_PORT or leave it unset)");
+    throw RunError(where + ": rank " + std::to_string(o.rank) + " could not reach torchrun's store within " +
+                   seconds(o.timeout) + ": " + brief(e));
+  }
+}
+
+bool all_loopback(const std::vector<std::string>& addrs) {
+  for (const auto& a : addrs) {
+    if (!is_loopback(a)) return false;
+  }
+  return true;
+}
+
+// accel-bench's store: rank 0 hosts it on master_addr, every rank connects.
+void open_net_store(const CommOptions& o, const std::string& where, Rendezvous& rv) {
+  NetStoreOptions so;
+  so.host = o.master_addr;
+  so.port = o.master_port;
+  so.token = o.store_token;
+  so.timeout = o.timeout;
+  so.max_connections = std::max(64, 8 * o.world_size);
+  if (o.rank == 0) {
+    try {
+      rv.server = std::make_unique<NetStoreServer>(so);
+    } catch (const std::exception& e) {
+      const std::string msg = brief(e);
+      if (in_use(msg)) {
+        throw RunError(where + ": " + msg +
+                       " (another run on it? give another MASTER_PORT or runtime.master_port)");
+      }
+      throw RunError(where + ": cannot host the store: " + msg);
     }
-    if (o.rank == 0) throw RunError(where + ": cannot host the store: " + msg);
-    throw RunError(where + ": rank " + std::to_string(o.rank) +
-                   " could not reach rank 0's store within " + seconds(o.timeout) + ": " + msg);
+    const auto addrs = rv.server->addresses();
+    if (o.num_nodes > 1 && all_loopback(addrs)) {
+      throw RunError(where + ": \"" + o.master_addr + "\" is a loopback address on rank 0's machine (" +
+                     addrs.front() + "), which the other " + std::to_string(o.num_nodes - 1) +
+                     " node(s) cannot reach: set MASTER_ADDR (or runtime.master_addr) to the address "
+                     "of rank 0's interface towards them");
+    }
+  }
+  try {
+    rv.store = c10::make_intrusive<NetC10dStore>(so);
+  } catch (const std::exception& e) {
+    throw RunError(where + ": rank " + std::to_string(o.rank) + ": " + brief(e));
+  }
+  std::string addrs;
+  if (rv.server) {
+    for (const auto& a : rv.server->addresses()) addrs += (addrs.empty() ? "" : ", ") + a;
+  }
+  rv.where = "accel-bench's store on " + (addrs.empty() ? o.master_addr : addrs) + ":" +
+             std::to_string(o.master_port) +
+             (o.store_token.empty() ? " (no authentication: ACCEL_STORE_TOKEN unset)"
+                                    : " (authenticated by ACCEL_STORE_TOKEN)");
+  if (o.store_token.empty()) {
+    rv.warning = "the ranks met in " + rv.where +
+                 ": anyone who can reach it during the run can read or write the job's keys; run "
+                 "on a trusted network, or give every node the same ACCEL_STORE_TOKEN";
   }
 }
 
@@ -267,7 +401,8 @@ c10::intrusive_ptr<c10d::Store> open_file_store(const CommOptions& o, const std:
   }
 }
 
-// Every rank claims its rank and adds itself, then waits until all have.
+// Every rank claims its rank and adds itself; the last to join says so, and
+// the others wait for that (one wait, not a poll) until the deadline.
 void wait_for_all(c10d::Store& store, const CommOptions& o, const std::string& where) {
   const auto deadline = Clock::now() + o.timeout;
   int64_t joined = 0;
@@ -278,14 +413,18 @@ void wait_for_all(c10d::Store& store, const CommOptions& o, const std::string& w
                      "were started with RANK=" + r + "); this one leaves the job");
     }
     joined = store.add("accel/joined", 1);
-    while (joined < o.world_size) {
-      if (Clock::now() > deadline) {
-        throw RunError(where + ": only " + std::to_string(joined) + " of " +
-                       std::to_string(o.world_size) + " ranks joined within " +
-                       seconds(o.timeout));
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (joined == o.world_size) {
+      store.set("accel/all-joined", std::vector<uint8_t>{'1'});
+      return;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    try {
+      store.wait({"accel/all-joined"}, std::max(left, std::chrono::milliseconds(1)));
+    } catch (const std::exception&) {
       joined = store.add("accel/joined", 0);
+      if (joined >= o.world_size) return;  // the last one joined just now
+      throw RunError(where + ": only " + std::to_string(joined) + " of " +
+                     std::to_string(o.world_size) + " ranks joined within " + seconds(o.timeout));
     }
   } catch (const RunError&) {
     throw;
@@ -317,14 +456,22 @@ std::unique_ptr<Comm> connect(const CommOptions& o) {
   if (!backend_available(o.backend)) {
     throw ConfigError("runtime.backend: \"" + o.backend + "\" is not in this build");
   }
-  c10::intrusive_ptr<c10d::Store> store;
-  if (o.store_dir.empty()) {
-    store = open_store(o, where);
+  Rendezvous rv;
+  if (!o.store_dir.empty()) {
+    rv.store = open_file_store(o, where);
+    rv.where = "a private folder (" + o.store_dir + ")";
+  } else if (o.agent_store) {
+    rv.store = open_agent_store(o, where);
+    rv.where = "torchrun's store on " + o.master_addr + ":" + std::to_string(o.master_port) +
+               " (torchrun's TCPStore, no authentication)";
+    rv.warning = "the ranks met in " + rv.where +
+                 ": anyone who can reach it during the run can read or write the job's keys; run "
+                 "on a trusted network";
   } else {
-    store = open_file_store(o, where);
+    open_net_store(o, where, rv);
   }
-  wait_for_all(*store, o, where);
-  auto pg_store = c10::make_intrusive<c10d::PrefixStore>("pg", store);
+  wait_for_all(*rv.store, o, where);
+  auto pg_store = c10::make_intrusive<c10d::PrefixStore>("pg", rv.store);
   c10::intrusive_ptr<compat::CommBackend> pg;
   try {
     if (o.backend == "nccl") {
@@ -336,7 +483,7 @@ std::unique_ptr<Comm> connect(const CommOptions& o) {
   } catch (const std::exception& e) {
     throw RunError(where + ": creating the " + o.backend + " process group failed: " + brief(e));
   }
-  return std::make_unique<C10dComm>(store, pg, o);
+  return std::make_unique<C10dComm>(std::move(rv), pg, o);
 }
 
 }  // namespace accel::dist

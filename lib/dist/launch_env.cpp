@@ -94,6 +94,11 @@ LaunchEnv from_torchrun() {
     e.master_addr = *a;
   }
   if (auto p = env("MASTER_PORT")) e.master_port = parse_port("MASTER_PORT", *p);
+  if (auto a = env("TORCHELASTIC_USE_AGENT_STORE"); a && e.source == "torchrun") {
+    // torch.distributed reads it as Python's bool("True").
+    e.agent_store = *a == "True" || *a == "true" || *a == "1";
+    if (e.agent_store) e.agent_attempt = env_count("TORCHELASTIC_RESTART_COUNT").value_or(0);
+  }
   return e;
 }
 
@@ -216,9 +221,24 @@ std::vector<std::string> expand_slurm_nodelist(const std::string& nodelist) {
 }
 
 LaunchEnv launch_env_from_environment() {
-  if (env("RANK")) return from_torchrun();
-  if (env("SLURM_PROCID")) return from_slurm();
-  return LaunchEnv{};
+  LaunchEnv e;
+  if (env("RANK")) {
+    e = from_torchrun();
+  } else if (env("SLURM_PROCID")) {
+    e = from_slurm();
+  } else {
+    return e;
+  }
+  if (auto t = env("ACCEL_STORE_TOKEN")) {
+    // A guessable secret proves nothing; say so instead of trusting it.
+    if (t->size() < 16) {
+      throw ConfigError("environment ACCEL_STORE_TOKEN: " + std::to_string(t->size()) +
+                        " characters; a shared secret needs at least 16 (e.g. `openssl rand -hex "
+                        "16`, the same on every node)");
+    }
+    e.store_token = *t;
+  }
+  return e;
 }
 
 }  // namespace accel::dist

@@ -61,6 +61,7 @@ void Console::banner(const nlohmann::json& env, const nlohmann::json& resolved,
       << str("backend") << (c.comm ? " (waits " + str("comm_wait") + ")" : std::string())
       << " | strategy " << resolved["runtime"].value("strategy", "auto")
       << "\n";
+  if (c.comm) out << "== rendezvous: " << c.comm->rendezvous() << "\n";
   out << "== resolved config:\n";
   for (const auto& [section, body] : resolved.items()) {
     out << "   " << section << ": " << body.dump() << "\n";

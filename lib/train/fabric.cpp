@@ -141,6 +141,10 @@ void Fabric::launch(const std::string& config_hash) {
     o.timeout = std::chrono::seconds(runtime_.timeout_s);
     // One node under our launcher: its private FileStore folder, no socket.
     if (!env.store_dir.empty() && ctx_.num_nodes == 1) o.store_dir = env.store_dir;
+    o.agent_store = env.agent_store;
+    o.agent_attempt = env.agent_attempt;
+    o.store_token = env.store_token;
+    o.num_nodes = ctx_.num_nodes;
     o.device = ctx_.device;
     // runtime.comm_wait: spin while the ranks own their cores (every local
     // rank's threads fit them), as MPI libraries do when not oversubscribed.

@@ -415,6 +415,10 @@ RunResult Run::execute() {
     result_.warnings.push_back(support.warning);
     say("warning: " + support.warning);
   }
+  if (const auto& comm = fabric_->context().comm; comm && !comm->rendezvous_warning().empty()) {
+    result_.warnings.push_back(comm->rendezvous_warning());
+    say("warning: " + comm->rendezvous_warning());
+  }
   setup();  // loads data, builds the model, resumes: errors here write nothing
   if (opts_.dry_run) {
     say("== dry run: config valid, data and model ready; nothing trained or written");

@@ -249,6 +249,42 @@ TEST_CASE("cli: ranks started with torchrun variables join without spawning") {
   CHECK_MESSAGE(r.code == 0, r.output);
 }
 
+TEST_CASE("cli: torchrun's own launcher runs a 2-rank job through its agent's store") {
+  // torchrun (static rendezvous) hosts a TCPStore for its workers and tells
+  // them so (TORCHELASTIC_USE_AGENT_STORE=True): rank 0 must join it as a
+  // client, not host a store on the same port. It needs a torchrun whose torch
+  // is this build's LibTorch (TCPStore's protocol changed between versions):
+  // the CUDA leg sets ACCEL_TORCHRUN to its venv's.
+  const char* torchrun = std::getenv("ACCEL_TORCHRUN");
+  if (torchrun == nullptr || *torchrun == '\0') {
+    MESSAGE("skipped: ACCEL_TORCHRUN not set (the CUDA leg sets it to the torchrun of its torch)");
+    return;
+  }
+  REQUIRE_MESSAGE(have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
+  const auto launched = fresh_dir("torchrun-ours"), joined = fresh_dir("torchrun-theirs");
+  const std::string args = "run" + smoke(8, 3) + " --set runtime.devices=2";
+  auto r = run_cli(args + " --out " + launched.string());
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  const int port = 21000 + int((::getpid() + 13) % 20000);
+  const std::string cmd = std::string("env -u RANK -u WORLD_SIZE -u MASTER_ADDR -u MASTER_PORT ") +
+                          torchrun + " --nnodes 1 --nproc-per-node 2 --master-addr 127.0.0.1" +
+                          " --master-port " + std::to_string(port) + " --no-python " +
+                          ACCEL_BENCH_EXE + " " + args + " --out " + joined.string() + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::string log;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, pipe)) > 0;) log.append(buf, n);
+  const int st = pclose(pipe);
+  INFO(log);
+  REQUIRE((WIFEXITED(st) && WEXITSTATUS(st) == 0));
+  // It met in torchrun's store (its warnings say so), not in one of its own.
+  CHECK(result_of(joined).at("warnings").dump().find("torchrun's store on 127.0.0.1:" +
+                                                     std::to_string(port)) != std::string::npos);
+  r = run_cli("compare-losses " + launched.string() + " " + joined.string() + " --tolerance 0");
+  CHECK_MESSAGE(r.code == 0, r.output);
+}
+
 // The TCP sockets `pid` listens on, as "address:port" in /proc/net/tcp{,6}'s hex.
 std::vector<std::string> listening_sockets(pid_t pid) {
   std::set<std::string> inodes;

@@ -108,11 +108,13 @@ std::string write_config(const accel_test::TempDir& d) {
 // No job variables inherited from whatever runs the tests.
 const std::string kCleanEnv =
     "env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u LOCAL_WORLD_SIZE -u GROUP_RANK -u GROUP_WORLD_SIZE "
-    "-u MASTER_ADDR -u MASTER_PORT -u ACCEL_BENCH_LAUNCHED -u SLURM_PROCID -u SLURM_NTASKS ";
+    "-u MASTER_ADDR -u MASTER_PORT -u ACCEL_BENCH_LAUNCHED -u SLURM_PROCID -u SLURM_NTASKS "
+    "-u ACCEL_STORE_TOKEN -u TORCHELASTIC_USE_AGENT_STORE ";
 
 // One rank of a 2-node job (1 device per node) inside namespace `i`.
-std::string node_command(const NamespacePair& p, int i, const std::string& cfg, const fs::path& out) {
-  return "ip netns exec " + p.ns(i) + " " + kCleanEnv + "RANK=" + std::to_string(i) +
+std::string node_command(const NamespacePair& p, int i, const std::string& cfg, const fs::path& out,
+                         const std::string& extra_env = "") {
+  return "ip netns exec " + p.ns(i) + " " + kCleanEnv + extra_env + "RANK=" + std::to_string(i) +
          " WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 GROUP_RANK=" + std::to_string(i) +
          " MASTER_ADDR=" + kAddr0 + " MASTER_PORT=29500 GLOO_SOCKET_IFNAME=" + p.veth(i) +
          " timeout -k 5 300 " + ACCEL_BENCH_EXE + " run -c " + cfg +
@@ -189,4 +191,58 @@ TEST_CASE("multinode: one rank in each of two network namespaces equals the 2-ra
   }
   CHECK(std::abs(test_acc(n0) - test_acc(local)) <= 1e-9);
   CHECK_FALSE(fs::exists(n1 / "result.json"));
+  // Without a shared secret the run says its store was open to the network.
+  std::ifstream in(n0 / "result.json");
+  const auto warnings = nlohmann::json::parse(in).at("warnings").dump();
+  CHECK(warnings.find("ACCEL_STORE_TOKEN") != std::string::npos);
+}
+
+TEST_CASE("multinode: rank 0's store listens on MASTER_ADDR only, a stalled client keeps no rank alive, and a shared secret is used") {
+  accel_test::TempDir d;
+  NamespacePair pair;
+  const std::string why = pair.make(d / "ip.log");
+  if (!why.empty()) {
+    const std::string note = "skipped: " + why;
+    MESSAGE(note);
+    return;
+  }
+  const std::string cfg = write_config(d);
+  const std::string token = "ACCEL_STORE_TOKEN=netns-test-secret-0123456789 ";
+  const auto n0 = d / "node0", n1 = d / "node1";
+  // Node 0 first, in the background; rank 0 hosts the store while it waits for rank 1.
+  REQUIRE(shell("(" + node_command(pair, 0, cfg, n0, token) + "; echo $? > " + (d / "rc0").string() +
+                ") &") == 0);
+  const std::string ss = "ip netns exec " + pair.ns(0) + " ss -Hltn 'sport = :29500' > " +
+                         (d / "listen").string() + " 2>&1";
+  for (int i = 0; i < 600 && slurp(d / "listen").find("29500") == std::string::npos; ++i) {
+    shell(ss);
+    if (slurp(d / "listen").find("29500") == std::string::npos) ::usleep(100000);
+  }
+  const std::string listening = slurp(d / "listen");
+  // A client on the other node that connects, sends part of a greeting and holds on.
+  const auto held = d / "held.pid";
+  REQUIRE(shell("ip netns exec " + pair.ns(1) + " bash -c 'echo $$ > " + held.string() +
+                "; exec 3<>/dev/tcp/" + kAddr0 + "/29500; printf ACCE >&3; exec sleep 600' "
+                ">/dev/null 2>&1 &") == 0);
+  ::usleep(300000);
+  const int rc1 = shell(node_command(pair, 1, cfg, n1, token));
+  for (int i = 0; i < 3000 && !fs::exists(d / "rc0"); ++i) ::usleep(100000);
+  const std::string rc0 = slurp(d / "rc0");
+  const bool intruder_alive = shell("kill -0 $(cat " + held.string() + ") 2>/dev/null") == 0;
+  shell("kill $(cat " + held.string() + ") 2>/dev/null");
+  INFO("node 0:\n" << slurp(n0.string() + ".log"));
+  INFO("node 1:\n" << slurp(n1.string() + ".log"));
+  INFO("listening in node 0: " << listening);
+  CHECK(rc1 == 0);
+  CHECK(rc0 == "0\n");  // rank 0 finished while the stalled client still held its connection
+  CHECK(intruder_alive);
+  CHECK(listening.find(std::string(kAddr0) + ":29500") != std::string::npos);
+  for (const char* any : {"0.0.0.0:29500", "*:29500", "[::]:29500"}) {
+    CHECK(listening.find(any) == std::string::npos);
+  }
+  CHECK(slurp(n0.string() + ".log").find("authenticated by ACCEL_STORE_TOKEN") != std::string::npos);
+  std::ifstream in(n0 / "result.json");
+  const auto result = nlohmann::json::parse(in);
+  CHECK(result.at("status") == "ok");
+  CHECK(result.at("warnings").dump().find("trusted network") == std::string::npos);
 }

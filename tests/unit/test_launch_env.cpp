@@ -51,7 +51,8 @@ class EnvGuard {
       "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
       "MASTER_ADDR", "MASTER_PORT", "ACCEL_BENCH_LAUNCHED", "SLURM_PROCID", "SLURM_NTASKS",
       "SLURM_NPROCS", "SLURM_LOCALID", "SLURM_NODEID", "SLURM_NNODES", "SLURM_NODELIST",
-      "SLURM_JOB_NODELIST", "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "SLURM_JOB_ID"};
+      "SLURM_JOB_NODELIST", "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "SLURM_JOB_ID",
+      "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_RESTART_COUNT", "ACCEL_STORE_TOKEN"};
 
  private:
   std::map<std::string, std::optional<std::string>> saved_;
@@ -211,4 +212,30 @@ TEST_CASE("free_tcp_port: an address that is not this machine's is a config erro
 
 TEST_CASE("local_address_towards: loopback is reached from loopback") {
   CHECK(accel::dist::local_address_towards("127.0.0.1") == "127.0.0.1");
+}
+
+TEST_CASE("launch env: torchrun's agent store and its attempt are read, and a short ACCEL_STORE_TOKEN is refused") {
+  auto vars = kTorchrun;
+  vars["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+  vars["TORCHELASTIC_RESTART_COUNT"] = "2";
+  {
+    EnvGuard g(vars);
+    const auto e = launch_env_from_environment();
+    CHECK(e.agent_store);
+    CHECK(e.agent_attempt == 2);
+    CHECK(e.store_token.empty());
+  }
+  vars["TORCHELASTIC_USE_AGENT_STORE"] = "False";
+  vars["ACCEL_STORE_TOKEN"] = "0123456789abcdef";
+  {
+    EnvGuard g(vars);
+    const auto e = launch_env_from_environment();
+    CHECK_FALSE(e.agent_store);
+    CHECK(e.store_token == "0123456789abcdef");
+  }
+  vars["ACCEL_STORE_TOKEN"] = "short";
+  EnvGuard g(vars);
+  const auto msg = config_error([] { launch_env_from_environment(); });
+  CHECK(has(msg, "ACCEL_STORE_TOKEN"));
+  CHECK(has(msg, "at least 16"));
 }

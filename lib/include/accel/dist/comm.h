@@ -1,5 +1,5 @@
-// The process group of a multi-process run: rendezvous through c10d's
-// TCPStore (hosted by rank 0), then PyTorch's ProcessGroupGloo (CPU) or
+// The process group of a multi-process run: rendezvous through a store (a
+// FileStore for one node, accel-bench's own store or torchrun's otherwise), then PyTorch's ProcessGroupGloo (CPU) or
 // ProcessGroupNCCL (CUDA, where this LibTorch has it), behind a small
 // tensor-level API. c10d's headers stay inside comm.cpp: they are heavy and
 // differ between LibTorch versions (torch_compat.h, ACCEL_COMPAT_C10D part).
@@ -53,6 +53,17 @@ struct CommOptions {
   // TCPStore, which listens on every interface and has no authentication;
   // then nothing of the rendezvous is reachable from the network.
   std::string store_dir;
+  // Ranks started by torchrun whose agent hosts a store for them
+  // (TORCHELASTIC_USE_AGENT_STORE=True): they all join torchrun's TCPStore at
+  // master_addr:master_port as clients, under the prefix torch.distributed
+  // uses ("/worker/attempt_<restart count>"), instead of hosting one.
+  bool agent_store = false;
+  int agent_attempt = 0;
+  // Otherwise (other multi-node jobs) rank 0 hosts accel-bench's own store
+  // (accel/dist/net_store.h) on master_addr only, authenticated when a shared
+  // secret is given (ACCEL_STORE_TOKEN).
+  std::string store_token;
+  int num_nodes = 1;  // a store for several nodes must not listen on loopback only
   int rank = 0;
   int world_size = 1;
   std::chrono::milliseconds timeout{std::chrono::seconds(180)};
@@ -87,13 +98,21 @@ class Comm {
   virtual std::vector<std::string> all_gather_strings(const std::string& mine) = 0;
   // Whether reduce_scatter is the backend's own collective.
   virtual bool native_reduce_scatter() const = 0;
+  // Where the ranks met: "a private folder", "accel-bench's store on
+  // 10.0.0.1:29500 (authenticated)", "torchrun's store on ...".
+  virtual std::string rendezvous() const = 0;
+  // "" or a warning that the rendezvous listened on the network without
+  // authentication, with what to do about it.
+  virtual std::string rendezvous_warning() const = 0;
 };
 
-// Rendezvous and process group. Rank 0 hosts the TCPStore on
-// master_addr:master_port; every rank registers and waits until all
-// world_size ranks have joined. Throws accel::RunError with what went wrong:
-// "rendezvous at ADDR:PORT: port PORT is in use", "... only K of N ranks
-// joined within T s", "... could not reach rank 0's store within T s".
+// Rendezvous and process group. The ranks meet in the store CommOptions
+// names (a FileStore in store_dir; torchrun's TCPStore; else accel-bench's
+// store, hosted by rank 0 on master_addr:master_port); every rank registers
+// and waits until all world_size ranks have joined. Throws accel::RunError
+// with what went wrong: "rendezvous at ADDR:PORT: port PORT is in use", "...
+// only K of N ranks joined within T s", "... could not reach the store ...
+// within T s", "... is not an address of this machine".
 std::unique_ptr<Comm> connect(const CommOptions& options);
 
 // Whether this build can create the named backend ("gloo" always; "nccl"

@@ -21,6 +21,13 @@ struct LaunchEnv {
   // accel-bench's local launcher: the private folder its ranks' FileStore
   // lives in (ACCEL_STORE_DIR); "" otherwise.
   std::string store_dir;
+  // torchrun's agent hosts a store for its workers (TORCHELASTIC_USE_AGENT_STORE
+  // True), at MASTER_ADDR:MASTER_PORT; TORCHELASTIC_RESTART_COUNT names the attempt.
+  bool agent_store = false;
+  int agent_attempt = 0;
+  // ACCEL_STORE_TOKEN: the shared secret of accel-bench's store for
+  // multi-node jobs (at least 16 characters); "" = none.
+  std::string store_token;
   bool present() const { return !source.empty(); }
 };
 
@@ -32,6 +39,8 @@ struct LaunchEnv {
 // MASTER_PORT, else derived from SLURM_JOB_ID so that every task agrees on it.
 // torchrun variables win over Slurm's (torchrun inside an salloc). Children of
 // launch_local carry ACCEL_BENCH_LAUNCHED=1 (source "accel-bench").
+// TORCHELASTIC_USE_AGENT_STORE / TORCHELASTIC_RESTART_COUNT (torchrun) and
+// ACCEL_STORE_TOKEN (any multi-node job) choose and secure the store.
 // Throws accel::ConfigError naming the variable for a malformed or
 // inconsistent value ("RANK=x", RANK >= WORLD_SIZE, ...).
 LaunchEnv launch_env_from_environment();
