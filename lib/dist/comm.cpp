@@ -8,8 +8,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <map>
 #include <mutex>
 #include <thread>
+#include <tuple>
 
 #include "accel/dist/net_store.h"
 #include "accel/util/errors.h"
@@ -184,6 +186,15 @@ class C10dComm final : public Comm {
   int size() const override { return opts_.world_size; }
   std::string backend() const override { return opts_.backend; }
   std::string wait_mode() const override { return spin().count() > 0 ? "spin" : "block"; }
+  std::vector<CollectiveCount> take_counts() override {
+    std::lock_guard<std::mutex> lock(count_mu_);
+    std::vector<CollectiveCount> out;
+    for (const auto& [k, calls] : counts_) {
+      out.push_back({std::get<0>(k), std::get<1>(k), std::get<2>(k), calls});
+    }
+    counts_.clear();
+    return out;
+  }
   std::string rendezvous() const override { return where_; }
   std::string rendezvous_warning() const override { return warning_; }
   bool native_reduce_scatter() const override { return opts_.backend == "nccl"; }
@@ -194,6 +205,7 @@ class C10dComm final : public Comm {
     o.reduceOp = to_c10d(op);
     auto h = handle();
     h->what = "all_reduce";
+    count("all_reduce", "all_reduce", nbytes(t));
     h->work = call("all_reduce", [&] { return pg_->allreduce(ts, o); });
     if (op == ReduceOp::Mean) {
       const double n = size();
@@ -208,6 +220,7 @@ class C10dComm final : public Comm {
     o.rootRank = root;
     auto h = handle();
     h->what = "broadcast";
+    count("broadcast", "broadcast", nbytes(t));
     h->work = call("broadcast", [&] { return pg_->broadcast(ts, o); });
     h->wait();
   }
@@ -218,6 +231,7 @@ class C10dComm final : public Comm {
                 "all_gather: full must be contiguous with size() * shard.numel() elements");
     auto h = handle();
     h->what = "all_gather";
+    count("all_gather", "all_gather", nbytes(full));
     if (opts_.backend == "nccl") {
       auto out = full.view({-1});
       auto in = shard.view({-1});
@@ -239,6 +253,7 @@ class C10dComm final : public Comm {
     auto h = handle();
     h->what = "reduce_scatter";
     const double div = op == ReduceOp::Mean ? double(size()) : 1.0;
+    count("reduce_scatter", native_reduce_scatter() ? "reduce_scatter" : "all_reduce", nbytes(full));
     if (native_reduce_scatter()) {
       auto out = shard.view({-1});
       auto in = full.view({-1});
@@ -268,6 +283,7 @@ class C10dComm final : public Comm {
   void barrier() override {
     auto h = handle();
     h->what = "barrier";
+    count("barrier", "barrier", 0);
     h->work = call("barrier", [&] { return pg_->barrier(c10d::BarrierOptions()); });
     h->wait();
   }
@@ -306,6 +322,15 @@ class C10dComm final : public Comm {
     }
   }
 
+  // DDP's hooks launch collectives from autograd's threads.
+  void count(const char* op, const char* primitive, int64_t bytes) {
+    std::lock_guard<std::mutex> lock(count_mu_);
+    ++counts_[{op, primitive, bytes}];
+  }
+  static int64_t nbytes(const torch::Tensor& t) { return t.numel() * int64_t(t.element_size()); }
+
+  std::mutex count_mu_;
+  std::map<std::tuple<std::string, std::string, int64_t>, int64_t> counts_;
   std::unique_ptr<NetStoreServer> server_;  // destroyed last
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<compat::CommBackend> pg_;

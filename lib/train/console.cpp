@@ -105,6 +105,22 @@ void Console::summary(const RunResult& r) const {
     std::snprintf(line, sizeof(line), "Step time: n/a (no step after train.warmup_steps)");
   }
   *out << line << std::endl;
+  if (const auto& s = r.step_split_ms; s.is_object()) {
+    std::snprintf(line, sizeof(line),
+                  "Step split (rank 0, mean): forward %.2f | backward %.2f | comm wait %.2f | "
+                  "optimizer %.2f | other %.2f ms",
+                  s.value("forward", 0.0), s.value("backward", 0.0), s.value("comm_wait", 0.0),
+                  s.value("optimizer", 0.0), s.value("other", 0.0));
+    *out << line;
+    if (const auto& c = r.comm_per_step; c.is_object()) {
+      double calls = 0;
+      for (const auto& k : c["collectives"]) calls += k.value("per_step", 0.0);
+      std::snprintf(line, sizeof(line), " | %.2f MB in %.1f collectives a step",
+                    c.value("bytes", 0.0) / 1e6, calls);
+      *out << line;
+    }
+    *out << std::endl;
+  }
 }
 
 nlohmann::json run_environment(const Fabric& fabric) {

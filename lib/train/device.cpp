@@ -57,11 +57,33 @@ void synchronize(const torch::Device& device) {
 struct StepClock::Impl {
   torch::Device device{torch::kCPU};
   using Clock = std::chrono::steady_clock;
+  // Host clock: this step's start and marks (unset: not marked).
   Clock::time_point started;
-  std::vector<double> done_ms;
+  std::optional<Clock::time_point> marks[kStepPhases];
+  std::vector<StepTime> done;
 #if ACCEL_WITH_CUDA
-  std::vector<std::pair<at::cuda::CUDAEvent, at::cuda::CUDAEvent>> events;
+  struct Events {
+    at::cuda::CUDAEvent begin{cudaEventDefault}, end{cudaEventDefault};
+    std::unique_ptr<at::cuda::CUDAEvent> marks[kStepPhases];
+  };
+  std::vector<Events> events;
 #endif
+
+  // Phase durations from a step's start, its marks (in order) and its end.
+  template <typename Elapsed, typename Point>
+  static StepTime split(const Point& start, const std::optional<Point>* marks, const Point& end,
+                        Elapsed elapsed) {
+    StepTime t;
+    t.total_ms = elapsed(start, end);
+    Point prev = start;
+    for (int i = 0; i < kStepPhases; ++i) {
+      if (!marks[i]) continue;
+      t.split = true;
+      t.phase_ms[i] = elapsed(prev, *marks[i]);
+      prev = *marks[i];
+    }
+    return t;
+  }
 };
 
 StepClock::StepClock(torch::Device device) : impl_(std::make_unique<Impl>()) {
@@ -75,40 +97,64 @@ void StepClock::begin() {
 #if ACCEL_WITH_CUDA
   if (on_device()) {
     // Timing events (the default flags); CUDAEvent's default disables timing.
-    impl_->events.emplace_back(at::cuda::CUDAEvent(cudaEventDefault),
-                               at::cuda::CUDAEvent(cudaEventDefault));
-    impl_->events.back().first.record(c10::cuda::getCurrentCUDAStream(impl_->device.index()));
+    impl_->events.emplace_back();
+    impl_->events.back().begin.record(c10::cuda::getCurrentCUDAStream(impl_->device.index()));
     return;
   }
 #endif
+  for (auto& m : impl_->marks) m.reset();
   impl_->started = Impl::Clock::now();
+}
+
+void StepClock::mark(StepPhase phase) {
+  const int i = static_cast<int>(phase);
+#if ACCEL_WITH_CUDA
+  if (on_device()) {
+    if (impl_->events.empty()) throw RunError("StepClock::mark without begin");
+    auto& e = impl_->events.back().marks[i];
+    e = std::make_unique<at::cuda::CUDAEvent>(cudaEventDefault);
+    e->record(c10::cuda::getCurrentCUDAStream(impl_->device.index()));
+    return;
+  }
+#endif
+  impl_->marks[i] = Impl::Clock::now();
 }
 
 void StepClock::end() {
 #if ACCEL_WITH_CUDA
   if (on_device()) {
     if (impl_->events.empty()) throw RunError("StepClock::end without begin");
-    impl_->events.back().second.record(c10::cuda::getCurrentCUDAStream(impl_->device.index()));
+    impl_->events.back().end.record(c10::cuda::getCurrentCUDAStream(impl_->device.index()));
     return;
   }
 #endif
-  impl_->done_ms.push_back(
-      std::chrono::duration<double, std::milli>(Impl::Clock::now() - impl_->started).count());
+  impl_->done.push_back(Impl::split(
+      impl_->started, impl_->marks, Impl::Clock::now(), [](auto a, auto b) {
+        return std::chrono::duration<double, std::milli>(b - a).count();
+      }));
 }
 
-std::vector<double> StepClock::take() {
+std::vector<StepTime> StepClock::take() {
 #if ACCEL_WITH_CUDA
   if (on_device()) {
-    std::vector<double> out;
+    std::vector<StepTime> out;
     if (impl_->events.empty()) return out;
-    impl_->events.back().second.synchronize();  // events complete in stream order
-    for (auto& [b, e] : impl_->events) out.push_back(double(b.elapsed_time(e)));
+    impl_->events.back().end.synchronize();  // events complete in stream order
+    for (auto& e : impl_->events) {
+      using P = at::cuda::CUDAEvent*;
+      std::optional<P> marks[kStepPhases];
+      for (int i = 0; i < kStepPhases; ++i) {
+        if (e.marks[i]) marks[i] = e.marks[i].get();
+      }
+      out.push_back(Impl::split(P(&e.begin), marks, P(&e.end),
+                                [](P a, P b) { return double(a->elapsed_time(*b)); }));
+    }
     impl_->events.clear();
     return out;
   }
 #endif
-  std::vector<double> out;
-  out.swap(impl_->done_ms);
+  std::vector<StepTime> out;
+  out.swap(impl_->done);
   return out;
 }
 

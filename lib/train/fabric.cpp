@@ -202,10 +202,11 @@ data::Inputs Fabric::to_device(const data::Inputs& inputs) const {
   return data::inputs_to(inputs, device());
 }
 
-void Fabric::backward(const torch::Tensor& loss) {
+void Fabric::backward(const torch::Tensor& loss, const std::function<void()>& local_done) {
   auto& s = strategy();
   s.pre_backward();
   scaler_.scale(loss).backward();
+  if (local_done) local_done();
   s.finish_gradient_sync();
 }
 

@@ -107,6 +107,9 @@ bool Run::train_batch(const data::Batch& batch, int epoch, EpochState& es, int64
   w.opt_step = opt_steps_;
   w.total_opt_steps = total_opt_steps_;
   RECORD_USER_SCOPE("accel::step");
+  dist::Comm* comm = fabric_->context().comm.get();
+  if (comm != nullptr) comm->take_counts();  // evaluation's and checkpoints' are not the step's
+  const bool measured = step_ >= cfg_.train.warmup_steps;
   clock_->begin();
   const auto y = fabric_->to_device(batch.y);  // for the loss and the accuracy
   const StepOutput out = step_fn_->run(batch, y, w);
@@ -135,11 +138,17 @@ bool Run::train_batch(const data::Batch& batch, int epoch, EpochState& es, int64
                      (t.max_steps > 0 && step_ >= t.max_steps) ||
                      (t.checkpoint_every > 0 && step_ % t.checkpoint_every == 0) ||
                      (fabric_->world_size() == 1 && stop_signal_received());
-  if (!flush) {
+  bool go = true;
+  if (flush) {
+    go = flush_pending(es, batches);
+  } else {
     clock_->end();
-    return true;
   }
-  return flush_pending(es, batches);
+  if (comm != nullptr && measured) {
+    for (const auto& c : comm->take_counts()) comm_calls_[{c.op, c.primitive, c.bytes}] += c.calls;
+    ++comm_steps_;
+  }
+  return go;
 }
 
 // --profile: record steps [warmup_steps, warmup_steps + profile_steps) of
@@ -189,8 +198,8 @@ bool Run::flush_pending(EpochState& es, int64_t batches) {
     stop_requested = v[count].item<double>() > 0;
   }
   clock_->end();
-  const auto ms = clock_->take();
-  if (int64_t(ms.size()) != count) throw RunError("step clock out of step with the batches");
+  const auto times = clock_->take();
+  if (int64_t(times.size()) != count) throw RunError("step clock out of step with the batches");
   const auto loss_at = losses.accessor<double, 1>();
   const auto correct_at = corrects.accessor<int64_t, 1>();
   const int allowed = fabric_->scaler().enabled() ? kMaxNonFiniteWithScaler : 0;
@@ -204,13 +213,22 @@ bool Run::flush_pending(EpochState& es, int64_t batches) {
                      std::to_string(p.epoch) + ", batch " + std::to_string(p.batch_index) +
                      " after " + std::to_string(nonfinite_) + " such step(s) in a row");
     }
-    if (p.step >= cfg_.train.warmup_steps) step_ms_.push_back(ms[size_t(i)]);
+    const StepTime& t = times[size_t(i)];
+    if (p.step >= cfg_.train.warmup_steps) {
+      step_ms_.push_back(t.total_ms);
+      if (t.split) {
+        for (int k = 0; k < kStepPhases; ++k) phase_sum_ms_[k] += t.phase_ms[k];
+        other_sum_ms_ += t.other_ms();
+        split_total_ms_ += t.total_ms;
+        ++split_steps_;
+      }
+    }
     es.correct += correct_at[i];
     es.seen += p.valid;
     es.loss_sum += loss_v;
     if (p.log) {
       console_.step(p.epoch, cfg_.train.epochs, p.batch_index, batches, loss_v);
-      result_.rows.push_back({"step", p.step, p.epoch, loss_v, {}, {}, ms[size_t(i)]});
+      result_.rows.push_back({"step", p.step, p.epoch, loss_v, {}, {}, t.total_ms});
     }
   }
   pending_.clear();

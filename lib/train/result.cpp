@@ -43,6 +43,8 @@ json to_json(const RunResult& r) {
             {"init_time_s", r.init_time_s},
             {"steps", r.steps},
             {"step_time_ms", spread_json(r.step_time_ms)},
+            {"step_split_ms", r.step_split_ms},
+            {"comm_per_step", r.comm_per_step},
             {"data_kind", r.data_kind},
             {"samples_per_s", num(r.samples_per_s)},
             {"samples_per_s_per_device", num(r.samples_per_s_per_device)},

@@ -136,7 +136,7 @@ void Run::setup() {
       }));
   clock_ = std::make_unique<StepClock>(fabric_->device());
   defer_ = clock_->on_device();
-  step_fn_ = make_train_step({*fabric_, *fsetup_, model, cfg_});
+  step_fn_ = make_train_step({*fabric_, *fsetup_, model, cfg_, clock_.get()});
 
   auto make = [&](const data::ExampleSet& set, bool training) {
     data::LoaderOptions o = loader_options(cfg_, set, training, collate);
@@ -371,6 +371,7 @@ void Run::finish() {
   result_.train_time_s = train_time_s_;
   result_.steps = step_;
   result_.step_time_ms = steps;
+  record_step_split();
   if (samples_sum_ > 0) result_.flops_per_sample = flops_sum_ / samples_sum_;
   if (steps.count > 0 && steps.mean > 0) {
     const double per_device = double(cfg_.train.batch_size) / (steps.mean / 1e3);
@@ -384,6 +385,31 @@ void Run::finish() {
   gather_rank_results();
   if (fabric_->scaler().enabled()) result_.grad_scaler = fabric_->scaler().state_dict();
   console_.summary(result_);
+}
+
+// result.json's step_split_ms and comm_per_step from this rank's measured steps.
+void Run::record_step_split() {
+  if (split_steps_ > 0 && split_steps_ == int64_t(step_ms_.size())) {
+    const double n = double(split_steps_);
+    const char* names[kStepPhases] = {"forward", "backward", "comm_wait", "optimizer"};
+    nlohmann::json j = {{"steps", split_steps_}};
+    for (int k = 0; k < kStepPhases; ++k) j[names[k]] = phase_sum_ms_[k] / n;
+    j["other"] = other_sum_ms_ / n;
+    j["total"] = split_total_ms_ / n;
+    result_.step_split_ms = j;
+  }
+  if (fabric_->world_size() > 1 && comm_steps_ > 0) {
+    const double n = double(comm_steps_);
+    nlohmann::json list = nlohmann::json::array();
+    double bytes = 0;
+    for (const auto& [k, calls] : comm_calls_) {
+      const auto& [op, primitive, size] = k;
+      list.push_back({{"op", op}, {"primitive", primitive}, {"bytes", size},
+                      {"per_step", double(calls) / n}});
+      bytes += double(size) * double(calls) / n;
+    }
+    result_.comm_per_step = {{"steps", comm_steps_}, {"bytes", bytes}, {"collectives", list}};
+  }
 }
 
 void Run::write_outputs() {

@@ -5,7 +5,9 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <memory>
+#include <tuple>
 #include <optional>
 #include <string>
 #include <vector>
@@ -96,6 +98,7 @@ class Run {
   void profile_step_begin();
   void profile_step_end();
   void write_profile();
+  void record_step_split();
   void write_outputs();
 
   const config::RunConfig& cfg_;
@@ -125,6 +128,13 @@ class Run {
   // What this rank trained since it started (not carried by checkpoints):
   // the means behind flops_per_sample and tokens_per_s.
   double flops_sum_ = 0, samples_sum_ = 0, tokens_sum_ = 0;
+  // This rank's measured steps (after warm-up) split by phase, and the
+  // collectives they ran (op, primitive, bytes -> calls): result.json's
+  // step_split_ms and comm_per_step.
+  double phase_sum_ms_[kStepPhases] = {0, 0, 0, 0};
+  double other_sum_ms_ = 0, split_total_ms_ = 0;
+  int64_t split_steps_ = 0, comm_steps_ = 0;
+  std::map<std::tuple<std::string, std::string, int64_t>, int64_t> comm_calls_;
   int start_epoch_ = 1;
   int nonfinite_ = 0;
   static constexpr int kMaxNonFiniteWithScaler = 10;

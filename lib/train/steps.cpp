@@ -13,6 +13,10 @@ namespace {
 
 torch::Tensor scaled(const torch::Tensor& loss, int k) { return k > 1 ? loss / k : loss; }
 
+void mark(const StepContext& c, StepPhase p) {
+  if (c.clock != nullptr) c.clock->mark(p);
+}
+
 // The loops' first lines: forward and cross-entropy, in the profile's forward scope.
 StepOutput forward_loss(TrainStep& step, const data::Batch& batch, const torch::Tensor& y) {
   RECORD_USER_SCOPE("accel::forward");
@@ -33,16 +37,19 @@ class PlainStep : public TrainStep {
   StepOutput run(const data::Batch& batch, const torch::Tensor& y, const StepWindow& w) override {
     auto& opt = c_.setup.optimizer;
     StepOutput out = forward_loss(*this, batch, y);
+    mark(c_, StepPhase::Forward);
     {
       RECORD_USER_SCOPE("accel::backward");
       if (w.first) opt.zero_grad();
       scaled(out.loss, w.accumulate).backward();
     }
+    mark(c_, StepPhase::Backward);
     if (w.last) {
       RECORD_USER_SCOPE("accel::optimizer");
       set_learning_rate(opt.inner(), c_.cfg.optim, w.opt_step, w.total_opt_steps);
       opt.inner().step();
     }
+    mark(c_, StepPhase::Optimizer);
     return out;
   }
 
@@ -59,12 +66,15 @@ class FabricStep : public TrainStep {
   StepOutput run(const data::Batch& batch, const torch::Tensor& y, const StepWindow& w) override {
     auto& opt = c_.setup.optimizer;
     StepOutput out = forward_loss(*this, batch, y);
+    mark(c_, StepPhase::Forward);
     {
       RECORD_USER_SCOPE("accel::backward");
       if (w.first) opt.zero_grad();
       auto no_sync = c_.fabric.no_backward_sync(!w.last);
-      c_.fabric.backward(scaled(out.loss, w.accumulate));
+      c_.fabric.backward(scaled(out.loss, w.accumulate),
+                         [this] { mark(c_, StepPhase::Backward); });
     }
+    mark(c_, StepPhase::CommWait);
     if (w.last) {
       RECORD_USER_SCOPE("accel::optimizer");
       const double clip = c_.cfg.train.grad_clip;
@@ -72,6 +82,7 @@ class FabricStep : public TrainStep {
       set_learning_rate(opt.inner(), c_.cfg.optim, w.opt_step, w.total_opt_steps);
       opt.step();
     }
+    mark(c_, StepPhase::Optimizer);
     return out;
   }
 

@@ -12,6 +12,7 @@
 #include "accel/config/run_config.h"
 #include "accel/data/batch.h"
 #include "accel/models/model.h"
+#include "accel/train/device.h"
 #include "accel/train/fabric.h"
 
 namespace accel::train {
@@ -44,6 +45,7 @@ struct StepContext {
   Fabric::Setup& setup;
   models::Model& model;  // the raw module (the plain loop calls it directly)
   const config::RunConfig& cfg;
+  StepClock* clock = nullptr;  // marks the end of each phase (result.json's step_split_ms)
 };
 
 // train.loop plain | fabric, and runtime.cuda_graphs around either.

@@ -334,9 +334,39 @@ TEST_CASE("device: the step clock on a cpu gives one time per step and starts af
   }
   const auto ms = clock.take();
   CHECK(ms.size() == 3);
-  for (double v : ms) CHECK(v >= 0.0);
+  for (const auto& t : ms) {
+    CHECK(t.total_ms >= 0.0);
+    CHECK_FALSE(t.split);  // no marks: a step the clock cannot split
+  }
   CHECK(clock.take().empty());
   CHECK_FALSE(train::peak_memory(torch::kCPU).has_value());
+}
+
+TEST_CASE("device: the step clock splits a step at its marks, an unmarked phase taking none") {
+  train::StepClock clock(torch::kCPU);
+  auto work = [] {
+    auto a = torch::randn({128, 128});
+    for (int i = 0; i < 20; ++i) a = torch::matmul(a, a).div_(128.0);
+  };
+  clock.begin();
+  work();
+  clock.mark(train::StepPhase::Forward);
+  work();
+  clock.mark(train::StepPhase::Backward);
+  // no CommWait mark: the plain loop has no reduction to wait for
+  work();
+  clock.mark(train::StepPhase::Optimizer);
+  work();
+  clock.end();
+  const auto t = clock.take().at(0);
+  CHECK(t.split);
+  CHECK(t.phase_ms[0] > 0.0);
+  CHECK(t.phase_ms[1] > 0.0);
+  CHECK(t.phase_ms[2] == 0.0);
+  CHECK(t.phase_ms[3] > 0.0);  // from the backward mark, not from nothing
+  CHECK(t.other_ms() > 0.0);
+  CHECK(t.phase_ms[0] + t.phase_ms[1] + t.phase_ms[3] + t.other_ms() ==
+        doctest::Approx(t.total_ms).epsilon(1e-9));
 }
 
 TEST_CASE("device: runtime.devices auto resolves to the gpus on cuda and one device elsewhere") {
@@ -443,11 +473,20 @@ TEST_CASE("gpu step clock times steps with cuda events") {
   for (int i = 0; i < 3; ++i) {
     clock.begin();
     a = torch::matmul(a, a).div_(2048.0);
+    clock.mark(train::StepPhase::Forward);
+    a = torch::matmul(a, a).div_(2048.0);
+    clock.mark(train::StepPhase::Backward);
     clock.end();
   }
   const auto ms = clock.take();
   REQUIRE(ms.size() == 3);
-  for (double v : ms) CHECK(v > 0.0);
+  for (const auto& t : ms) {
+    CHECK(t.total_ms > 0.0);
+    CHECK(t.split);
+    CHECK(t.phase_ms[0] > 0.0);
+    CHECK(t.phase_ms[1] > 0.0);
+    CHECK(t.phase_ms[3] == 0.0);
+  }
 }
 
 TEST_CASE("gpu fabric loaders pin host batches for asynchronous copies") {

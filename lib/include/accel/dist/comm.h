@@ -73,6 +73,17 @@ struct CommOptions {
   std::chrono::microseconds spin{0};
 };
 
+// Collectives this rank ran, by what was asked (op), what the backend ran
+// for it (primitive: Gloo has no reduce-scatter, so an all-reduce of the
+// whole buffer), and the message size in bytes (the whole buffer: the
+// tensor of an all-reduce or broadcast, the gathered output of an
+// all-gather, the input of a reduce-scatter, as nccl-tests count them).
+struct CollectiveCount {
+  std::string op, primitive;
+  int64_t bytes = 0;
+  int64_t calls = 0;
+};
+
 class Comm {
  public:
   virtual ~Comm() = default;
@@ -101,6 +112,9 @@ class Comm {
   // Where the ranks met: "a private folder", "accel-bench's store on
   // 10.0.0.1:29500 (authenticated)", "torchrun's store on ...".
   virtual std::string rendezvous() const = 0;
+  // The collectives launched since the last call (barriers count with 0
+  // bytes), by (op, primitive, bytes), and the counts start afresh.
+  virtual std::vector<CollectiveCount> take_counts() = 0;
   // "" or a warning that the rendezvous listened on the network without
   // authentication, with what to do about it.
   virtual std::string rendezvous_warning() const = 0;

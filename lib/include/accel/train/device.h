@@ -39,9 +39,29 @@ void synchronize(const torch::Device& device);
 
 // ---- timing ---------------------------------------------------------------------------
 
-// Per-step times that do not stall the device: on CUDA an event pair per step
-// on the current stream, read when take() is called (it waits for the last
-// step); on a CPU the host clock (work is synchronous there).
+// The parts of a training step the loop marks as each ends: forward (with
+// the loss), backward (local gradients), the wait for the gradients'
+// reduction (the communication backward did not hide), and the optimizer
+// (clipping, the step, ZeRO's all-gather of stepped shards). The rest of a
+// step (the batch to the device, metrics, the loss read-back) is "other".
+enum class StepPhase { Forward = 0, Backward = 1, CommWait = 2, Optimizer = 3 };
+inline constexpr int kStepPhases = 4;
+
+struct StepTime {
+  double total_ms = 0;
+  bool split = false;  // the step marked its phases (a replayed CUDA Graph does not)
+  double phase_ms[kStepPhases] = {0, 0, 0, 0};  // unmarked phases take 0
+  double other_ms() const {
+    double o = total_ms;
+    for (double p : phase_ms) o -= p;
+    return o > 0 ? o : 0;
+  }
+};
+
+// Per-step times that do not stall the device: on CUDA events on the current
+// stream (one per mark), read when take() is called (it waits for the last
+// step); on a CPU the host clock (work is synchronous there). Marks come in
+// phase order; a phase not marked in a step takes no time.
 class StepClock {
  public:
   explicit StepClock(torch::Device device);
@@ -49,9 +69,10 @@ class StepClock {
   StepClock(const StepClock&) = delete;
   StepClock& operator=(const StepClock&) = delete;
   void begin();
+  void mark(StepPhase phase);
   void end();
-  // Milliseconds of each step ended since the last take(), in order.
-  std::vector<double> take();
+  // Each step ended since the last take(), in order.
+  std::vector<StepTime> take();
   // True when steps are timed on the device (events), not the host clock.
   bool on_device() const;
 

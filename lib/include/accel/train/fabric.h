@@ -113,8 +113,10 @@ class Fabric {
   data::Inputs to_device(const data::Inputs& inputs) const;
 
   // loss -> (scaled) backward; gradients reduced across ranks on return
-  // (unless inside no_backward_sync).
-  void backward(const torch::Tensor& loss);
+  // (unless inside no_backward_sync). `local_done` (optional) runs between
+  // the local backward and the wait for the reduction (the step's timing
+  // marks there).
+  void backward(const torch::Tensor& loss, const std::function<void()>& local_done = {});
   // RAII: while alive, backward() accumulates local gradients only (the
   // micro-batches of gradient accumulation before the last).
   class NoBackwardSync {

@@ -75,6 +75,13 @@ struct RunResult {
   double init_time_s = 0;
   int64_t steps = 0;
   metrics::Spread step_time_ms;  // the slowest rank's per-step times after warm-up
+  // Rank 0's steps after warm-up, split by phase (means in ms: forward,
+  // backward, comm_wait, optimizer, other, total, steps); null when a step
+  // was not split (a replayed CUDA Graph) or none was measured.
+  nlohmann::json step_split_ms;
+  // The collectives of rank 0's steps after warm-up, per step ({steps,
+  // bytes, collectives: [{op, primitive, bytes, per_step}]}); null on one rank.
+  nlohmann::json comm_per_step;
   std::string data_kind = "image";  // "image" | "text" (the dataset's kind)
   Opt samples_per_s;             // all ranks together
   Opt samples_per_s_per_device;
