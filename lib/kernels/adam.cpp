@@ -3,6 +3,8 @@
 // picked at run time; the loop is plain C++ that GCC vectorizes.
 #include "accel/kernels/adam.h"
 
+#include "isa.h"
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -54,41 +56,20 @@ ACCEL_ADAM_BODY
 }  // namespace baseline
 #undef ACCEL_ADAM_BODY
 
-enum class Isa { Baseline = 0, Avx2 = 1, Avx512 = 2 };
-std::atomic<int> isa_cap{static_cast<int>(Isa::Avx512)};
+using isa::Level;
 
-Isa cpu_best() {
-#if ACCEL_ADAM_X86
-  static const Isa best = __builtin_cpu_supports("avx512f") ? Isa::Avx512
-                          : __builtin_cpu_supports("avx2")  ? Isa::Avx2
-                                                            : Isa::Baseline;
-  return best;
-#else
-  return Isa::Baseline;
-#endif
-}
-
-Isa current() {
-  return static_cast<Isa>(std::min(static_cast<int>(cpu_best()), isa_cap.load()));
-}
-
-const char* name_of(Isa isa) {
-  switch (isa) {
-    case Isa::Avx512: return "avx512";
-    case Isa::Avx2: return "avx2";
-    case Isa::Baseline: break;
-  }
-  return "baseline";
-}
+// The best path the CPU runs, capped by adam_force_isa (tests).
+isa::Dispatch dispatch("adam", ACCEL_ADAM_X86 ? Level::Avx512 : Level::Baseline);
 
 using UpdateFn = void (*)(float*, const float*, float*, float*, int64_t, const AdamScalars&);
 
 UpdateFn update_fn() {
 #if ACCEL_ADAM_X86
-  switch (current()) {
-    case Isa::Avx512: return avx512::update;
-    case Isa::Avx2: return avx2::update;
-    case Isa::Baseline: break;
+  switch (dispatch.current()) {
+    case Level::Avx512Bf16:
+    case Level::Avx512: return avx512::update;
+    case Level::Avx2Fma: return avx2::update;
+    case Level::Baseline: break;
   }
 #endif
   return baseline::update;
@@ -138,26 +119,10 @@ void adam_step(float* p, const float* g, float* m, float* v, int64_t n, const Ad
   for (auto& t : pool) t.join();
 }
 
-const char* adam_isa() { return name_of(current()); }
+const char* adam_isa() { return isa::name(dispatch.current()); }
 
-std::vector<std::string> adam_isas() {
-  std::vector<std::string> out;
-  for (int i = static_cast<int>(cpu_best()); i >= 0; --i) out.push_back(name_of(static_cast<Isa>(i)));
-  return out;
-}
+std::vector<std::string> adam_isas() { return dispatch.names(); }
 
-void adam_force_isa(const std::string& name) {
-  if (name.empty()) {
-    isa_cap.store(static_cast<int>(Isa::Avx512));
-    return;
-  }
-  for (int i = static_cast<int>(cpu_best()); i >= 0; --i) {
-    if (name == name_of(static_cast<Isa>(i))) {
-      isa_cap.store(i);
-      return;
-    }
-  }
-  throw std::invalid_argument("adam_force_isa: \"" + name + "\" is not a path this CPU runs");
-}
+void adam_force_isa(const std::string& name) { dispatch.force(name); }
 
 }  // namespace accel::kernels

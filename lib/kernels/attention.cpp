@@ -4,6 +4,8 @@
 // ISA and one is picked at run time.
 #include "accel/kernels/attention.h"
 
+#include "isa.h"
+
 #include <atomic>
 #include <stdexcept>
 #include <string>
@@ -40,43 +42,12 @@ namespace baseline {
 
 namespace {
 
-enum class Isa { Baseline = 0, Avx2 = 1, Avx512 = 2, Avx512Bf16 = 3 };
-constexpr int kBestIsa = static_cast<int>(Isa::Avx512Bf16);
+using isa::Level;
 
-// The best the CPU has, capped by attention_force_isa (tests).
-std::atomic<int> isa_cap{kBestIsa};
+// The best path the CPU runs, capped by attention_force_isa (tests).
+isa::Dispatch dispatch("attention", ACCEL_ATTENTION_X86 ? Level::Avx512Bf16 : Level::Baseline);
 
-Isa cpu_best() {
-#if ACCEL_ATTENTION_X86
-  static const Isa best = __builtin_cpu_supports("avx512bf16") &&
-                                  __builtin_cpu_supports("avx512bw") &&
-                                  __builtin_cpu_supports("avx512vl") &&
-                                  __builtin_cpu_supports("avx512dq")
-                              ? Isa::Avx512Bf16
-                          : __builtin_cpu_supports("avx512f")                                 ? Isa::Avx512
-                          : (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) ? Isa::Avx2
-                                                                                               : Isa::Baseline;
-  return best;
-#else
-  return Isa::Baseline;
-#endif
-}
-
-Isa current() {
-  const int best = static_cast<int>(cpu_best());
-  const int cap = isa_cap.load(std::memory_order_relaxed);
-  return static_cast<Isa>(best < cap ? best : cap);
-}
-
-const char* isa_name(Isa isa) {
-  switch (isa) {
-    case Isa::Avx512Bf16: return "avx512+bf16";
-    case Isa::Avx512: return "avx512";
-    case Isa::Avx2: return "avx2+fma";
-    case Isa::Baseline: break;
-  }
-  return "baseline";
-}
+Level current() { return dispatch.current(); }
 
 void check_keys(int64_t keys, int64_t seq) { attention_check_keys(keys, seq); }
 
@@ -84,7 +55,7 @@ void check_probs_ld(int64_t probs_ld, int64_t seq) {
   if (probs_ld != attention_padded(seq)) {
     throw std::logic_error("attention kernel: probabilities laid out with rows of " +
                            std::to_string(probs_ld) + " floats, this ISA (" +
-                           isa_name(current()) + ") needs " +
+                           isa::name(current()) + ") needs " +
                            std::to_string(attention_padded(seq)));
   }
 }
@@ -112,10 +83,10 @@ const Fp32Kernels& fp32() {
   static const Fp32Kernels a2 = ACCEL_FP32_KERNELS(avx2, 8);
   static const Fp32Kernels a512 = ACCEL_FP32_KERNELS(avx512, 16);
   switch (current()) {
-    case Isa::Avx512Bf16:
-    case Isa::Avx512: return a512;
-    case Isa::Avx2: return a2;
-    case Isa::Baseline: break;
+    case Level::Avx512Bf16:
+    case Level::Avx512: return a512;
+    case Level::Avx2Fma: return a2;
+    case Level::Baseline: break;
   }
 #endif
   return base;
@@ -124,7 +95,7 @@ const Fp32Kernels& fp32() {
 
 }  // namespace
 
-bool attention_bf16_native() { return current() == Isa::Avx512Bf16; }
+bool attention_bf16_native() { return current() == Level::Avx512Bf16; }
 
 void attention_check_keys(int64_t keys, int64_t seq) {
   if (keys < 1 || keys > seq) {
@@ -159,27 +130,10 @@ void attention_backward_head(const float* qkv, const float* probs, int64_t probs
   fp32().backward(qkv, probs, dout, dqkv, seq, dim, head_dim, head, scale, scratch);
 }
 
-const char* attention_isa() { return isa_name(current()); }
+const char* attention_isa() { return isa::name(current()); }
 
-std::vector<std::string> attention_isas() {
-  std::vector<std::string> out;
-  for (int i = static_cast<int>(cpu_best()); i >= 0; --i) out.push_back(isa_name(static_cast<Isa>(i)));
-  return out;
-}
+std::vector<std::string> attention_isas() { return dispatch.names(); }
 
-void attention_force_isa(const std::string& name) {
-  if (name.empty()) {
-    isa_cap.store(kBestIsa);
-    return;
-  }
-  for (int i = 0; i <= kBestIsa; ++i) {
-    if (name == isa_name(static_cast<Isa>(i))) {
-      isa_cap.store(i);
-      return;
-    }
-  }
-  throw std::invalid_argument("attention_force_isa: unknown ISA \"" + name +
-                              "\" (avx512+bf16, avx512, avx2+fma, baseline, or empty for the best)");
-}
+void attention_force_isa(const std::string& name) { dispatch.force(name); }
 
 }  // namespace accel::kernels

@@ -2,6 +2,8 @@
 // plain loops that GCC vectorizes at -O3 (CMakeLists.txt).
 #include "accel/kernels/dropout.h"
 
+#include "isa.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -89,17 +91,21 @@ using F32Fn = void (*)(const float*, float*, int64_t, int64_t, uint32_t, uint32_
 using Bf16Fn = void (*)(const uint16_t*, uint16_t*, int64_t, int64_t, uint32_t, uint32_t, uint32_t,
                         float);
 struct Fns { F32Fn f32; Bf16Fn bf16; };
+using isa::Level;
+
+// The best path the CPU runs, capped by dropout_force_isa (tests).
+isa::Dispatch dispatch("dropout", ACCEL_DROPOUT_X86 ? Level::Avx512 : Level::Baseline);
 
 Fns fns() {
 #if ACCEL_DROPOUT_X86
-  static const Fns best = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")
-                              ? Fns{avx512::apply_f32, avx512::apply_bf16}
-                          : __builtin_cpu_supports("avx2") ? Fns{avx2::apply_f32, avx2::apply_bf16}
-                                                           : Fns{baseline::apply_f32, baseline::apply_bf16};
-  return best;
-#else
-  return Fns{baseline::apply_f32, baseline::apply_bf16};
+  switch (dispatch.current()) {
+    case Level::Avx512Bf16:
+    case Level::Avx512: return Fns{avx512::apply_f32, avx512::apply_bf16};
+    case Level::Avx2Fma: return Fns{avx2::apply_f32, avx2::apply_bf16};
+    case Level::Baseline: break;
+  }
 #endif
+  return Fns{baseline::apply_f32, baseline::apply_bf16};
 }
 
 // Calls fn(begin, end, hi) over [b, e) cut at 2^32 index blocks.
@@ -169,5 +175,11 @@ void dropout_apply_bf16(const uint16_t* in, uint16_t* out, int64_t n, const Drop
     });
   });
 }
+
+const char* dropout_isa() { return isa::name(dispatch.current()); }
+
+std::vector<std::string> dropout_isas() { return dispatch.names(); }
+
+void dropout_force_isa(const std::string& name) { dispatch.force(name); }
 
 }  // namespace accel::kernels

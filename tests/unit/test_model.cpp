@@ -38,6 +38,7 @@ struct KernelStateGuard {
   int threads = torch::get_num_threads();
   ~KernelStateGuard() {
     accel::kernels::attention_force_isa("");
+    accel::kernels::dropout_force_isa("");
     accel::models::set_attention_impl(accel::models::AttentionImpl::Auto);
     torch::set_num_threads(threads);
   }
@@ -375,7 +376,7 @@ TEST_CASE("model: dropout keeps 1 - p of the elements, scales them, and its grad
   CHECK(!torch::equal(accel::models::dropout(x.detach(), p, true), y.detach()));
 }
 
-TEST_CASE("model: dropout masks are the same on every thread count, in float32 and bfloat16") {
+TEST_CASE("model: dropout masks are the same on every ISA and thread count, in float32 and bfloat16") {
   KernelStateGuard restore;
   const int64_t n = (int64_t(1) << 19) + 5;  // split across threads (2^17 per range at least)
   torch::manual_seed(4);
@@ -383,8 +384,17 @@ TEST_CASE("model: dropout masks are the same on every thread count, in float32 a
   const auto xb = x.to(torch::kBFloat16);
   const auto m = accel::kernels::dropout_mask(0.25, 0x0123456789abcdefull);
   torch::Tensor ref, refb;
-  for (int threads : {1, 2, 3}) {
+  std::vector<std::pair<std::string, int>> cases;
+  for (const auto& isa : accel::kernels::dropout_isas()) {
+    for (int threads : {1, 2, 3}) cases.emplace_back(isa, threads);
+  }
+  CHECK(accel::kernels::dropout_isas().back() == "baseline");
+  CHECK_THROWS_AS(accel::kernels::dropout_force_isa("sse9"), std::invalid_argument);
+  for (const auto& [isa, threads] : cases) {
+    CAPTURE(isa);
     CAPTURE(threads);
+    accel::kernels::dropout_force_isa(isa);
+    CHECK(std::string(accel::kernels::dropout_isa()) == isa);
     auto out = torch::empty_like(x);
     accel::kernels::dropout_apply(x.data_ptr<float>(), out.data_ptr<float>(), n, m, threads);
     auto outb = torch::empty_like(xb);

@@ -54,7 +54,7 @@ AdamScalars adam_scalars(double lr, double beta1, double beta2, double eps, doub
 void adam_step(float* p, const float* g, float* m, float* v, int64_t n, const AdamScalars& s,
                int threads);
 
-// The code path the kernel takes on this CPU: "avx512", "avx2" or "baseline";
+// The code path the kernel takes on this CPU: "avx512", "avx2+fma" or "baseline";
 // every path this CPU can run, best first; and (tests) cap it at one ("" = best).
 const char* adam_isa();
 std::vector<std::string> adam_isas();

@@ -14,6 +14,8 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace accel::kernels {
 
@@ -35,5 +37,12 @@ void dropout_apply_bf16(const uint16_t* in, uint16_t* out, int64_t n, const Drop
 
 // Whether element i is kept (tests).
 bool dropout_kept(const DropoutMask& m, int64_t i);
+
+// The code path in use ("avx512", "avx2+fma", "baseline"), the paths this CPU
+// runs (best first), and a cap for tests ("" restores the best; a path the
+// CPU lacks throws std::invalid_argument). Masks are the same on every path.
+const char* dropout_isa();
+std::vector<std::string> dropout_isas();
+void dropout_force_isa(const std::string& name);
 
 }  // namespace accel::kernels
