@@ -91,11 +91,8 @@ if [ "$device" = cuda ]; then
     || die "torch in $PYTHON sees no GPU; --device cpu measures on the CPU"
 fi
 # Same LibTorch on both sides? A different one makes the ratio a version comparison.
-cpp_lib=$(ldd "$BIN" | awk '/libtorch_cpu/ { print $3; exit }')
-py_lib=$("$PYTHON" -W ignore -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so"))' 2>/dev/null)
-if [ "$(readlink -f "$cpp_lib")" != "$(readlink -f "$py_lib")" ]; then
-  say "warning: accel-bench links ${cpp_lib:-?}, $PYTHON's torch loads $py_lib: not the same LibTorch"
-fi
+. bench/lib.sh
+warn_unless_same_libtorch "$BIN"
 
 # accel-bench runs with passive OpenMP waits (it re-executes itself so); the
 # peer gets the same, or on a CPU its threads spin against each other.
@@ -104,9 +101,6 @@ out=${out:-runs/fabric-peer/$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$out"
 : >"$out/fabric.jsonl"
 
-# json FILE EXPR: a value from a JSON file, EXPR in Python over `d`.
-json() { "$PYTHON" -c 'import json, sys; d = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"; }
-median() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
 peer=(bench/fabric_peer.py --model "$model" --warmup "$warmup" --steps "$steps"
       --accelerator "$device" --matmul-precision "$matmul")

@@ -52,12 +52,9 @@ export PYTHONPATH=$PEER_SITE${PYTHONPATH:+:$PYTHONPATH}
 err=$("$PYTHON" -W ignore -c 'import torch, transformers, tokenizers, lightning_fabric' 2>&1 >/dev/null) \
   || die "$PYTHON cannot import the peer ($(tail -n 1 <<<"$err")); bash scripts/setup.sh --bench installs it into $PEER_SITE"
 # Same LibTorch on both sides? A different one makes the ratio a version comparison.
-cpp_lib=$(ldd "$BIN" | awk '/libtorch_cpu/ { print $3; exit }')
-py_lib=$("$PYTHON" -W ignore -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so"))')
-if [ "$(readlink -f "$cpp_lib")" != "$(readlink -f "$py_lib")" ]; then
-  say "warning: accel-bench links ${cpp_lib:-?}, the peer's torch loads $py_lib: not the same LibTorch"
-fi
-if grep -qiE 'amx_bf16|avx512_bf16' /proc/cpuinfo; then bf16_hw=native; else bf16_hw=emulated; fi
+. bench/lib.sh
+warn_unless_same_libtorch "$BIN"
+bf16_hw=$(bf16_hardware)
 case " $PRECISIONS " in *" bf16-mixed "*) [ "$bf16_hw" = native ] ||
   say "warning: this CPU has neither AMX nor AVX512-BF16: bf16 is emulated on both sides (about 12x slower)" ;; esac
 
@@ -66,8 +63,6 @@ export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 out=${OUT:-runs/text-peer/$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$out"
 : >"$out/peer.jsonl"
-json() { "$PYTHON" -c 'import json, sys; d = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"; }
-median() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
 # accel-bench: t01's model, data and optimizer; the Fabric-style loop; fixed padding;
 # enough snippets for every step in one epoch; one evaluation batch; no checkpoint.
