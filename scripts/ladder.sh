@@ -7,7 +7,8 @@
 # reported apart), then the rungs in order, each as a child `accel-bench run`;
 # a failing rung is recorded and the sweep goes on. Results:
 # runs/sweep/<suite>/<machine-id>/<rung>/. Then `accel-bench calibrate`
-# measures this CPU's matmul peaks for MFU (once per result set) and
+# measures this CPU's matmul peaks for MFU and fits its collectives (calibrate
+# --comm, for the report's predicted scaling) once per result set, and
 # `accel-bench report` writes report.md, report.csv and charts/ (runtime,
 # accuracy and speedup: CSV, SVG, PNG) beside each set and prints its table.
 # Extra arguments go to every sweep (e.g. --resume, --repeats 3).
@@ -46,6 +47,8 @@ for suite in "${suites[@]}"; do
       cp "$peaks" "$set_dir/peaks.json"
     else
       ./build/accel-bench calibrate --out "$set_dir/peaks.json" >/dev/null
+      # The collectives' fit beside the matmul peaks: the report's predicted scaling.
+      ./build/accel-bench calibrate --comm --out "$set_dir/peaks.json" >/dev/null
     fi
   fi
   peaks="$set_dir/peaks.json"

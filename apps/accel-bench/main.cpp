@@ -17,12 +17,15 @@
 #include "accel/config/run_config.h"
 #include "accel/data/catalog.h"
 #include "accel/models/family.h"
+#include "accel/models/model.h"
 #include "accel/report/losses.h"
 #include "accel/metrics/hardware.h"
 #include "accel/metrics/metrics.h"
 #include "accel/report/calibrate.h"
 #include "accel/report/compare.h"
 #include "accel/report/machine.h"
+#include "accel/report/predict.h"
+#include "accel/report/result_set.h"
 #include "accel/report/report.h"
 #include "accel/report/sweep.h"
 #include "accel/report/summary.h"
@@ -404,6 +407,15 @@ struct LadderArgs {
   accel::report::CompareBounds bounds;
   accel::report::CalibrateOptions calibrate;
   std::string calibrate_out;
+  bool calibrate_comm = false;
+  int comm_ranks = 2;
+  std::string comm_backend = "gloo";
+  int64_t comm_max_bytes = int64_t(64) << 20;
+  accel::report::PredictRequest predict;
+  std::string predict_json;
+  std::string predict_devices;
+  double predict_price = -1;
+  double report_price = -1;
 };
 
 int cmd_sweep(LadderArgs& a) {
@@ -420,7 +432,8 @@ int cmd_sweep(LadderArgs& a) {
   return s.failed > 0 ? 1 : 0;
 }
 
-int cmd_report(const LadderArgs& a) {
+int cmd_report(LadderArgs& a) {
+  if (a.report_price >= 0) a.report.price_per_hour = a.report_price;
   for (const auto& f : accel::report::write_reports(a.report_dir, a.report)) {
     std::cout << f.markdown << "\n";
     if (!f.notice.empty()) std::cerr << f.notice << "\n";
@@ -449,15 +462,124 @@ int cmd_compare(const LadderArgs& a) {
   return regressions > 0 ? 1 : 0;
 }
 
-int cmd_calibrate(LadderArgs& a) {
-  a.calibrate.log = &std::cerr;
-  const auto doc = accel::report::calibrate(a.calibrate);
-  const std::filesystem::path out =
-      a.calibrate_out.empty() ? accel::report::default_peaks_file(doc["machine_id"])
-                              : std::filesystem::path(a.calibrate_out);
+std::filesystem::path calibrate_file(const LadderArgs& a) {
+  return a.calibrate_out.empty()
+             ? accel::report::default_peaks_file(accel::report::this_machine()["id"].get<std::string>())
+             : std::filesystem::path(a.calibrate_out);
+}
+
+// calibrate --comm: starts its ranks (one thread each, as the ladder's ranks
+// run), or, as one of them, times the collectives; rank 0 adds the fit to the
+// peaks file as its "comm" block, keeping the matmul peaks there.
+int cmd_calibrate_comm(LadderArgs& a, int argc, char** argv) {
+  if (a.comm_ranks < 2) throw accel::ConfigError("--ranks: at least 2");
+  if (a.comm_backend != "gloo" && a.comm_backend != "nccl") {
+    throw accel::ConfigError("--backend: \"" + a.comm_backend + "\" (gloo or nccl)");
+  }
+  if (!accel::dist::backend_available(a.comm_backend)) {
+    throw accel::ConfigError("--backend: \"" + a.comm_backend + "\" is not in this build");
+  }
+  const auto env = accel::dist::launch_env_from_environment();
+  if (!env.present()) {
+    accel::dist::LaunchOptions o;
+    o.nprocs = a.comm_ranks;
+    o.argv.assign(argv, argv + argc);
+    o.argv[0] = "/proc/self/exe";
+    o.log = &std::cerr;
+    const auto outcome = accel::dist::launch_local(o);
+    if (outcome.exit_code != 0) std::cerr << "accel-bench: " << outcome.message << "\n";
+    return outcome.exit_code <= 3 ? outcome.exit_code : 1;
+  }
+  at::set_num_threads(1);
+  accel::dist::CommOptions o;
+  o.backend = a.comm_backend;
+  o.rank = env.rank;
+  o.world_size = env.world_size;
+  o.master_addr = env.master_addr;
+  o.master_port = env.master_port;
+  if (env.num_nodes == 1) o.store_dir = env.store_dir;
+  o.store_token = env.store_token;
+  o.agent_store = env.agent_store;
+  o.agent_attempt = env.agent_attempt;
+  o.num_nodes = env.num_nodes;
+  o.timeout = std::chrono::seconds(120);
+  // Waits as the ladder's ranks wait (runtime.comm_wait auto): spinning while
+  // every rank owns its core.
+  if (env.local_world_size <= accel::metrics::available_cores()) o.spin = std::chrono::milliseconds(20);
+  if (o.backend == "nccl") o.device = torch::Device(torch::kCUDA, int8_t(env.local_rank));
+  auto comm = accel::dist::connect(o);
+  accel::report::CommCalibrateOptions c;
+  c.log = &std::cerr;
+  c.device = o.device;
+  c.max_bytes = a.comm_max_bytes;
+  const auto block = accel::report::calibrate_comm(*comm, c);
+  if (env.rank != 0) return 0;
+  const auto out = calibrate_file(a);
+  nlohmann::json doc = nlohmann::json::object();
+  if (std::filesystem::exists(out)) doc = accel::report::read_json_file(out);
+  if (!doc.contains("machine_id")) doc["machine_id"] = accel::report::this_machine()["id"];
+  doc["comm"] = block;
   if (out.has_parent_path()) std::filesystem::create_directories(out.parent_path());
   accel::metrics::write_json_atomic(out, doc);
   std::cout << out.string() << "\n";
+  return 0;
+}
+
+int cmd_calibrate(LadderArgs& a, int argc, char** argv) {
+  if (a.calibrate_comm) return cmd_calibrate_comm(a, argc, argv);
+  a.calibrate.log = &std::cerr;
+  auto doc = accel::report::calibrate(a.calibrate);
+  const auto out = calibrate_file(a);
+  // A comm fit already there stays (calibrate --comm wrote it).
+  if (std::filesystem::exists(out)) {
+    const auto old = accel::report::read_json_file(out);
+    if (old.contains("comm")) doc["comm"] = old["comm"];
+  }
+  if (out.has_parent_path()) std::filesystem::create_directories(out.parent_path());
+  accel::metrics::write_json_atomic(out, doc);
+  std::cout << out.string() << "\n";
+  return 0;
+}
+
+// The model a resolved config builds on data of these facts, as
+// models::layout_json (predict --article).
+nlohmann::json model_layout_of(const nlohmann::json& resolved, const nlohmann::json& f) {
+  const auto cfg = accel::config::to_run_config(resolved);
+  accel::models::DataFacts facts;
+  facts.kind = f.value("kind", "image");
+  facts.classes = f.value("classes", 0);
+  facts.channels = f.value("channels", 0);
+  facts.image_size = f.value("image_size", 0);
+  facts.max_length = f.value("max_length", int64_t(0));
+  facts.vocab_size = f.value("vocab_size", int64_t(0));
+  facts.max_token_id = facts.vocab_size - 1;
+  torch::manual_seed(0);
+  const auto built = accel::models::model_family(cfg.model.arch).build(cfg.model, facts);
+  return accel::models::layout_json(*built.module);
+}
+
+int cmd_predict(LadderArgs& a) {
+  auto& q = a.predict;
+  if (!a.predict_devices.empty()) {
+    std::stringstream ss(a.predict_devices);
+    for (std::string part; std::getline(ss, part, ',');) {
+      char* end = nullptr;
+      const long n = std::strtol(part.c_str(), &end, 10);
+      if (part.empty() || *end != '\0' || n < 1 || n > 100000) {
+        throw accel::ConfigError("--devices: \"" + part + "\" is not a device count");
+      }
+      q.devices.push_back(int(n));
+    }
+  }
+  if (a.predict_price >= 0) q.price_per_device_hour = a.predict_price;
+  q.load_config = [](const std::string& file) { return accel::config::load_config(file, {}); };
+  q.model_layout = model_layout_of;
+  const auto out = accel::report::run_predict(q);
+  std::cout << out.text;
+  if (!a.predict_json.empty()) {
+    accel::metrics::write_json_atomic(a.predict_json, out.json);
+    std::cerr << "predict: wrote " << a.predict_json << "\n";
+  }
   return 0;
 }
 
@@ -479,6 +601,10 @@ void add_ladder_commands(CLI::App& app, LadderArgs& a) {
   report->add_option("--calibration", a.report.calibration, "CPU peaks from accel-bench calibrate");
   report->add_option("--reference", a.report.reference, "The article's figures, for sets without a sweep.json");
   report->add_option("--gnuplot", a.report.gnuplot, "gnuplot program (charts as CSV only without it)");
+  report->add_option("--price-per-hour", a.report_price,
+                     "What a GPU (a CPU run: its machine) costs an hour: cost per run and per accuracy point")
+      ->check(CLI::NonNegativeNumber);
+  report->add_option("--prices", a.report.prices, "Instead: a JSON file of {\"<machine-id>\": price}");
   auto* compare = app.add_subcommand("compare", "Compare result sets rung by rung; exit 1 on a regression");
   compare->add_option("sets", a.compare_sets, "BASE OTHER...")->required();
   compare->add_option("--fail-slower", a.bounds.slower_pct, "Fail when a rung is PCT % slower");
@@ -494,14 +620,46 @@ void add_ladder_commands(CLI::App& app, LadderArgs& a) {
   calibrate->add_option("--max-threads", a.calibrate.max_threads, "Up to this many threads (default: all cores)");
   calibrate->add_option("--size", a.calibrate.size, "Matrix side (default 1024)");
   calibrate->add_option("--min-seconds", a.calibrate.min_seconds, "Time per case (default 0.3)");
+  calibrate->add_flag("--comm", a.calibrate_comm,
+                      "Instead: time all-reduce, all-gather and reduce-scatter between --ranks ranks "
+                      "(4 KiB to 64 MiB) and fit latency + bytes / bandwidth to each, into the file's \"comm\"");
+  calibrate->add_option("--ranks", a.comm_ranks, "--comm: ranks (default 2, one thread each)");
+  calibrate->add_option("--backend", a.comm_backend, "--comm: gloo (default) or nccl");
+  calibrate->add_option("--max-bytes", a.comm_max_bytes, "--comm: the largest message (default 64 MiB)")
+      ->check(CLI::Range(int64_t(16384), int64_t(1) << 32));
+
+  auto& q = a.predict;
+  auto* predict = app.add_subcommand(
+      "predict", "Predict step time, throughput, scaling and memory on more devices or nodes from a one-device run");
+  predict->add_option("result", q.result, "result.json of a one-device run");
+  predict->add_option("--article", q.article, "Instead: an article's reference (results/reference/*.json)");
+  predict->add_option("--rung", q.rung, "--article: its one-device rung");
+  predict->add_option("--devices", a.predict_devices, "Device counts, e.g. 2,4,8 (default 1..8)");
+  predict->add_option("--nodes", q.nodes, "Nodes the devices spread over (default 1)");
+  predict->add_option("--strategy", q.strategy, "ddp (default), fsdp, deepspeed_stage_1, deepspeed_stage_2");
+  predict->add_option("--link", q.link, "A link of results/reference/links.json between devices");
+  predict->add_option("--inter-link", q.inter_link, "--nodes > 1: the link between nodes");
+  predict->add_option("--links", q.links_file, "The links table (default results/reference/links.json)");
+  predict->add_option("--calibration", q.calibration,
+                      "Peaks file with a comm fit (calibrate --comm) and CPU matmul peaks");
+  predict->add_option("--peaks", q.published_peaks, "Published GPU peaks (default results/reference/dense-peaks.json)");
+  predict->add_option("--threads-per-device", q.threads_per_device,
+                      "CPU: ranks of this many threads (compute scaled by the calibrated peaks)");
+  predict->add_option("--gpu", q.gpu, "Another GPU kind (compute scaled by its published peak)");
+  predict->add_option("--compute-scale", q.compute_scale, "Per-device compute time x this");
+  predict->add_option("--measured", q.measured, "A measured multi-device result.json to set beside");
+  predict->add_option("--price-per-hour", a.predict_price, "Price of one device for an hour: cost per row")
+      ->check(CLI::NonNegativeNumber);
+  predict->add_option("--json", a.predict_json, "Also write the prediction as JSON here");
 }
 
 // The ladder command that parsed, run; -1 when none of them.
-int dispatch_ladder_commands(CLI::App& app, LadderArgs& a) {
+int dispatch_ladder_commands(CLI::App& app, LadderArgs& a, int argc, char** argv) {
   if (app.got_subcommand("sweep")) return cmd_sweep(a);
   if (app.got_subcommand("report")) return cmd_report(a);
   if (app.got_subcommand("compare")) return cmd_compare(a);
-  if (app.got_subcommand("calibrate")) return cmd_calibrate(a);
+  if (app.got_subcommand("calibrate")) return cmd_calibrate(a, argc, argv);
+  if (app.got_subcommand("predict")) return cmd_predict(a);
   return -1;
 }
 
@@ -614,7 +772,7 @@ int main(int argc, char** argv) {
       std::cout << "\n";
       return 0;
     }
-    if (const int rc = dispatch_ladder_commands(app, ladder_args); rc >= 0) return rc;
+    if (const int rc = dispatch_ladder_commands(app, ladder_args, argc, argv); rc >= 0) return rc;
   } catch (const accel::ConfigError& e) {
     std::cerr << error_prefix() << e.what() << "\n";
     return 2;

@@ -136,4 +136,30 @@ int64_t count_parameters(const torch::nn::Module& module) {
   return n;
 }
 
+nlohmann::json layout_json(Model& model) {
+  std::set<const void*> lookups;  // the tables of every Embedding module
+  for (const auto& m : model.modules(/*include_self=*/true)) {
+    if (const auto* e = m->as<torch::nn::EmbeddingImpl>()) {
+      lookups.insert(e->weight.unsafeGetTensorImpl());
+    }
+  }
+  nlohmann::json numels = nlohmann::json::array();
+  int64_t element_bytes = 4;
+  for (const auto& p : model.parameters()) {
+    if (!p.requires_grad()) continue;
+    numels.push_back(p.numel());
+    element_bytes = int64_t(p.element_size());
+  }
+  nlohmann::json units = nlohmann::json::array();
+  for (const auto& u : model.wrap_units()) {
+    int64_t n = 0, compute = 0;
+    for (const auto& [name, t] : u.params) {
+      n += t.numel();
+      if (lookups.count(t.unsafeGetTensorImpl()) == 0) compute += t.numel();
+    }
+    units.push_back({{"name", u.name}, {"numel", n}, {"compute_numel", compute}});
+  }
+  return {{"param_numels", numels}, {"element_bytes", element_bytes}, {"units", units}};
+}
+
 }  // namespace accel::models

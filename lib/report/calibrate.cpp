@@ -1,6 +1,8 @@
 #include "accel/report/calibrate.h"
 
 #include <algorithm>
+#include <functional>
+#include <map>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -10,6 +12,7 @@
 
 #include "accel/metrics/metrics.h"
 #include "accel/report/machine.h"
+#include "accel/report/predict.h"
 #include "accel/util/errors.h"
 
 namespace accel::report {
@@ -91,6 +94,100 @@ nlohmann::json calibrate(const CalibrateOptions& opts) {
                                      opts.min_seconds);
       doc["cuda"][name] = g;
       if (opts.log) *opts.log << "calibrate: cuda " << name << ": " << g << " GFLOP/s" << std::endl;
+    }
+  }
+  return doc;
+}
+
+namespace {
+
+// Seconds per call of `op` on every rank: rank 0 times one call, picks the
+// repetitions for about `seconds` and every rank follows; barriers fence it.
+double time_once(dist::Comm& comm, const std::function<void()>& op, double seconds) {
+  auto reps = torch::zeros({1}, torch::kDouble);
+  if (comm.rank() == 0) {
+    const auto t0 = Clock::now();
+    op();
+    const double one = std::chrono::duration<double>(Clock::now() - t0).count();
+    reps[0] = std::max(3.0, std::min(1000.0, seconds / std::max(one, 1e-6)));
+  } else {
+    op();
+  }
+  comm.broadcast(reps, 0);
+  const int n = int(reps[0].item<double>());
+  comm.barrier();
+  const auto t0 = Clock::now();
+  for (int i = 0; i < n; ++i) op();
+  comm.barrier();
+  return std::chrono::duration<double>(Clock::now() - t0).count() / n;
+}
+
+// The median of three such timings, after two warm-up calls (buffers,
+// connections): a shared VM's hiccups move one, not the fit.
+double time_collective(dist::Comm& comm, const std::function<void()>& op, double seconds) {
+  for (int i = 0; i < 2; ++i) op();
+  std::vector<double> t;
+  for (int i = 0; i < 3; ++i) t.push_back(time_once(comm, op, seconds / 3));
+  std::sort(t.begin(), t.end());
+  return t[1];
+}
+
+}  // namespace
+
+nlohmann::json calibrate_comm(dist::Comm& comm, const CommCalibrateOptions& opts) {
+  const int N = comm.size();
+  if (N < 2) throw ConfigError("calibrate --comm: needs at least 2 ranks (--ranks)");
+  const auto topts = torch::TensorOptions().dtype(torch::kFloat).device(opts.device);
+  std::map<std::string, std::vector<std::pair<double, double>>> points;
+  for (int64_t bytes = opts.min_bytes; bytes <= opts.max_bytes; bytes *= 4) {
+    const int64_t n = std::max<int64_t>(N, bytes / 4 / N * N);
+    auto buf = torch::ones({n}, topts), shard = torch::ones({n / N}, topts), full = torch::ones({n}, topts);
+    const double size = double(n) * 4;
+    points["all_reduce"].emplace_back(size, time_collective(comm, [&] {
+      comm.all_reduce(buf, dist::ReduceOp::Sum).wait();
+    }, opts.seconds_per_point));
+    points["all_gather"].emplace_back(size, time_collective(comm, [&] {
+      comm.all_gather(shard, full).wait();
+    }, opts.seconds_per_point));
+    points["reduce_scatter"].emplace_back(size, time_collective(comm, [&] {
+      comm.reduce_scatter(full, shard, dist::ReduceOp::Sum).wait();
+    }, opts.seconds_per_point));
+    if (opts.log && comm.rank() == 0) {
+      char line[160];
+      std::snprintf(line, sizeof line, "calibrate: %s %d ranks %9lld bytes: all-reduce %.3f ms, all-gather %.3f ms, reduce-scatter %.3f ms",
+                    comm.backend().c_str(), N, static_cast<long long>(size), points["all_reduce"].back().second * 1e3,
+                    points["all_gather"].back().second * 1e3, points["reduce_scatter"].back().second * 1e3);
+      *opts.log << line << std::endl;
+    }
+  }
+  comm.take_counts();
+  if (comm.rank() != 0) return nullptr;
+  nlohmann::json doc;
+  doc["backend"] = comm.backend();
+  doc["ranks"] = N;
+  doc["threads_per_rank"] = at::get_num_threads();
+  doc["measured_at"] = metrics::utc_now();
+  doc["method"] = "float32 buffers of 4 KiB to 64 MiB (x4), each collective timed over about " +
+                  std::to_string(opts.seconds_per_point) + " s (the median of 3 timings) after 2 warm-up calls between barriers; "
+                  "bytes = the whole buffer (all-reduce: the tensor; all-gather: the output; reduce-scatter: "
+                  "the input); seconds = alpha + bytes * beta fitted by least squares of the relative error" +
+                  std::string(comm.native_reduce_scatter() ? "" : "; Gloo has no reduce-scatter: accel-bench's is an all-reduce of the whole buffer and a slice");
+  for (const auto& [name, pts] : points) {
+    const auto fit = fit_alpha_beta(pts);
+    double worst = 0;
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& [b, t] : pts) {
+      worst = std::max(worst, std::abs(fit(b) / t - 1.0));
+      list.push_back({b, t});
+    }
+    doc["collectives"][name] = {{"alpha_s", fit.alpha_s}, {"beta_s_per_byte", fit.beta_s_per_byte},
+                                {"max_rel_error", worst}, {"points", list}};
+    if (opts.log) {
+      char line[160];
+      std::snprintf(line, sizeof line, "calibrate: %s fit: %.1f us + bytes / %.3f GB/s (worst point %.0f%% off)",
+                    name.c_str(), fit.alpha_s * 1e6, fit.beta_s_per_byte > 0 ? 1e-9 / fit.beta_s_per_byte : 0.0,
+                    worst * 100);
+      *opts.log << line << std::endl;
     }
   }
   return doc;

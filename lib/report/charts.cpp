@@ -93,16 +93,80 @@ ChartData speedup_chart(const Report& r) {
   return c;
 }
 
-bool has_article(const Report& r) {
-  return std::any_of(r.rungs.begin(), r.rungs.end(),
-                     [](const RungRow& row) { return row.ref_time_min || row.ref_acc_pct; });
-}
-
 std::string quoted(const std::string& s) {
   std::string out = "\"";
   for (const char c : s) out += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
   return out + "\"";
 }
+
+// Samples/s on 1..8 devices as each multi-rank rung's prediction says (one
+// line per strategy, from its first rung), and the rungs' measured points.
+ChartData scaling_chart(const Report& r) {
+  ChartData c;
+  c.name = "scaling";
+  c.kind = "lines";
+  c.title = "Predicted scaling (lines) and measured rungs (points)";
+  c.ylabel = "samples/s, all devices";
+  std::vector<const ScalingLine*> lines;
+  for (const auto& l : r.scaling) {
+    if (std::none_of(lines.begin(), lines.end(), [&](const ScalingLine* x) { return x->strategy == l.strategy; })) {
+      lines.push_back(&l);
+    }
+  }
+  std::ostringstream csv;
+  csv << "devices";
+  for (const auto* l : lines) {
+    csv << "," << csv_label(l->strategy + " predicted (from " + l->base + ")") << ","
+        << csv_label(l->strategy + " measured");
+  }
+  csv << "\n";
+  for (int n = 1; n <= 8; ++n) {
+    csv << n;
+    for (const auto* l : lines) {
+      OptNum predicted, measured;
+      for (const auto& p : l->rows) {
+        if (p.devices == n) predicted = p.samples_per_s;
+      }
+      for (const auto& m : r.scaling) {
+        if (m.strategy == l->strategy && m.measured_devices == n && m.measured_samples_per_s) {
+          measured = m.measured_samples_per_s;
+        }
+      }
+      csv << "," << csv_num(predicted) << "," << csv_num(measured);
+    }
+    csv << "\n";
+  }
+  c.csv = csv.str();
+  return c;
+}
+
+std::string lines_script(const ChartData& c, const fs::path& dir, const std::string& subtitle, int series) {
+  const std::string data = quoted((dir / (c.name + ".csv")).string());
+  std::ostringstream gp;
+  gp << "set datafile separator ','\nset key top left noenhanced\nset grid\n"
+     << "set title " << quoted(c.title).substr(0, quoted(c.title).size() - 1) << "\\n"
+     << quoted(subtitle).substr(1) << " noenhanced\n"
+     << "set ylabel " << quoted(c.ylabel) << "\nset xlabel \"devices\"\nset xrange [0.5:8.5]\n"
+     << "set yrange [0:*]\nset xtics 1\n";
+  std::ostringstream plot;
+  plot << "plot for [i=2:" << (1 + 2 * series) << ":2] " << data
+       << " using 1:i with linespoints lw 2 pt 6 title columnhead(i), for [i=3:" << (1 + 2 * series)
+       << ":2] " << data << " using 1:i with points pt 7 ps 2 title columnhead(i)\n";
+  for (const auto& [term, ext] : {std::pair{"svg size 960,540 dynamic font \"sans,12\" "
+                                            "background \"white\"", "svg"},
+                                  std::pair{"pngcairo size 960,540 font \"sans,11\"", "png"}}) {
+    gp << "set terminal " << term << "\nset output "
+       << quoted((dir / (c.name + "." + ext)).string()) << "\n"
+       << plot.str() << "set output\n";
+  }
+  return gp.str();
+}
+
+bool has_article(const Report& r) {
+  return std::any_of(r.rungs.begin(), r.rungs.end(),
+                     [](const RungRow& row) { return row.ref_time_min || row.ref_acc_pct; });
+}
+
 
 // Clustered bars: ours (and the article's) per rung, each labelled with its
 // value. With two series and gap 1 the bars sit at x -/+ 1/6.
@@ -156,6 +220,7 @@ std::string gnuplot_script(const ChartData& c, const fs::path& dir, const std::s
 std::vector<ChartData> chart_data(const Report& r) {
   std::vector<ChartData> charts{runtime_chart(r), accuracy_chart(r)};
   if (!r.speedup_base.empty()) charts.push_back(speedup_chart(r));
+  if (!r.scaling.empty()) charts.push_back(scaling_chart(r));
   return charts;
 }
 
@@ -192,7 +257,10 @@ ChartOutput write_charts(const Report& r, const fs::path& dir, const std::string
       has_article(r) ? "article (" + str_at(r.set.reference, "hardware_short", "A100") + ")" : "";
   for (const auto& c : data) {
     const auto script = dir / (c.name + ".gp");
-    metrics::write_file_atomic(script, gnuplot_script(c, fs::absolute(dir), subtitle, article));
+    const int series = int(std::count(c.csv.begin(), c.csv.begin() + long(c.csv.find('\n')), ',') / 2);
+    metrics::write_file_atomic(script, c.kind == "lines"
+                                           ? lines_script(c, fs::absolute(dir), subtitle, series)
+                                           : gnuplot_script(c, fs::absolute(dir), subtitle, article));
     out.files.push_back(script);
     const auto res = detail::run_child({program, script.string()}, dir / (c.name + ".gnuplot.log"),
                                        [](const std::string&) {});

@@ -55,6 +55,8 @@ void describe_config(RungRow& row, const RungRuns& r) {
     const auto accel = str_at(run.config, "runtime/accelerator", "cpu");
     row.devices_threads = std::to_string(run.world_size) + " " + accel;
     if (accel == "cpu") row.devices_threads += " x " + (threads > 0 ? std::to_string(threads) : "?") + " thr";
+    row.billed_units = accel == "cuda" ? run.world_size
+                                       : int(num_at(run.config, "runtime/num_nodes").value_or(1));
     row.precision = str_at(run.config, "runtime/precision", "?");
     row.strategy = str_at(run.config, "runtime/strategy", "?");
     row.epochs = num_at(run.config, "train/epochs");
@@ -197,6 +199,7 @@ Report build_report(const ResultSet& set, const PeakTable& peaks) {
   add_speedups(rep.rungs);
   rep.speedup_base = add_base_speedups(rep.rungs, set.reference);
   rep.notes.push_back(machine_note(set));
+  rep.scaling = predict_scaling(set, peaks.calibration(), rep.notes);
   if (sources.empty()) {
     rep.notes.push_back("MFU: n/a (no peak for this hardware: run `accel-bench calibrate` on a "
                         "CPU machine; GPU peaks come from results/reference/dense-peaks.json).");
@@ -236,6 +239,16 @@ Report build_report(const ResultSet& set, const PeakTable& peaks) {
     }
   }
   return rep;
+}
+
+void add_costs(Report& r, double price, const std::string& note) {
+  r.price_per_hour = price;
+  r.price_note = note;
+  for (auto& row : r.rungs) {
+    if (!row.time_s.median) continue;
+    row.cost = price * row.billed_units * *row.time_s.median / 3600.0;
+    if (row.acc.median && *row.acc.median > 0) row.cost_per_point = *row.cost / (*row.acc.median * 100);
+  }
 }
 
 std::string fmt_num(OptNum v, const char* format) {

@@ -27,7 +27,22 @@ std::vector<ReportFiles> write_reports(const fs::path& dir, const ReportOptions&
                         : fs::path("results") / "peaks" / (set.machine_id + ".json");
     }
     const auto peaks = PeakTable::load(opts.published_peaks, calibration);
-    const auto rep = build_report(set, peaks);
+    auto rep = build_report(set, peaks);
+    if (opts.price_per_hour && !opts.prices.empty()) {
+      throw ConfigError("report: give --price-per-hour or --prices, not both");
+    }
+    if (opts.price_per_hour) {
+      if (!(*opts.price_per_hour >= 0)) throw ConfigError("--price-per-hour: must be >= 0");
+      add_costs(rep, *opts.price_per_hour, "--price-per-hour");
+    } else if (!opts.prices.empty()) {
+      const auto prices = read_json_file(opts.prices);
+      const auto p = num_at(prices, set.machine_id);
+      if (!p || *p < 0) {
+        throw ConfigError("--prices " + opts.prices.string() + ": no price for machine \"" +
+                          set.machine_id + "\" (a number >= 0 under its id)");
+      }
+      add_costs(rep, *p, opts.prices.string() + " for " + set.machine_id);
+    }
     ReportFiles f;
     f.set_dir = set_dir;
     const fs::path target = opts.out.empty() ? set_dir : opts.out;

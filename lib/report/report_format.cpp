@@ -125,6 +125,19 @@ std::string report_markdown(const Report& r) {
   }
   md << "\n";
   for (const auto& n : r.notes) md << "- " << n << "\n";
+  if (r.price_per_hour) {
+    md << "\n## Cost\n\nAt " << fmt_num(r.price_per_hour, "%.4g") << " an hour for each billed unit ("
+       << r.price_note << "; a GPU run is billed by its GPUs, a CPU run by its machines). Cost per "
+          "point: the run's cost over its test accuracy in percentage points.\n\n"
+       << "| rung | devices | train time | billed units | cost | cost per accuracy point |\n"
+          "|---|---|---|---|---|---|\n";
+    for (const auto& row : r.rungs) {
+      md << "| " << row.id << " | " << (row.devices_threads.empty() ? "-" : row.devices_threads) << " | "
+         << time_cell(row.time_s, minutes) << " | " << row.billed_units << " | "
+         << fmt_num(row.cost, "%.4g") << " | " << fmt_num(row.cost_per_point, "%.4g") << " |\n";
+    }
+  }
+  md << scaling_markdown(r.scaling);
   return md.str();
 }
 

@@ -77,6 +77,7 @@ json to_json(const RunResult& r) {
   j["model_state_bytes"] = state;
   j["ranks"] = ranks;
   if (!r.model.is_null()) j["model"] = r.model;
+  if (!r.model_layout.is_null()) j["model_layout"] = r.model_layout;
   if (!r.data.is_null()) j["data"] = r.data;
   if (!r.init.is_null()) j["init"] = r.init;
   if (!r.resumed_from.is_null()) j["resumed_from"] = r.resumed_from;

@@ -174,6 +174,7 @@ void Run::setup() {
   result_.params = models::count_parameters(model);
   result_.flops_per_sample = built_.flops_per_sample;
   result_.model = built_.dims;
+  result_.model_layout = models::layout_json(model);
   result_.data_kind = facts.kind;
   result_.data = {{"kind", facts.kind},
                   {"train", splits_.train.size()},

@@ -611,3 +611,92 @@ TEST_CASE("cli: a second stop signal ends a one-process run at once") {
   // The default action of whichever signal came second, not the graceful exit 3.
   CHECK((code == 128 + SIGTERM || code == 128 + SIGINT));
 }
+
+TEST_CASE("cli: predict's collectives per step are the bytes and calls ddp, fsdp and zero-2 send") {
+  REQUIRE_MESSAGE(have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
+  // Any comm fit will do: the bytes and calls do not depend on it, only the times.
+  const auto dir = fresh_dir("predict-bytes");
+  fs::create_directories(dir);
+  const auto calibration = dir / "peaks.json";
+  {
+    nlohmann::json fit = {{"alpha_s", 1e-4}, {"beta_s_per_byte", 1e-9}, {"points", nlohmann::json::array()}};
+    nlohmann::json doc = {{"comm", {{"backend", "gloo"}, {"ranks", 2}, {"threads_per_rank", 1},
+                                    {"collectives", {{"all_reduce", fit}, {"all_gather", fit}, {"reduce_scatter", fit}}}}}};
+    std::ofstream(calibration) << doc.dump();
+  }
+  for (const auto& [strategy, precision] : {std::pair{"ddp", "32-true"}, std::pair{"fsdp", "bf16-mixed"},
+                                            std::pair{"deepspeed_stage_2", "32-true"}}) {
+    INFO(strategy << " " << precision);
+    const std::string args = "run" + smoke(8, 4) + " --set runtime.precision=" + precision;
+    const auto one = dir / (std::string("one-") + strategy), two = dir / (std::string("two-") + strategy);
+    auto r = run_cli(args + " --out " + one.string());
+    REQUIRE_MESSAGE(r.code == 0, r.output);
+    r = run_cli(args + " --set runtime.devices=2 --set runtime.strategy=" + strategy + " --out " + two.string());
+    REQUIRE_MESSAGE(r.code == 0, r.output);
+    const auto json = dir / (std::string("predict-") + strategy + ".json");
+    r = run_cli("predict " + (one / "result.json").string() + " --devices 1,2 --strategy " + strategy +
+                " --calibration " + calibration.string() + " --measured " + (two / "result.json").string() +
+                " --json " + json.string());
+    REQUIRE_MESSAGE(r.code == 0, r.output);
+    std::ifstream in(json);
+    const auto predicted = nlohmann::json::parse(in).at("rows").at(1);
+    const auto sent = result_of(two).at("comm_per_step");
+    double calls = 0;
+    for (const auto& c : sent.at("collectives")) calls += c.at("per_step").get<double>();
+    CHECK(predicted.at("bytes_per_step").get<double>() == doctest::Approx(sent.at("bytes").get<double>()).epsilon(1e-12));
+    CHECK(predicted.at("calls_per_step").get<double>() == doctest::Approx(calls));
+    CHECK(r.output.find("step measured") != std::string::npos);
+  }
+}
+
+TEST_CASE("cli: calibrate --comm fits each collective between 2 ranks and keeps the matmul peaks in the file") {
+  const auto dir = fresh_dir("calibrate-comm");
+  fs::create_directories(dir);
+  const auto file = dir / "peaks.json";
+  std::ofstream(file) << R"({"machine_id": "m", "cpu": {"fp32": {"1": 100.0}}})";
+  const auto r = run_cli("calibrate --comm --max-bytes 262144 --out " + file.string());
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  std::ifstream in(file);
+  const auto doc = nlohmann::json::parse(in);
+  CHECK(doc.at("cpu").at("fp32").at("1") == 100.0);  // kept
+  const auto& comm = doc.at("comm");
+  CHECK(comm.at("backend") == "gloo");
+  CHECK(comm.at("ranks") == 2);
+  for (const char* c : {"all_reduce", "all_gather", "reduce_scatter"}) {
+    INFO(c);
+    const auto& f = comm.at("collectives").at(c);
+    CHECK(f.at("points").size() == 4);  // 4 KiB .. 256 KiB, x4
+    CHECK(f.at("alpha_s").get<double>() >= 0);
+    CHECK(f.at("beta_s_per_byte").get<double>() >= 0);
+    CHECK(f.at("alpha_s").get<double>() + f.at("beta_s_per_byte").get<double>() * 262144 > 0);
+  }
+  // The matmul calibration run afterwards keeps the comm fit.
+  REQUIRE(run_cli("calibrate --size 64 --max-threads 1 --min-seconds 0.01 --out " + file.string()).code == 0);
+  std::ifstream again(file);
+  CHECK(nlohmann::json::parse(again).contains("comm"));
+  CHECK(run_cli("calibrate --comm --ranks 1 --out " + file.string()).code == 2);  // no collective on one
+}
+
+TEST_CASE("cli: predict from an article's one-GPU rung sets the article's 4-GPU rung beside it, and refuses what it cannot model") {
+  const std::string ref = " --article " + source("results/reference/cvpr2023-vit.json") +
+                          " --links " + source("results/reference/links.json");
+  auto r = run_cli("predict" + ref + " --rung 04 --devices 1,4 --link nvlink3-a100 --price-per-hour 2.5");
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  CHECK(r.output.find("the article's rung 05 (DDP, 4 GPUs): 2.19 min measured") != std::string::npos);
+  CHECK(r.output.find("forward : backward = 1 : 2") != std::string::npos);  // the stated split
+  CHECK(r.output.find("| cost |") != std::string::npos);
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {ref + " --rung 05 --link nvlink3-a100", "predict starts from a one-device rung"},
+      {ref + " --rung 04 --link nvlink9", "--link: \"nvlink9\""},
+      {ref + " --rung 04 --link nvlink3-a100 --nodes 2 --devices 8", "--inter-link"},
+      {ref + " --rung 04 --link nvlink3-a100 --strategy single", "runs one device"},
+      {ref + " --rung 04", "give --link NAME"},
+      {ref + " --rung 04 --link nvlink3-a100 --devices 4,x", "--devices: \"x\""},
+  };
+  for (const auto& [args, why] : refused) {
+    INFO(args);
+    r = run_cli("predict" + args);
+    CHECK(r.code == 2);
+    CHECK(r.output.find(why) != std::string::npos);
+  }
+}

@@ -3,6 +3,7 @@
 // time to target, MFU and its peak, the article's figures beside ours.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "accel/metrics/hardware.h"
@@ -368,4 +369,68 @@ TEST_CASE("report: a gpu's float32 peak is tf32 when the run allowed tf32 matmul
   CHECK(peaks.for_run(run)->flops_per_s == doctest::Approx(494.5e12));
   run.config["runtime"]["precision"] = "bf16-mixed";
   CHECK(peaks.for_run(run)->flops_per_s == doctest::Approx(989.5e12));
+}
+
+TEST_CASE("report: multi-rank rungs are predicted from the one-rank rung of a rank's threads, with a chart, and priced") {
+  accel_test::TempDir tmp;
+  FakeRun two_threads, one_core, ddp;
+  two_threads.threads = 2;
+  one_core.threads = 1;
+  ddp.threads = 1;
+  ddp.time_s = 400;
+  ddp.images_per_s = 180;
+  ddp.mem = {1e9, 1e9};
+  ddp.config_patch = {{"runtime", {{"devices", 2}, {"strategy", "ddp"}}}};
+  SetBuilder b(tmp.path);
+  b.rung("04", "04", {two_threads}).rung("04b", "", {one_core}).rung("05", "05", {ddp}).write();
+  // What predict reads beyond the report's fields: the split, the layout, the data.
+  const Json layout = {{"param_numels", {1000000, 1000}}, {"element_bytes", 4},
+                       {"units", {{{"name", "body"}, {"numel", 1000000}, {"compute_numel", 1000000}},
+                                  {{"name", "head"}, {"numel", 1000}, {"compute_numel", 1000}}}}};
+  for (const auto& [id, step] : {std::pair{"04", 60.0}, std::pair{"04b", 100.0}, std::pair{"05", 110.0}}) {
+    auto r = report_test::read_json(tmp / id / "result.json");
+    r["world_size"] = std::string(id) == "05" ? 2 : 1;
+    r["threads"] = std::string(id) == "04" ? 2 : 1;
+    r["steps"] = 100;
+    r["step_time_ms"] = {{"mean", step}};
+    r["step_split_ms"] = {{"forward", step / 3}, {"backward", 2 * step / 3}, {"optimizer", 0.0},
+                          {"other", 0.0}, {"comm_wait", 0.0}};
+    r["model_layout"] = layout;
+    r["data"] = {{"train", 1600}, {"val", 160}};
+    r["ranks"] = {{{"param_bytes", 4004000}, {"grad_bytes", 4004000}, {"optimizer_bytes", 8008000}}};
+    report_test::write_json(tmp / id / "result.json", r);
+  }
+  const Json fit = {{"alpha_s", 1e-4}, {"beta_s_per_byte", 1e-9}};
+  report_test::write_json(tmp / "peaks.json",
+                          {{"cpu", {{"fp32", {{"1", 100.0}, {"2", 180.0}}}}},
+                           {"comm", {{"backend", "gloo"}, {"ranks", 2}, {"threads_per_rank", 1},
+                                     {"collectives", {{"all_reduce", fit}, {"all_gather", fit}, {"reduce_scatter", fit}}}}}});
+  auto rep = build_report(load_result_set(tmp.path), PeakTable::load("", tmp / "peaks.json"));
+  REQUIRE(rep.scaling.size() == 1);
+  const auto& line = rep.scaling.front();
+  CHECK(line.base == "04b");  // a rank's own device, not the two-thread rung nearer the top
+  REQUIRE(line.rows.size() == 8);
+  CHECK(line.rows[0].step_ms == doctest::Approx(100));
+  // 2 ranks on Gloo (no overlap): 100 ms + one 4 MB all-reduce + the 16-byte metrics one.
+  const double ar = [](double bytes) { return 2 * (1e-4 / 2 + bytes / 2 * 1e-9) * 1e3; }(4004000);
+  CHECK(line.rows[1].step_ms > 100 + ar);
+  CHECK(line.measured_step_ms.value_or(0) == doctest::Approx(110));
+  const auto md = report_markdown(rep);
+  CHECK(has(md, "## Predicted scaling"));
+  CHECK(has(md, "| 05 | 04b | ddp | 2 |"));
+  const auto charts = chart_data(rep);
+  REQUIRE(charts.back().name == "scaling");
+  CHECK(charts.back().kind == "lines");
+  CHECK(std::count(charts.back().csv.begin(), charts.back().csv.end(), '\n') == 9);  // header + 1..8
+
+  add_costs(rep, 2.0, "test");
+  CHECK(*row(rep, "05").cost == doctest::Approx(2.0 * 1 * 400 / 3600));  // one CPU machine
+  CHECK(*row(rep, "05").cost_per_point == doctest::Approx(*row(rep, "05").cost / 80.0));
+  CHECK(has(report_markdown(rep), "## Cost"));
+
+  // Without a comm fit: no prediction, and the notes say how to get one.
+  report_test::write_json(tmp / "peaks.json", {{"cpu", {{"fp32", {{"1", 100.0}}}}}});
+  const auto bare = build_report(load_result_set(tmp.path), PeakTable::load("", tmp / "peaks.json"));
+  CHECK(bare.scaling.empty());
+  CHECK(has(report_markdown(bare), "calibrate --comm"));
 }

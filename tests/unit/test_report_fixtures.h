@@ -73,6 +73,11 @@ inline Json fake_result(const FakeRun& f) {
   return r;
 }
 
+inline Json read_json(const fs::path& file) {
+  std::ifstream in(file);
+  return Json::parse(in);
+}
+
 inline void write_json(const fs::path& file, const Json& doc) {
   fs::create_directories(file.parent_path());
   std::ofstream(file) << doc.dump(2);

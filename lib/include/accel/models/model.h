@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
 #include "accel/data/batch.h"
@@ -37,5 +38,14 @@ class Model : public torch::nn::Module, public dist::Wrappable {
 };
 
 int64_t count_parameters(const torch::nn::Module& module);
+
+// What `accel-bench predict` needs of a model to lay out its strategies'
+// communication without building it (result.json's model_layout):
+// {"param_numels": [...] (trainable parameters in module order; DDP buckets
+// them in reverse), "element_bytes", "units": [{"name", "numel",
+// "compute_numel"}] (the wrap units FSDP and ZeRO shard by, in forward order;
+// compute_numel leaves out embedding tables, which are looked up, not
+// multiplied, so a unit's share of the compute follows it)}.
+nlohmann::json layout_json(Model& model);
 
 }  // namespace accel::models

@@ -14,6 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "accel/dist/comm.h"
+
 namespace accel::report {
 
 struct CalibrateOptions {
@@ -25,6 +27,24 @@ struct CalibrateOptions {
 };
 
 nlohmann::json calibrate(const CalibrateOptions& opts);
+
+// `accel-bench calibrate --comm`: the collectives accel-bench trains with
+// (all-reduce, all-gather, reduce-scatter of float32 buffers, 4 KiB to
+// 64 MiB) timed between this job's ranks over `comm` (Gloo on CPU ranks of
+// one thread each, NCCL on GPUs), and an alpha-beta fit of each
+// (accel/report/predict.h): the "comm" block of the peaks file,
+// {"backend", "ranks", "threads_per_rank", "method", "measured_at",
+//  "collectives": {"all_reduce": {"alpha_s", "beta_s_per_byte",
+//  "max_rel_error", "points": [[bytes, seconds], ...]}, ...}}.
+// Every rank calls it; rank 0 gets the block, the others null.
+struct CommCalibrateOptions {
+  int64_t min_bytes = 4096;
+  int64_t max_bytes = int64_t(64) << 20;
+  double seconds_per_point = 0.3;
+  std::ostream* log = nullptr;  // rank 0's progress
+  torch::Device device = torch::kCPU;  // NCCL: this rank's GPU
+};
+nlohmann::json calibrate_comm(dist::Comm& comm, const CommCalibrateOptions& opts);
 
 // results/peaks/<machine-id>.json (relative to the cwd).
 std::filesystem::path default_peaks_file(const std::string& machine_id);

@@ -16,9 +16,12 @@ namespace accel::report {
 // One chart's data: header "rung,ours,ours_low,ours_high,article" (values in
 // the unit `unit` returns; empty fields are n/a), one row per rung in order.
 struct ChartData {
-  std::string name;    // "runtime" | "accuracy"
+  std::string name;    // "runtime" | "accuracy" | "speedup" | "scaling"
   std::string title, ylabel;
   std::string csv;
+  // "bars": the layout above; "lines": header "devices,<series>..." with a
+  // predicted series (lines) and a measured one (points) per strategy.
+  std::string kind = "bars";
 };
 std::vector<ChartData> chart_data(const Report& r);
 

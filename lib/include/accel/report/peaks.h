@@ -35,6 +35,8 @@ class PeakTable {
   // The calibrated CPU peak for a dtype at this many threads (the largest
   // measured count not above it).
   std::optional<Peak> calibrated_cpu(const std::string& dtype, int threads) const;
+  // The calibration file's document (null when none): its "comm" fit too.
+  const Json& calibration() const { return calibration_; }
 
  private:
   Json published_, calibration_;

@@ -7,10 +7,12 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "accel/report/peaks.h"
+#include "accel/report/predict.h"
 #include "accel/report/result_set.h"
 
 namespace accel::report {
@@ -41,11 +43,27 @@ struct RungRow {
   // init): the ladder's shape, comparable across machines of any speed.
   OptNum speedup_base;
   bool pretrained = false;   // the rung's model does not start from random init
+  // What a run is billed by: its GPUs, or a CPU run's machines (its ranks share them).
+  int billed_units = 1;
+  OptNum cost, cost_per_point;  // report --price-per-hour: the median run's, and per test-accuracy point
   bool comparable = true;  // false: cut short on this machine; no speedup, no time to target
   std::string peak_source;
   // The article's figures for the same rung (nullopt when it has none).
   OptNum ref_time_min, ref_acc_pct, ref_mem_gb, ref_speedup_scratch, ref_speedup_base;
 };
+
+// A multi-rank rung predicted from the one-device rung before it.
+struct ScalingLine {
+  std::string rung, base, strategy;
+  int measured_devices = 0;
+  OptNum measured_samples_per_s, measured_step_ms, measured_time_s;
+  std::vector<Prediction> rows;  // 1..8 devices
+  std::vector<std::string> assumptions;
+};
+// Needs the set's comm fit (calibration's "comm"); notes say why a rung has none.
+std::vector<ScalingLine> predict_scaling(const ResultSet& set, const Json& calibration,
+                                         std::vector<std::string>& notes);
+std::string scaling_markdown(const std::vector<ScalingLine>& lines);
 
 struct Report {
   ResultSet set;
@@ -53,7 +71,14 @@ struct Report {
   std::string speedup_base;  // the rung speedup_base is relative to ("" when none)
   std::vector<std::string> notes;  // peaks used, failures, machine facts
   std::vector<std::string> unreadable;  // result.json files that exist but do not read: why
+  std::vector<ScalingLine> scaling;     // predicted scaling of the multi-rank rungs
+  OptNum price_per_hour;                // of one billed unit (a GPU, or a CPU machine)
+  std::string price_note;
 };
+
+// report --price-per-hour: each rung's cost (price x units x median hours)
+// and cost per point of test accuracy.
+void add_costs(Report& r, double price_per_hour, const std::string& note);
 
 Report build_report(const ResultSet& set, const PeakTable& peaks);
 
@@ -82,6 +107,10 @@ struct ReportOptions {
   // The article's figures for a set whose manifest has none (a plain folder of runs).
   std::filesystem::path reference;
   std::string gnuplot = "gnuplot";
+  // What a GPU (or a CPU machine) costs an hour: one price, or a JSON file of
+  // {"<machine-id>": price} for sets of several machines.
+  std::optional<double> price_per_hour;
+  std::filesystem::path prices;
 };
 
 struct ReportFiles {

@@ -55,6 +55,7 @@ struct RunResult {
   nlohmann::json init;    // model.init report (null for random)
   nlohmann::json resumed_from;
   nlohmann::json model;   // resolved dims
+  nlohmann::json model_layout;  // models::layout_json: what predict lays out communication by
   nlohmann::json data;    // split sizes, classes, batches per epoch
   std::string loop;
   std::string strategy;   // the strategy that ran (auto resolved)

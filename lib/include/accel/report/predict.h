@@ -1,0 +1,209 @@
+// `accel-bench predict`: what more devices or nodes would buy, from one
+// measured one-device run (or an article's one-device rung) and a
+// communication model, with the assumptions stated.
+//
+// The model. A step on N devices with the same batch per device costs the
+// one-device run's compute (forward, backward, optimizer; per device,
+// optionally scaled to another device kind by a stated peak ratio) plus the
+// communication its strategy's schedule does not hide. The schedule is the
+// one the strategies in lib/dist run: DDP's buckets (the same bucketing, from
+// the run's recorded parameter layout) all-reduced as backward produces them;
+// FSDP's all-gather of each unit before its forward (and again before its
+// backward under FULL_SHARD), the next unit's prefetched, and its
+// reduce-scatter after its backward; ZeRO-1/2's all-reduce or reduce-scatter
+// per unit during backward and the all-gather of the stepped shards after the
+// optimizer. Collectives queue on one channel, in the order they are issued.
+// Each costs an alpha-beta time, alpha + bytes * beta, either fitted on this
+// machine (`calibrate --comm`) or from a link's published latency and
+// bandwidth (results/reference/links.json), as a ring does it: all-reduce
+// 2(N-1) hops of bytes/N, all-gather and reduce-scatter N-1. On a GPU a
+// collective overlaps compute; on a CPU rank that owns its cores it does not
+// (the core that computes also moves the data), so there every collective is
+// exposed. Optimizer time divides by N where the strategy shards the
+// optimizer state. Validation passes (the run's time outside its steps)
+// divide by N. Left out: data loading that does not keep up, stragglers and
+// skew between ranks, launch and start-up, the network's contention.
+// Torch-free; the CLI builds the model for an article's rung.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace accel::report {
+
+using Json = nlohmann::json;
+
+// seconds = alpha + bytes * beta.
+struct AlphaBeta {
+  double alpha_s = 0;
+  double beta_s_per_byte = 0;
+  double operator()(double bytes) const { return alpha_s + bytes * beta_s_per_byte; }
+};
+
+// Least squares of t = alpha + bytes * beta over (bytes, seconds) points,
+// each weighted by 1/t^2 (relative error, the points span orders of
+// magnitude); alpha and beta clamped at 0. Throws ConfigError with fewer than
+// two distinct sizes.
+AlphaBeta fit_alpha_beta(const std::vector<std::pair<double, double>>& bytes_seconds);
+
+// One hop of a ring: its latency and the bandwidth a collective achieves.
+struct Link {
+  std::string name;
+  double latency_s = 0;
+  double bytes_per_s = 0;
+  std::string note;  // where the figures come from
+};
+
+enum class Collective { AllReduce, AllGather, ReduceScatter };
+Collective collective_from_name(const std::string& name);  // "all_reduce", ...
+std::string collective_name(Collective c);
+
+// A ring over `ranks` ranks on `link`; `bytes` is the whole buffer (the
+// all-reduced tensor, the gathered output, the reduce-scatter's input).
+double ring_seconds(Collective c, const Link& link, int ranks, double bytes);
+// The hop a collective's fit at `ranks` ranks implies (the ring formula inverted).
+Link link_from_fit(Collective c, const AlphaBeta& fit, int ranks, const std::string& name);
+
+// How collectives cost on the devices of a prediction.
+struct CommModel {
+  Link all_reduce, all_gather, reduce_scatter;  // one link each (the same for a published link)
+  bool overlaps_compute = true;    // GPU: yes; CPU ranks that own their cores: no
+  bool native_reduce_scatter = true;  // Gloo: an all-reduce of the whole buffer instead
+  bool bf16_reductions = true;        // Gloo sums bf16 payloads in fp32
+  std::string description;
+  const Link& link(Collective c) const;
+};
+// From links.json by id (ConfigError listing the ids otherwise), for GPUs on NCCL.
+CommModel comm_model_from_links(const Json& links, const std::string& id);
+// From a calibration's "comm" block (calibrate --comm): Gloo on CPU ranks.
+CommModel comm_model_from_calibration(const Json& comm, const std::string& file);
+
+// One collective a step issues: when (ms into the step's compute timeline),
+// what and how large.
+struct Call {
+  Collective kind;       // what the backend runs
+  std::string op;        // what was asked (Gloo's reduce-scatter runs as an all-reduce)
+  double bytes = 0;
+  std::string phase;     // "forward", "backward", "optimizer", "metrics"
+};
+
+// What a prediction starts from: one device's step and the run around it.
+struct PredictBase {
+  std::string name;            // the run or the article's rung
+  std::string precision;       // 32-true, bf16-mixed, ...
+  std::string device_kind;     // "cpu" | "cuda"
+  int threads = 0;             // a CPU rank's threads (0: unknown)
+  double forward_ms = 0, backward_ms = 0, optimizer_ms = 0, other_ms = 0;
+  double measured_step_ms = 0;  // mean, for the 1-device row's check
+  int64_t batch_per_device = 1;
+  int64_t train_samples = 0;    // per epoch
+  int64_t val_samples = 0;      // per epoch
+  int epochs = 1;
+  int64_t steps = 0;            // the base run's (one device)
+  double outside_steps_s = 0;   // validation and the rest outside steps, all epochs, one device
+  double train_time_s = 0;
+  // models::layout_json
+  std::vector<int64_t> param_numels;
+  int64_t element_bytes = 4;
+  struct Unit {
+    std::string name;
+    int64_t numel = 0, compute_numel = 0;
+  };
+  std::vector<Unit> units;
+  int64_t param_bytes = 0, grad_bytes = 0, optimizer_bytes = 0;  // one device's model state
+  std::vector<std::string> assumptions;  // how the base itself was made (an article's rung)
+};
+
+// A base from a measured one-device run's result.json (ConfigError naming
+// what it lacks: a run of several ranks, no step split, no model layout).
+PredictBase base_from_result(const Json& result, const std::string& file);
+
+// A base from an article's one-device rung (results/reference/*.json with a
+// "workload" block: samples, batch, the GPU's memory bandwidth) and the model
+// its config builds (`layout`, models::layout_json): the rung's minutes
+// become a step time, split by stated assumptions (assumptions lists them).
+PredictBase base_from_article(const Json& reference, const std::string& rung, const Json& layout,
+                              const std::string& precision, const std::string& file);
+
+struct PredictOptions {
+  std::string strategy = "ddp";  // ddp | fsdp | deepspeed_stage_1 | deepspeed_stage_2
+  std::string fsdp_sharding = "FULL_SHARD";
+  bool fsdp_prefetch = true;
+  double bucket_mb = 25.0;
+  bool small_first_bucket = false;  // DDP's 1 MiB first bucket (GPU)
+  int nodes = 1;
+  CommModel intra, inter;  // inter: the hops between nodes (nodes > 1)
+  double compute_scale = 1.0;   // per-device compute time x this (another device kind)
+  std::string compute_note;
+  bool metrics_every_step = true;  // the loss all-reduce each step (CPU) or at log steps only
+  std::optional<double> price_per_device_hour;
+};
+
+// The collectives one step issues on `devices` ranks, in issue order.
+std::vector<Call> step_calls(const PredictBase& base, const PredictOptions& o, int devices);
+
+struct Prediction {
+  int devices = 1;
+  double step_ms = 0, compute_ms = 0, exposed_comm_ms = 0, comm_ms = 0;
+  double bytes_per_step = 0;
+  int calls_per_step = 0;
+  int64_t steps = 0;
+  double train_time_s = 0;
+  double samples_per_s = 0;   // all devices
+  double efficiency = 1;      // samples/s over devices x one device's
+  double state_bytes_per_rank = 0;
+  std::optional<double> cost;  // price x devices x time
+};
+
+std::vector<Prediction> predict(const PredictBase& base, const PredictOptions& o,
+                                const std::vector<int>& device_counts);
+
+// The assumptions a prediction makes, one per line, for the console and README.
+std::vector<std::string> prediction_assumptions(const PredictBase& base, const PredictOptions& o);
+// A Markdown table of the rows (with cost when priced), and a JSON document.
+std::string prediction_table(const PredictBase& base, const std::vector<Prediction>& rows);
+Json prediction_json(const PredictBase& base, const PredictOptions& o,
+                     const std::vector<Prediction>& rows);
+
+}  // namespace accel::report
+
+namespace accel::report {
+
+// `accel-bench predict`, whole: the base, the models and the options from
+// files and flags; the printed text and the JSON document.
+struct PredictRequest {
+  std::string result;                 // RESULT.json of a one-device run, or
+  std::string article, rung;          // an article's reference file and one-device rung
+  std::vector<int> devices;           // device counts (default 1..8)
+  int nodes = 1;
+  std::string strategy = "ddp";
+  std::string link, inter_link;       // ids in links.json
+  std::string links_file = "results/reference/links.json";
+  std::string calibration;            // peaks.json with "comm" (calibrate --comm) and cpu peaks
+  std::string published_peaks = "results/reference/dense-peaks.json";
+  int threads_per_device = 0;         // CPU: another thread count per rank (calibrated peaks)
+  std::string gpu;                    // another GPU kind (dense-peaks.json name)
+  double compute_scale = 0;           // an explicit factor (0: none)
+  std::string measured;               // a measured multi-device result.json to set beside
+  std::optional<double> price_per_device_hour;
+  // The CLI's: builds the model a resolved config names on data of these
+  // facts and returns models::layout_json (torch lives there, not here).
+  std::function<Json(const Json& resolved_config, const Json& data_facts)> model_layout;
+  // The CLI's: loads and resolves a config file (extends, defaults).
+  std::function<Json(const std::string& file)> load_config;
+};
+
+struct PredictOutput {
+  std::string text;  // assumptions, table, comparisons
+  Json json;
+};
+
+// Throws ConfigError (exit 2) for what it cannot model, naming the flag or file.
+PredictOutput run_predict(const PredictRequest& request);
+
+}  // namespace accel::report

@@ -1,0 +1,169 @@
+// The communication half of `accel-bench predict` (accel/report/predict.h):
+// the alpha-beta fit, ring collectives over a link, and the links themselves
+// (published, results/reference/links.json, or fitted by calibrate --comm).
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "accel/report/predict.h"
+#include "accel/util/errors.h"
+
+namespace accel::report {
+
+AlphaBeta fit_alpha_beta(const std::vector<std::pair<double, double>>& pts) {
+  std::set<double> sizes;
+  for (const auto& [b, t] : pts) {
+    if (!(t > 0) || !(b >= 0)) throw ConfigError("alpha-beta fit: a point with no time or a negative size");
+    sizes.insert(b);
+  }
+  if (sizes.size() < 2) throw ConfigError("alpha-beta fit: needs at least two message sizes");
+  // Weighted least squares, weight 1/t^2: minimises the relative error.
+  double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (const auto& [x, y] : pts) {
+    const double w = 1.0 / (y * y);
+    sw += w;
+    sx += w * x;
+    sy += w * y;
+    sxx += w * x * x;
+    sxy += w * x * y;
+  }
+  const double den = sw * sxx - sx * sx;
+  AlphaBeta f;
+  f.beta_s_per_byte = den != 0 ? (sw * sxy - sx * sy) / den : 0;
+  f.alpha_s = (sy - f.beta_s_per_byte * sx) / sw;
+  if (f.beta_s_per_byte < 0) {  // no size dependence: the mean time
+    f.beta_s_per_byte = 0;
+    f.alpha_s = sy / sw;
+  }
+  if (f.alpha_s < 0) {  // through the origin: beta alone
+    f.alpha_s = 0;
+    double num = 0, d = 0;
+    for (const auto& [x, y] : pts) {
+      num += x / y;       // sum w x y with w = 1/y^2
+      d += x * x / (y * y);
+    }
+    f.beta_s_per_byte = d > 0 ? num / d : 0;
+  }
+  return f;
+}
+
+Collective collective_from_name(const std::string& name) {
+  if (name == "all_reduce") return Collective::AllReduce;
+  if (name == "all_gather") return Collective::AllGather;
+  if (name == "reduce_scatter") return Collective::ReduceScatter;
+  throw ConfigError("unknown collective \"" + name + "\" (all_reduce, all_gather, reduce_scatter)");
+}
+
+std::string collective_name(Collective c) {
+  switch (c) {
+    case Collective::AllReduce: return "all_reduce";
+    case Collective::AllGather: return "all_gather";
+    case Collective::ReduceScatter: return "reduce_scatter";
+  }
+  return "?";
+}
+
+namespace {
+// Hops of a ring collective over `ranks` ranks, each carrying bytes / ranks.
+double hops(Collective c, int ranks) {
+  return c == Collective::AllReduce ? 2.0 * (ranks - 1) : double(ranks - 1);
+}
+}  // namespace
+
+double ring_seconds(Collective c, const Link& link, int ranks, double bytes) {
+  if (ranks <= 1) return 0;
+  const double chunk = bytes / ranks;
+  return hops(c, ranks) * (link.latency_s + (link.bytes_per_s > 0 ? chunk / link.bytes_per_s : 0));
+}
+
+Link link_from_fit(Collective c, const AlphaBeta& fit, int ranks, const std::string& name) {
+  if (ranks < 2) throw ConfigError("a collective fitted on " + std::to_string(ranks) + " rank(s) implies no link");
+  const double h = hops(c, ranks);
+  Link l;
+  l.name = name;
+  l.latency_s = fit.alpha_s / h;
+  // t = h * (alpha + bytes / (ranks * bw))  =>  beta = h / (ranks * bw)
+  l.bytes_per_s = fit.beta_s_per_byte > 0 ? h / (ranks * fit.beta_s_per_byte) : 0;
+  return l;
+}
+
+const Link& CommModel::link(Collective c) const {
+  switch (c) {
+    case Collective::AllReduce: return all_reduce;
+    case Collective::AllGather: return all_gather;
+    case Collective::ReduceScatter: return reduce_scatter;
+  }
+  return all_reduce;
+}
+
+CommModel comm_model_from_links(const Json& links, const std::string& id) {
+  const auto& table = links.value("links", Json::object());
+  if (!table.contains(id)) {
+    std::string ids;
+    for (const auto& [k, v] : table.items()) ids += (ids.empty() ? "" : ", ") + k;
+    throw ConfigError("--link: \"" + id + "\" is not in links.json (" + ids + ")");
+  }
+  const auto& e = table.at(id);
+  Link l;
+  l.name = e.value("name", id);
+  l.latency_s = e.value("latency_us", 0.0) * 1e-6;
+  double bw = e.value("bandwidth_GBps_per_direction", 0.0) * 1e9;
+  std::string eff;
+  if (e.contains("assumed_efficiency") && e["assumed_efficiency"].is_object()) {
+    const double f = e["assumed_efficiency"].value("value", 1.0);
+    bw *= f;
+    char buf[64];
+    std::snprintf(buf, sizeof buf, " x %.2f achieved", f);
+    eff = buf;
+  }
+  if (!(bw > 0)) throw ConfigError("links.json: \"" + id + "\" has no bandwidth");
+  l.bytes_per_s = bw;
+  char note[256];
+  std::snprintf(note, sizeof note, "%s: %.3g GB/s per direction%s, %.2g us a hop (links.json)",
+                l.name.c_str(), e.value("bandwidth_GBps_per_direction", 0.0), eff.c_str(),
+                l.latency_s * 1e6);
+  l.note = note;
+  CommModel m;
+  m.all_reduce = m.all_gather = m.reduce_scatter = l;
+  m.overlaps_compute = true;
+  m.native_reduce_scatter = true;
+  m.bf16_reductions = true;
+  m.description = "NCCL-style rings over " + l.note;
+  return m;
+}
+
+CommModel comm_model_from_calibration(const Json& comm, const std::string& file) {
+  if (!comm.is_object() || !comm.contains("collectives")) {
+    throw ConfigError(file + ": no \"comm\" calibration (run `accel-bench calibrate --comm`)");
+  }
+  const int ranks = comm.value("ranks", 0);
+  const std::string backend = comm.value("backend", "gloo");
+  CommModel m;
+  for (const char* name : {"all_reduce", "all_gather", "reduce_scatter"}) {
+    const auto& c = comm["collectives"].value(name, Json());
+    if (!c.is_object()) throw ConfigError(file + ": comm.collectives." + name + " is missing");
+    AlphaBeta f{c.value("alpha_s", 0.0), c.value("beta_s_per_byte", 0.0)};
+    const auto kind = collective_from_name(name);
+    Link l = link_from_fit(kind, f, ranks, backend + " " + name);
+    char note[200];
+    std::snprintf(note, sizeof note, "%s fitted on %d ranks: %.1f us + %.3g GB/s", name, ranks,
+                  f.alpha_s * 1e6, f.beta_s_per_byte > 0 ? 1e-9 / f.beta_s_per_byte : 0.0);
+    l.note = note;
+    (kind == Collective::AllReduce    ? m.all_reduce
+     : kind == Collective::AllGather ? m.all_gather
+                                      : m.reduce_scatter) = l;
+  }
+  const bool gloo = backend == "gloo";
+  m.overlaps_compute = !gloo;
+  m.native_reduce_scatter = !gloo;
+  m.bf16_reductions = !gloo;
+  m.description = backend + " collectives fitted on this machine (" + file + ", " +
+                  std::to_string(ranks) + " ranks of " +
+                  std::to_string(comm.value("threads_per_rank", 1)) + " thread(s))";
+  return m;
+}
+
+}  // namespace accel::report

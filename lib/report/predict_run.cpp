@@ -1,0 +1,200 @@
+// `accel-bench predict` from files and flags (accel/report/predict.h).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "accel/report/peaks.h"
+#include "accel/report/predict.h"
+#include "accel/report/result_set.h"
+#include "accel/util/errors.h"
+
+namespace accel::report {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+Json read_or_refuse(const std::string& file, const std::string& flag) {
+  if (file.empty()) throw ConfigError(flag + ": no file given");
+  if (!fs::exists(file)) throw ConfigError(flag + " " + file + ": no such file");
+  return read_json_file(file);
+}
+
+std::string pct(double predicted, double measured) {
+  return fmt("%+.1f%%", (predicted / measured - 1.0) * 100.0);
+}
+
+// The base of the request: a measured run or an article's rung.
+PredictBase load_base(const PredictRequest& q, std::string& gpu_of_base, Json& article) {
+  if (!q.result.empty() && !q.article.empty()) throw ConfigError("predict: give RESULT.json or --article, not both");
+  if (!q.result.empty()) {
+    const Json r = read_or_refuse(q.result, "RESULT");
+    gpu_of_base = r.value("env", Json::object()).value("gpu_name", "");
+    return base_from_result(r, q.result);
+  }
+  if (q.article.empty()) throw ConfigError("predict: give a one-device RESULT.json, or --article FILE --rung ID");
+  if (q.rung.empty()) throw ConfigError("--article: also give --rung (the article's one-device rung)");
+  article = read_or_refuse(q.article, "--article");
+  const auto& rungs = article.value("rungs", Json::object());
+  const auto& w = article.value("workload", Json());
+  if (!rungs.contains(q.rung)) {
+    return base_from_article(article, q.rung, Json::object(), "", q.article);  // names the rungs
+  }
+  if (rungs.at(q.rung).value("devices", 1) != 1) {
+    throw ConfigError("--rung " + q.rung + ": runs on " + std::to_string(rungs.at(q.rung).value("devices", 1)) +
+                      " devices; predict starts from a one-device rung");
+  }
+  const std::string cfg_rel = rungs.at(q.rung).value("config", "");
+  if (cfg_rel.empty() || !w.is_object()) {
+    throw ConfigError(q.article + ": rung " + q.rung + " names no config, or the file has no workload block");
+  }
+  const std::string cfg_file = (fs::path(q.article).parent_path() / cfg_rel).lexically_normal().string();
+  const Json resolved = q.load_config(cfg_file);
+  const Json layout = q.model_layout(resolved, w.value("data_facts", Json::object()));
+  gpu_of_base = article.value("hardware_short", "");
+  auto b = base_from_article(article, q.rung, layout,
+                             resolved.at("runtime").value("precision", "32-true"), q.article);
+  b.assumptions.insert(b.assumptions.begin(), "the model and precision of " + cfg_file);
+  return b;
+}
+
+// How per-device compute changes on the predicted devices.
+void compute_scaling(const PredictRequest& q, const PredictBase& b, const std::string& base_gpu,
+                     PredictOptions& o) {
+  const int given = (q.threads_per_device > 0) + !q.gpu.empty() + (q.compute_scale > 0);
+  if (given > 1) throw ConfigError("predict: give one of --threads-per-device, --gpu, --compute-scale");
+  const auto dtype = matmul_dtype(b.precision);
+  if (q.compute_scale > 0) {
+    o.compute_scale = q.compute_scale;
+    o.compute_note = "--compute-scale, as given";
+  } else if (q.threads_per_device > 0) {
+    if (b.device_kind != "cpu") throw ConfigError("--threads-per-device: the base ran on a GPU");
+    const auto peaks = PeakTable::load("", q.calibration);
+    const int from = b.threads > 0 ? b.threads : 1;
+    const auto p0 = peaks.calibrated_cpu(dtype, from), p1 = peaks.calibrated_cpu(dtype, q.threads_per_device);
+    if (!p0 || !p1) {
+      throw ConfigError("--threads-per-device: --calibration " + q.calibration + " has no " + dtype +
+                        " peaks at " + std::to_string(from) + " and " + std::to_string(q.threads_per_device) +
+                        " threads (accel-bench calibrate)");
+    }
+    o.compute_scale = p0->flops_per_s / p1->flops_per_s;
+    o.compute_note = "the calibrated " + dtype + " matmul peak at " + std::to_string(from) + " thread(s) over " +
+                     std::to_string(q.threads_per_device) + " (" + fmt("%.0f", p0->flops_per_s / 1e9) + " / " +
+                     fmt("%.0f", p1->flops_per_s / 1e9) + " GFLOP/s)";
+  } else if (!q.gpu.empty()) {
+    const auto peaks = PeakTable::load(q.published_peaks, "");
+    const auto p0 = peaks.published(base_gpu, dtype), p1 = peaks.published(q.gpu, dtype);
+    if (!p0) throw ConfigError("--gpu: the base's device (\"" + base_gpu + "\") has no " + dtype + " peak in " + q.published_peaks);
+    if (!p1) throw ConfigError("--gpu: \"" + q.gpu + "\" has no " + dtype + " peak in " + q.published_peaks);
+    o.compute_scale = p0->flops_per_s / p1->flops_per_s;
+    o.compute_note = "published dense " + dtype + " peaks, " + base_gpu + " over " + q.gpu;
+  }
+}
+
+}  // namespace
+
+PredictOutput run_predict(const PredictRequest& q) {
+  std::string base_gpu;
+  Json article;
+  PredictBase b = load_base(q, base_gpu, article);
+  PredictOptions o;
+  o.strategy = q.strategy;
+  o.nodes = q.nodes;
+  if (o.nodes < 1) throw ConfigError("--nodes: must be at least 1");
+  if (q.strategy == "single" || q.strategy == "auto") {
+    throw ConfigError("--strategy: \"" + q.strategy + "\" runs one device; predict ddp, fsdp, deepspeed_stage_1 or deepspeed_stage_2");
+  }
+  if (b.device_kind == "cuda") {
+    o.small_first_bucket = true;
+    o.metrics_every_step = false;
+  }
+  // The communication model.
+  Json links, calibration;
+  if (!q.calibration.empty()) calibration = read_or_refuse(q.calibration, "--calibration");
+  if (!q.link.empty()) {
+    links = read_or_refuse(q.links_file, "links");
+    o.intra = comm_model_from_links(links, q.link);
+  } else if (calibration.is_object() && calibration.contains("comm")) {
+    o.intra = comm_model_from_calibration(calibration["comm"], q.calibration);
+    if (b.device_kind == "cuda" && calibration["comm"].value("backend", "") != "nccl") {
+      throw ConfigError("--calibration: its collectives were fitted on " +
+                        calibration["comm"].value("backend", "?") + ", the base ran on a GPU: give --link");
+    }
+  } else {
+    throw ConfigError(b.device_kind == "cpu"
+                          ? "predict: no communication model: give --calibration with a comm fit "
+                            "(accel-bench calibrate --comm) or --link NAME"
+                          : "predict: no communication model: give --link NAME (results/reference/links.json)");
+  }
+  if (o.nodes > 1) {
+    if (q.inter_link.empty()) throw ConfigError("--nodes " + std::to_string(o.nodes) + ": give --inter-link NAME, the link between nodes");
+    if (links.is_null()) links = read_or_refuse(q.links_file, "links");
+    o.inter = comm_model_from_links(links, q.inter_link);
+    o.inter.overlaps_compute = o.intra.overlaps_compute;
+  } else {
+    o.inter = o.intra;
+  }
+  compute_scaling(q, b, base_gpu, o);
+  o.price_per_device_hour = q.price_per_device_hour;
+  if (q.price_per_device_hour && !(*q.price_per_device_hour >= 0)) throw ConfigError("--price-per-hour: must be >= 0");
+  std::vector<int> counts = q.devices;
+  if (counts.empty()) {
+    for (int n = 1; n <= 8; ++n) counts.push_back(n);
+  }
+  const auto rows = predict(b, o, counts);
+
+  PredictOutput out;
+  out.json = prediction_json(b, o, rows);
+  std::string t = "predict: " + o.strategy + " from " + b.name + "\n";
+  for (const auto& a : prediction_assumptions(b, o)) t += "  - " + a + "\n";
+  t += "\n" + prediction_table(b, rows);
+  // Beside what was measured: the base itself, and a measured multi-device run.
+  for (const auto& p : rows) {
+    if (p.devices == 1 && o.compute_scale == 1.0 && b.measured_step_ms > 0) {
+      t += "\n1 device: predicted step " + fmt("%.2f", p.step_ms) + " ms, the base measured " +
+           fmt("%.2f", b.measured_step_ms) + " ms (" + pct(p.step_ms, b.measured_step_ms) + ")";
+    }
+  }
+  if (!q.measured.empty()) {
+    const Json m = read_or_refuse(q.measured, "--measured");
+    const int n = m.value("world_size", 1);
+    const auto it = std::find_if(rows.begin(), rows.end(), [&](const Prediction& p) { return p.devices == n; });
+    if (it == rows.end()) throw ConfigError("--measured: a run of " + std::to_string(n) + " devices, which --devices leaves out");
+    const double step = m.value("step_time_ms", Json::object()).value("mean", 0.0);
+    const double time_s = m.value("train_time_s", 0.0);
+    t += "\n" + m.value("name", q.measured) + " (" + std::to_string(n) + " devices, " + m.value("strategy", "?") +
+         "): step measured " + fmt("%.2f", step) + " ms, predicted " + fmt("%.2f", it->step_ms) + " ms (" +
+         pct(it->step_ms, step) + "); training " + fmt("%.1f", time_s) + " s, predicted " +
+         fmt("%.1f", it->train_time_s) + " s (" + pct(it->train_time_s, time_s) + ")";
+    out.json["measured"] = {{"name", m.value("name", "")}, {"devices", n}, {"step_ms", step},
+                            {"train_time_s", time_s}, {"predicted_step_ms", it->step_ms},
+                            {"predicted_train_time_s", it->train_time_s}};
+  }
+  if (article.is_object()) {  // the article's own multi-device rungs of this strategy
+    const Json rungs = article.value("rungs", Json::object());
+    for (const auto& [id, r] : rungs.items()) {
+      if (r.value("strategy", "") != o.strategy) continue;
+      const int n = r.value("devices", 1);
+      const auto it = std::find_if(rows.begin(), rows.end(), [&](const Prediction& p) { return p.devices == n; });
+      if (it == rows.end()) continue;
+      const double min = r.value("time_min", 0.0);
+      t += "\nthe article's rung " + id + " (" + r.value("name", "") + "): " + fmt("%.2f", min) +
+           " min measured, " + fmt("%.2f", it->train_time_s / 60.0) + " min predicted (" +
+           pct(it->train_time_s / 60.0, min) + ")";
+      out.json["article"].push_back({{"rung", id}, {"devices", n}, {"time_min", min},
+                                     {"predicted_min", it->train_time_s / 60.0}});
+    }
+  }
+  out.text = t + "\n";
+  return out;
+}
+
+}  // namespace accel::report

@@ -1,0 +1,227 @@
+// `accel-bench predict`'s model (accel/report/predict.h): the alpha-beta fit,
+// ring collectives, the strategies' schedules and state, and what it refuses.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "accel/report/predict.h"
+#include "support/config_error.h"
+#include "support/temp_dir.h"
+
+using namespace accel::report;
+using accel_test::config_error;
+using accel_test::has;
+
+namespace {
+
+// A transformer-like layout: an embedding unit (a lookup table), `layers`
+// equal layers and a small head.
+PredictBase base(int layers = 4) {
+  PredictBase b;
+  b.name = "base";
+  b.precision = "32-true";
+  b.device_kind = "cuda";
+  b.forward_ms = 10;
+  b.backward_ms = 20;
+  b.optimizer_ms = 2;
+  b.other_ms = 1;
+  b.measured_step_ms = 33;
+  b.batch_per_device = 16;
+  b.train_samples = 1600;
+  b.val_samples = 160;
+  b.epochs = 1;
+  b.steps = 100;
+  b.train_time_s = 3.3 + 0.5;
+  b.outside_steps_s = 0.5;
+  b.element_bytes = 4;
+  b.param_numels = {1000000};
+  b.units.push_back({"embeddings", 1000000, 0});
+  for (int i = 0; i < layers; ++i) {
+    b.param_numels.push_back(400000);
+    b.param_numels.push_back(100000);
+    b.units.push_back({"layer_" + std::to_string(i), 500000, 500000});
+  }
+  b.param_numels.push_back(1000);
+  b.units.push_back({"head", 1000, 1000});
+  int64_t p = 0;
+  for (auto n : b.param_numels) p += n;
+  b.param_bytes = b.grad_bytes = p * 4;
+  b.optimizer_bytes = p * 8;
+  return b;
+}
+
+CommModel link(double gbps, double latency_us) {
+  Link l{"test link", latency_us * 1e-6, gbps * 1e9, "test"};
+  CommModel m;
+  m.all_reduce = m.all_gather = m.reduce_scatter = l;
+  m.description = "test";
+  return m;
+}
+
+PredictOptions options(const std::string& strategy, const CommModel& m) {
+  PredictOptions o;
+  o.strategy = strategy;
+  o.intra = o.inter = m;
+  o.metrics_every_step = false;
+  return o;
+}
+
+double total_bytes(const std::vector<Call>& calls) {
+  double b = 0;
+  for (const auto& c : calls) b += c.bytes;
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("predict: the alpha-beta fit recovers known latency and bandwidth from synthetic timings") {
+  const double alpha = 40e-6, beta = 1.0 / 3e9;
+  std::vector<std::pair<double, double>> exact, noisy;
+  int k = 0;
+  for (double b = 4096; b <= 64 << 20; b *= 4, ++k) {
+    const double t = alpha + b * beta;
+    exact.emplace_back(b, t);
+    noisy.emplace_back(b, t * (k % 2 ? 1.04 : 0.96));  // +-4%, alternating
+  }
+  const auto f = fit_alpha_beta(exact);
+  CHECK(f.alpha_s == doctest::Approx(alpha).epsilon(1e-6));
+  CHECK(f.beta_s_per_byte == doctest::Approx(beta).epsilon(1e-6));
+  const auto g = fit_alpha_beta(noisy);
+  CHECK(g.alpha_s == doctest::Approx(alpha).epsilon(0.1));
+  CHECK(g.beta_s_per_byte == doctest::Approx(beta).epsilon(0.1));
+  // Latency-free data: alpha clamps at 0 and beta still fits.
+  const auto h = fit_alpha_beta({{1e6, 1e-3}, {4e6, 4e-3}, {16e6, 16e-3}});
+  CHECK(h.alpha_s == doctest::Approx(0).epsilon(1e-9));
+  CHECK(h.beta_s_per_byte == doctest::Approx(1e-9).epsilon(1e-6));
+  CHECK(has(config_error([] { fit_alpha_beta({{1e6, 1e-3}, {1e6, 2e-3}}); }), "two message sizes"));
+}
+
+TEST_CASE("predict: ring collectives take 2(N-1) hops to all-reduce and N-1 to gather, and a fit inverts to its link") {
+  const Link l{"l", 2e-6, 10e9, ""};
+  const double bytes = 80e6;
+  CHECK(ring_seconds(Collective::AllReduce, l, 1, bytes) == 0);
+  CHECK(ring_seconds(Collective::AllReduce, l, 4, bytes) ==
+        doctest::Approx(6 * (2e-6 + 20e6 / 10e9)));
+  CHECK(ring_seconds(Collective::AllGather, l, 4, bytes) ==
+        doctest::Approx(3 * (2e-6 + 20e6 / 10e9)));
+  // What a 2-rank fit of a link's all-reduce says is that link again.
+  const AlphaBeta fit{2 * 2e-6, 2.0 / (2 * 10e9)};
+  const auto back = link_from_fit(Collective::AllReduce, fit, 2, "x");
+  CHECK(back.latency_s == doctest::Approx(2e-6));
+  CHECK(back.bytes_per_s == doctest::Approx(10e9));
+  CHECK(ring_seconds(Collective::AllReduce, back, 2, bytes) == doctest::Approx(fit(bytes)));
+}
+
+TEST_CASE("predict: DDP's buckets, FSDP's and ZeRO's per-unit collectives are what the strategies issue") {
+  const auto b = base(4);
+  auto o = options("ddp", link(100, 1));
+  o.bucket_mb = 2.0;  // 2 MiB: the head with the last layer, each other layer, the table alone
+  const auto ddp = step_calls(b, o, 2);
+  REQUIRE(ddp.size() == 5);
+  CHECK(ddp.front().bytes == doctest::Approx((1000 + 500000) * 4));
+  CHECK(ddp.back().bytes == doctest::Approx(1000000 * 4));
+  CHECK(total_bytes(ddp) == doctest::Approx(double(b.param_bytes)));
+  for (const auto& c : ddp) CHECK(c.kind == Collective::AllReduce);
+
+  o.strategy = "fsdp";
+  o.fsdp_sharding = "FULL_SHARD";
+  const auto fsdp = step_calls(b, o, 2);
+  const int U = int(b.units.size());
+  int gathers = 0, scatters = 0;
+  for (const auto& c : fsdp) {
+    gathers += c.kind == Collective::AllGather;
+    scatters += c.kind == Collective::ReduceScatter;
+  }
+  CHECK(gathers == 2 * U - 1);  // forward, and backward but for the last unit
+  CHECK(scatters == U);
+  o.fsdp_sharding = "SHARD_GRAD_OP";
+  CHECK(step_calls(b, o, 2).size() == size_t(2 * U));
+  o.strategy = "deepspeed_stage_2";
+  const auto zero = step_calls(b, o, 3);  // 3 ranks: units padded to a multiple of 3
+  CHECK(zero.size() == size_t(2 * U));
+  CHECK(zero.back().phase == "optimizer");
+  CHECK(zero.back().bytes == doctest::Approx(1002 * 4));  // the head's 1000 padded to 1002
+  // Gloo has no reduce-scatter and sums bf16 in fp32.
+  auto gloo = link(10, 50);
+  gloo.native_reduce_scatter = false;
+  gloo.bf16_reductions = false;
+  auto g = options("fsdp", gloo);
+  auto bf = b;
+  bf.precision = "bf16-mixed";
+  const auto calls = step_calls(bf, g, 2);
+  for (const auto& c : calls) {
+    if (c.op == "reduce_scatter") CHECK(c.kind == Collective::AllReduce);
+  }
+  CHECK(calls.front().bytes == doctest::Approx(1000000 * 2));  // the table gathered in bf16
+  CHECK(calls.back().bytes == doctest::Approx(1000000 * 4));   // its gradient summed in fp32
+}
+
+TEST_CASE("predict: on a GPU DDP hides its all-reduces behind backward, on a CPU every one is exposed") {
+  const auto b = base(4);
+  const auto fast = predict(b, options("ddp", link(300, 1)), {1, 2, 4});
+  CHECK(fast[0].step_ms == doctest::Approx(33));  // one device: the base's step
+  CHECK(fast[0].efficiency == doctest::Approx(1));
+  CHECK(fast[1].exposed_comm_ms < 0.2);  // 40 MB at 300 GB/s mostly overlaps 20 ms of backward
+  CHECK(fast[2].samples_per_s > fast[1].samples_per_s);
+  auto buckets = options("ddp", link(1, 10));
+  buckets.bucket_mb = 2.0;
+  const auto slow = predict(b, buckets, {2});
+  CHECK(slow[0].exposed_comm_ms > 3);  // the last bucket (the table, 4 MB) cannot hide
+  CHECK(slow[0].exposed_comm_ms < slow[0].comm_ms);
+  auto cpu = link(1, 10);
+  cpu.overlaps_compute = false;
+  const auto serial = predict(b, options("ddp", cpu), {2});
+  CHECK(serial[0].exposed_comm_ms == doctest::Approx(serial[0].comm_ms));
+  CHECK(serial[0].step_ms == doctest::Approx(33 + serial[0].comm_ms));
+  // A run of fewer steps per device: half the steps on 2 devices.
+  CHECK(fast[1].steps == 50);
+  CHECK(fast[1].train_time_s == doctest::Approx(50 * fast[1].step_ms / 1e3 + 0.25));
+}
+
+TEST_CASE("predict: model state per rank is whole under DDP and divided as FSDP and ZeRO divide it") {
+  const auto b = base(4);
+  const double P = double(b.param_bytes), G = double(b.grad_bytes), O = double(b.optimizer_bytes);
+  const auto m = link(100, 1);
+  CHECK(predict(b, options("ddp", m), {4})[0].state_bytes_per_rank == doctest::Approx(P + G + O));
+  CHECK(predict(b, options("fsdp", m), {4})[0].state_bytes_per_rank == doctest::Approx((P + G + O) / 4));
+  CHECK(predict(b, options("deepspeed_stage_2", m), {4})[0].state_bytes_per_rank ==
+        doctest::Approx(P + (G + O) / 4));
+  CHECK(predict(b, options("deepspeed_stage_1", m), {4})[0].state_bytes_per_rank ==
+        doctest::Approx(P + G + O / 4));
+  // Sharded optimizer state: a quarter of the optimizer's time.
+  auto z = predict(b, options("deepspeed_stage_2", link(1e6, 0)), {4})[0];
+  CHECK(z.compute_ms == doctest::Approx(10 + 20 + 0.5 + 1));
+  auto priced = options("ddp", m);
+  priced.price_per_device_hour = 2.0;
+  const auto c = predict(b, priced, {4})[0];
+  REQUIRE(c.cost.has_value());
+  CHECK(*c.cost == doctest::Approx(2.0 * 4 * c.train_time_s / 3600));
+}
+
+TEST_CASE("predict: refuses what it cannot model, naming the flag or file") {
+  const auto b = base(2);
+  CHECK(has(config_error([&] { step_calls(b, options("horovod", link(1, 1)), 2); }), "--strategy"));
+  auto o = options("ddp", link(1, 1));
+  o.nodes = 3;
+  CHECK(has(config_error([&] { predict(b, o, {4}); }), "does not split over --nodes 3"));
+  nlohmann::json r = {{"name", "x"}, {"status", "ok"}, {"world_size", 2}};
+  CHECK(has(config_error([&] { base_from_result(r, "r.json"); }), "a run of 2 ranks"));
+  r["world_size"] = 1;
+  CHECK(has(config_error([&] { base_from_result(r, "r.json"); }), "no step_split_ms"));
+  r["status"] = "failed";
+  CHECK(has(config_error([&] { base_from_result(r, "r.json"); }), "did not finish"));
+  CHECK(has(config_error([] { comm_model_from_links({{"links", nlohmann::json::object()}}, "nvlink9"); }),
+            "--link: \"nvlink9\""));
+
+  accel_test::TempDir d;
+  PredictRequest q;
+  CHECK(has(config_error([&] { run_predict(q); }), "give a one-device RESULT.json"));
+  q.result = (d.path / "none.json").string();
+  CHECK(has(config_error([&] { run_predict(q); }), "no such file"));
+  q.result.clear();
+  q.article = "x.json";
+  CHECK(has(config_error([&] { run_predict(q); }), "--rung"));
+}
