@@ -646,7 +646,11 @@ void add_ladder_commands(CLI::App& app, LadderArgs& a) {
   predict->add_option("--threads-per-device", q.threads_per_device,
                       "CPU: ranks of this many threads (compute scaled by the calibrated peaks)");
   predict->add_option("--gpu", q.gpu, "Another GPU kind (compute scaled by its published peak)");
-  predict->add_option("--compute-scale", q.compute_scale, "Per-device compute time x this");
+  predict->add_option("--compute-scale", q.compute_scale, "Per-device compute time x this")
+      ->check(CLI::PositiveNumber);
+  predict->add_option("--fsdp-sharding", q.fsdp_sharding, "fsdp: FULL_SHARD, SHARD_GRAD_OP or NO_SHARD (default: the run's)");
+  predict->add_option("--fsdp-prefetch", q.fsdp_prefetch, "fsdp: 1 or 0 (default: the run's)")->check(CLI::Range(0, 1));
+  predict->add_option("--bucket-mb", q.bucket_mb, "ddp: bucket size (default: the run's)")->check(CLI::PositiveNumber);
   predict->add_option("--measured", q.measured, "A measured multi-device result.json to set beside");
   predict->add_option("--price-per-hour", a.predict_price, "Price of one device for an hour: cost per row")
       ->check(CLI::NonNegativeNumber);

@@ -170,7 +170,7 @@ nlohmann::json calibrate_comm(dist::Comm& comm, const CommCalibrateOptions& opts
   doc["method"] = "float32 buffers of 4 KiB to 64 MiB (x4), each collective timed over about " +
                   std::to_string(opts.seconds_per_point) + " s (the median of 3 timings) after 2 warm-up calls between barriers; "
                   "bytes = the whole buffer (all-reduce: the tensor; all-gather: the output; reduce-scatter: "
-                  "the input); seconds = alpha + bytes * beta fitted by least squares of the relative error" +
+                  "the input); seconds = alpha + bytes * beta: beta by least squares over the larger half of the sizes, alpha the median of what it leaves of the smaller half's times" +
                   std::string(comm.native_reduce_scatter() ? "" : "; Gloo has no reduce-scatter: accel-bench's is an all-reduce of the whole buffer and a slice");
   for (const auto& [name, pts] : points) {
     const auto fit = fit_alpha_beta(pts);

@@ -14,39 +14,39 @@
 namespace accel::report {
 
 AlphaBeta fit_alpha_beta(const std::vector<std::pair<double, double>>& pts) {
-  std::set<double> sizes;
+  std::vector<double> sizes;
   for (const auto& [b, t] : pts) {
     if (!(t > 0) || !(b >= 0)) throw ConfigError("alpha-beta fit: a point with no time or a negative size");
-    sizes.insert(b);
+    if (std::find(sizes.begin(), sizes.end(), b) == sizes.end()) sizes.push_back(b);
   }
   if (sizes.size() < 2) throw ConfigError("alpha-beta fit: needs at least two message sizes");
-  // Weighted least squares, weight 1/t^2: minimises the relative error.
-  double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+  std::sort(sizes.begin(), sizes.end());
+  // Robust to the hiccups of a shared machine, which hit small messages
+  // hardest: beta from the larger half of the sizes (least squares with an
+  // intercept: bandwidth is what large messages measure), alpha from the
+  // smaller half (the median of what beta leaves of their times).
+  const double split = sizes[sizes.size() / 2];
+  double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
   for (const auto& [x, y] : pts) {
-    const double w = 1.0 / (y * y);
-    sw += w;
-    sx += w * x;
-    sy += w * y;
-    sxx += w * x * x;
-    sxy += w * x * y;
+    if (x < split) continue;
+    n += 1;
+    sx += x;
+    sy += y;
+    sxx += x * x;
+    sxy += x * y;
   }
-  const double den = sw * sxx - sx * sx;
   AlphaBeta f;
-  f.beta_s_per_byte = den != 0 ? (sw * sxy - sx * sy) / den : 0;
-  f.alpha_s = (sy - f.beta_s_per_byte * sx) / sw;
-  if (f.beta_s_per_byte < 0) {  // no size dependence: the mean time
-    f.beta_s_per_byte = 0;
-    f.alpha_s = sy / sw;
+  const double den = n * sxx - sx * sx;
+  f.beta_s_per_byte = den > 0 ? std::max(0.0, (n * sxy - sx * sy) / den) : 0.0;
+  if (f.beta_s_per_byte == 0 && sx > 0) f.beta_s_per_byte = sy / sx;  // one large size: through the origin
+  std::vector<double> rest;
+  for (const auto& [x, y] : pts) {
+    if (x < split) rest.push_back(y - x * f.beta_s_per_byte);
   }
-  if (f.alpha_s < 0) {  // through the origin: beta alone
-    f.alpha_s = 0;
-    double num = 0, d = 0;
-    for (const auto& [x, y] : pts) {
-      num += x / y;       // sum w x y with w = 1/y^2
-      d += x * x / (y * y);
-    }
-    f.beta_s_per_byte = d > 0 ? num / d : 0;
-  }
+  std::sort(rest.begin(), rest.end());
+  const size_t m = rest.size();
+  const double alpha = m % 2 ? rest[m / 2] : (rest[m / 2 - 1] + rest[m / 2]) / 2;
+  f.alpha_s = std::max(0.0, alpha);
   return f;
 }
 
@@ -145,7 +145,17 @@ CommModel comm_model_from_calibration(const Json& comm, const std::string& file)
   for (const char* name : {"all_reduce", "all_gather", "reduce_scatter"}) {
     const auto& c = comm["collectives"].value(name, Json());
     if (!c.is_object()) throw ConfigError(file + ": comm.collectives." + name + " is missing");
+    // The measured points are the calibration; the fit is refitted from them
+    // (so a better fit applies to files measured before it), the stored one
+    // used where there are none.
     AlphaBeta f{c.value("alpha_s", 0.0), c.value("beta_s_per_byte", 0.0)};
+    std::vector<std::pair<double, double>> pts;
+    for (const auto& p : c.value("points", Json::array())) {
+      if (p.is_array() && p.size() == 2 && p[0].is_number() && p[1].is_number()) {
+        pts.emplace_back(p[0].get<double>(), p[1].get<double>());
+      }
+    }
+    if (pts.size() >= 2) f = fit_alpha_beta(pts);
     const auto kind = collective_from_name(name);
     Link l = link_from_fit(kind, f, ranks, backend + " " + name);
     char note[200];

@@ -23,10 +23,56 @@ std::string fmt(const char* f, double v) {
 bool is_fsdp(const std::string& s) { return s == "fsdp"; }
 bool is_zero(const std::string& s) { return s == "deepspeed_stage_1" || s == "deepspeed_stage_2"; }
 
-// Bytes of one element of what a strategy sends (lib/dist: FSDP gathers in the
-// autocast dtype, Gloo sums bf16 in fp32, ZeRO gathers the parameters' dtype).
-int64_t half_or(const std::string& precision, int64_t full) {
-  return precision.rfind("bf16", 0) == 0 || precision.rfind("16", 0) == 0 ? 2 : full;
+// What FSDP and ZeRO send (lib/dist/fsdp.cpp): gathers and reductions in the
+// autocast dtype under a mixed precision, else the parameters' dtype (16-bit
+// under bf16-true / 16-true); Gloo cannot sum bf16 and reduces it in fp32.
+bool mixed(const std::string& p) { return p == "bf16-mixed" || p == "16-mixed"; }
+bool bf16_comm(const std::string& p) { return p == "bf16-mixed" || p == "bf16-true"; }
+int64_t comm_bytes_of(const std::string& precision, int64_t element_bytes) {
+  return mixed(precision) ? 2 : element_bytes;
+}
+int64_t reduce_bytes_of(const std::string& precision, int64_t element_bytes, const CommModel& cm) {
+  if (!cm.bf16_reductions && bf16_comm(precision)) return 4;
+  return comm_bytes_of(precision, element_bytes);
+}
+
+// A JSON reading error as a one-line input error naming the file.
+template <typename F>
+auto reading(const std::string& file, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const nlohmann::json::exception& e) {
+    throw ConfigError(file + ": a field predict needs is missing or of the wrong type (" + e.what() + ")");
+  }
+}
+
+void read_layout(PredictBase& b, const Json& layout, const std::string& file) {
+  for (const auto& n : layout.at("param_numels")) b.param_numels.push_back(n.get<int64_t>());
+  b.element_bytes = layout.value("element_bytes", int64_t(4));
+  for (const auto& u : layout.at("units")) {
+    b.units.push_back({u.value("name", ""), u.value("numel", int64_t(0)), u.value("compute_numel", int64_t(0))});
+  }
+  if (b.units.empty() || b.param_numels.empty()) throw ConfigError(file + ": model_layout has no parameters or units");
+}
+
+// The run's own settings that shape its communication and its step count.
+void read_settings(PredictBase& b, const Json& cfg, const std::string& file) {
+  const auto& train = cfg.at("train");
+  const auto& rt = cfg.at("runtime");
+  b.precision = rt.value("precision", "32-true");
+  b.batch_per_device = train.value("batch_size", int64_t(1));
+  if (b.batch_per_device < 1) throw ConfigError(file + ": train.batch_size " + std::to_string(b.batch_per_device));
+  if (train.value("accumulate", 1) > 1) {
+    throw ConfigError(file + ": train.accumulate " + std::to_string(train.value("accumulate", 1)) +
+                      " (predict models steps that each reduce their gradients)");
+  }
+  b.limit_train_batches = train.value("limit_train_batches", int64_t(0));
+  b.max_steps = train.value("max_steps", int64_t(0));
+  b.log_every = std::max(1, train.value("log_every", 50));
+  b.grad_clip = train.value("grad_clip", 0.0);
+  b.fsdp_sharding = rt.value("fsdp_sharding", "FULL_SHARD");
+  b.fsdp_prefetch = rt.value("fsdp_prefetch", true);
+  b.bucket_mb = rt.value("bucket_mb", 25.0);
 }
 
 // DDP's buckets (lib/dist/ddp.cpp): parameters in reverse order, a bucket
@@ -65,19 +111,19 @@ struct Timeline {
   int ranks;
   double t = 0;        // compute clock (ms)
   double channel = 0;  // the channel is busy until
-  double comm_ms = 0, bytes = 0;
-  int calls = 0;
+  double comm_ms = 0, bytes = 0, calls = 0;
   std::vector<Call>* record = nullptr;
 
+  // A call's time, averaged over the steps it runs in.
   double duration(const Call& c) const {
-    return ring_seconds(c.kind, comm.link(c.kind), ranks, c.bytes) * 1e3;
+    return ring_seconds(c.kind, comm.link(c.kind), ranks, c.bytes) * 1e3 * c.per_step;
   }
   // Issues `c` now; returns when it will be done.
   double issue(const Call& c) {
     const double d = duration(c);
     comm_ms += d;
-    bytes += c.bytes;
-    ++calls;
+    bytes += c.bytes * c.per_step;
+    calls += c.per_step;
     if (record) record->push_back(c);
     if (!comm.overlaps_compute) {  // the rank's own core moves the data
       t += d;
@@ -94,57 +140,54 @@ struct Timeline {
 }  // namespace
 
 PredictBase base_from_result(const Json& r, const std::string& file) {
-  PredictBase b;
-  b.name = r.value("name", file);
-  if (r.value("status", "") != "ok") throw ConfigError(file + ": the run did not finish (status " + r.value("status", "?") + ")");
-  const int world = r.value("world_size", 1);
-  if (world != 1) {
-    throw ConfigError(file + ": a run of " + std::to_string(world) +
-                      " ranks; predict starts from a one-device run (its compute, unmixed with communication)");
-  }
-  const auto& split = r.value("step_split_ms", Json());
-  if (!split.is_object()) {
-    throw ConfigError(file + ": no step_split_ms (a result from before accel-bench recorded it, or a "
-                      "replayed CUDA Graph): rerun it with this accel-bench");
-  }
-  const auto& layout = r.value("model_layout", Json());
-  if (!layout.is_object()) throw ConfigError(file + ": no model_layout (rerun it with this accel-bench)");
-  const auto& cfg = r.at("config");
-  b.precision = cfg.at("runtime").value("precision", "32-true");
-  b.device_kind = r.value("device", "cpu").rfind("cuda", 0) == 0 ? "cuda" : "cpu";
-  b.threads = r.value("threads", 0);
-  b.forward_ms = split.value("forward", 0.0);
-  b.backward_ms = split.value("backward", 0.0);
-  b.optimizer_ms = split.value("optimizer", 0.0);
-  b.other_ms = split.value("other", 0.0) + split.value("comm_wait", 0.0);
-  b.measured_step_ms = r.value("step_time_ms", Json::object()).value("mean", split.value("total", 0.0));
-  b.batch_per_device = cfg.at("train").value("batch_size", int64_t(1));
-  b.epochs = int(r.value("epochs", Json::array()).size());
-  if (b.epochs == 0) b.epochs = cfg.at("train").value("epochs", 1);
-  const auto& data = r.value("data", Json::object());
-  b.train_samples = data.value("train", int64_t(0));
-  b.val_samples = data.value("val", int64_t(0));
-  b.steps = r.value("steps", int64_t(0));
-  b.train_time_s = r.value("train_time_s", 0.0);
-  const int64_t timed_steps = std::max<int64_t>(0, b.steps);
-  b.outside_steps_s = std::max(0.0, b.train_time_s - double(timed_steps) * b.measured_step_ms / 1e3);
-  for (const auto& n : layout.at("param_numels")) b.param_numels.push_back(n.get<int64_t>());
-  b.element_bytes = layout.value("element_bytes", int64_t(4));
-  for (const auto& u : layout.at("units")) {
-    b.units.push_back({u.value("name", ""), u.value("numel", int64_t(0)), u.value("compute_numel", int64_t(0))});
-  }
-  if (b.units.empty()) throw ConfigError(file + ": model_layout has no units");
-  const auto& ranks = r.value("ranks", Json::array());
-  if (!ranks.empty()) {
-    b.param_bytes = ranks[0].value("param_bytes", int64_t(0));
-    b.grad_bytes = ranks[0].value("grad_bytes", int64_t(0));
-    b.optimizer_bytes = ranks[0].value("optimizer_bytes", int64_t(0));
-  }
-  return b;
+  return reading(file, [&] {
+    PredictBase b;
+    b.name = r.value("name", file);
+    if (r.value("status", "") != "ok") {
+      throw ConfigError(file + ": the run did not finish (status " + r.value("status", "?") + ")");
+    }
+    const int world = r.value("world_size", 1);
+    if (world != 1) {
+      throw ConfigError(file + ": a run of " + std::to_string(world) +
+                        " ranks; predict starts from a one-device run (its compute, unmixed with communication)");
+    }
+    const auto& split = r.value("step_split_ms", Json());
+    if (!split.is_object()) {
+      throw ConfigError(file + ": no step_split_ms (a result from before accel-bench recorded it, or a "
+                        "replayed CUDA Graph): rerun it with this accel-bench");
+    }
+    const auto& layout = r.value("model_layout", Json());
+    if (!layout.is_object()) throw ConfigError(file + ": no model_layout (rerun it with this accel-bench)");
+    read_settings(b, r.at("config"), file);
+    b.device_kind = r.value("device", "cpu").rfind("cuda", 0) == 0 ? "cuda" : "cpu";
+    b.threads = r.value("threads", 0);
+    b.forward_ms = split.value("forward", 0.0);
+    b.backward_ms = split.value("backward", 0.0);
+    b.optimizer_ms = split.value("optimizer", 0.0);
+    b.other_ms = split.value("other", 0.0) + split.value("comm_wait", 0.0);
+    b.measured_step_ms = r.value("step_time_ms", Json::object()).value("mean", split.value("total", 0.0));
+    b.epochs = int(r.value("epochs", Json::array()).size());
+    if (b.epochs == 0) b.epochs = r.at("config").at("train").value("epochs", 1);
+    const auto& data = r.value("data", Json::object());
+    b.train_samples = data.value("train", int64_t(0));
+    b.val_samples = data.value("val", int64_t(0));
+    b.steps = r.value("steps", int64_t(0));
+    b.train_time_s = r.value("train_time_s", 0.0);
+    b.outside_steps_s = std::max(0.0, b.train_time_s - double(b.steps) * b.measured_step_ms / 1e3);
+    read_layout(b, layout, file);
+    const auto& ranks = r.value("ranks", Json::array());
+    if (!ranks.empty()) {
+      b.param_bytes = ranks[0].value("param_bytes", int64_t(0));
+      b.grad_bytes = ranks[0].value("grad_bytes", int64_t(0));
+      b.optimizer_bytes = ranks[0].value("optimizer_bytes", int64_t(0));
+    }
+    return b;
+  });
 }
 
-PredictBase base_from_article(const Json& ref, const std::string& rung, const Json& layout,
-                              const std::string& precision, const std::string& file) {
+namespace {
+PredictBase base_from_article_read(const Json& ref, const std::string& rung, const Json& layout,
+                                   const Json& config, const std::string& file) {
   const auto& rungs = ref.value("rungs", Json::object());
   if (!rungs.contains(rung)) {
     std::string ids;
@@ -160,17 +203,14 @@ PredictBase base_from_article(const Json& ref, const std::string& rung, const Js
   }
   PredictBase b;
   b.name = ref.value("hardware_short", "article") + " rung " + rung + " (" + r.value("name", "") + ")";
-  b.precision = precision;
+  read_settings(b, config, file);
   b.device_kind = "cuda";
   b.batch_per_device = w.at("batch_per_device").get<int64_t>();
+  if (b.batch_per_device < 1) throw ConfigError(file + ": workload.batch_per_device must be at least 1");
   b.train_samples = w.at("train_samples").get<int64_t>();
   b.val_samples = w.at("val_samples").get<int64_t>();
   b.epochs = r.value("epochs", w.value("epochs", 1));
-  for (const auto& n : layout.at("param_numels")) b.param_numels.push_back(n.get<int64_t>());
-  b.element_bytes = layout.value("element_bytes", int64_t(4));
-  for (const auto& u : layout.at("units")) {
-    b.units.push_back({u.value("name", ""), u.value("numel", int64_t(0)), u.value("compute_numel", int64_t(0))});
-  }
+  read_layout(b, layout, file);
   int64_t P = 0;
   for (const auto n : b.param_numels) P += n;
   const double time_s = r.at("time_min").get<double>() * 60.0;
@@ -178,18 +218,23 @@ PredictBase base_from_article(const Json& ref, const std::string& rung, const Js
   const int64_t Sv = (b.val_samples + b.batch_per_device - 1) / b.batch_per_device;
   // The article's minutes hold the training steps and the validation passes;
   // a validation batch costs a forward, a third of a training step.
+  if (S < 1) throw ConfigError(file + ": workload: fewer training samples than a batch");
   const double T = time_s / (b.epochs * (double(S) + double(Sv) / 3.0)) * 1e3;
   const double mem = w.value("memory_GBps", 0.0);
   const double eff = w.value("optimizer_memory_efficiency", 0.7);
   // Adam reads parameter, gradient and both moments and writes three of them:
   // 28 bytes a parameter in fp32, at a share of the memory bandwidth.
   b.optimizer_ms = mem > 0 ? 28.0 * double(P) / (eff * mem * 1e9) * 1e3 : 0.0;
+  if (b.optimizer_ms >= T) {
+    throw ConfigError(file + ": the optimizer estimate (" + fmt("%.2f", b.optimizer_ms) +
+                      " ms) is not below the step the minutes give (" + fmt("%.2f", T) + " ms)");
+  }
   b.forward_ms = (T - b.optimizer_ms) / 3.0;
   b.backward_ms = 2.0 * (T - b.optimizer_ms) / 3.0;
   b.other_ms = 0;
   b.measured_step_ms = T;
   b.steps = S * b.epochs;
-  b.outside_steps_s = double(b.epochs * Sv) * b.forward_ms / 1e3;
+  b.outside_steps_s = double(b.epochs * Sv) * T / 3.0 / 1e3;
   b.train_time_s = time_s;
   b.param_bytes = b.grad_bytes = P * 4;
   b.optimizer_bytes = P * 8;
@@ -202,6 +247,23 @@ PredictBase base_from_article(const Json& ref, const std::string& rung, const Js
                           " GB/s), the rest forward : backward = 1 : 2 (their FLOPs)");
   return b;
 }
+}  // namespace
+
+PredictBase base_from_article(const Json& ref, const std::string& rung, const Json& layout,
+                              const Json& config, const std::string& file) {
+  return reading(file, [&] { return base_from_article_read(ref, rung, layout, config, file); });
+}
+
+PredictOptions options_for(const PredictBase& b, const std::string& strategy) {
+  PredictOptions o;
+  o.strategy = strategy;
+  o.fsdp_sharding = b.fsdp_sharding;
+  o.fsdp_prefetch = b.fsdp_prefetch;
+  o.bucket_mb = b.bucket_mb;
+  o.small_first_bucket = b.device_kind == "cuda";  // lib/train/fabric.cpp
+  o.metrics_every_step = b.device_kind != "cuda";   // a GPU reads the loss back at log steps
+  return o;
+}
 
 std::vector<Call> step_calls(const PredictBase& b, const PredictOptions& o, int n) {
   std::vector<Call> calls;
@@ -209,8 +271,8 @@ std::vector<Call> step_calls(const PredictBase& b, const PredictOptions& o, int 
   const auto& s = o.strategy;
   const CommModel& cm = o.nodes > 1 ? o.inter : o.intra;
   const auto rs_kind = cm.native_reduce_scatter ? Collective::ReduceScatter : Collective::AllReduce;
-  const int64_t comm_bytes = half_or(b.precision, b.element_bytes);  // FSDP's gathers
-  const int64_t reduce_bytes = cm.bf16_reductions ? comm_bytes : b.element_bytes;
+  const int64_t comm_bytes = comm_bytes_of(b.precision, b.element_bytes);
+  const int64_t reduce_bytes = reduce_bytes_of(b.precision, b.element_bytes, cm);
   if (s == "ddp") {
     for (int64_t bucket : ddp_buckets(b, o)) {
       calls.push_back({Collective::AllReduce, "all_reduce", double(bucket), "backward"});
@@ -219,8 +281,11 @@ std::vector<Call> step_calls(const PredictBase& b, const PredictOptions& o, int 
     const int U = int(b.units.size());
     const bool full = is_fsdp(s) && o.fsdp_sharding == "FULL_SHARD";
     const bool none = is_fsdp(s) && o.fsdp_sharding == "NO_SHARD";
+    const int pad = none ? 1 : n;  // NO_SHARD's flat buffer is not split
+    const auto bytes_of = [&](int u, int64_t elem) { return double(padded(b.units[size_t(u)].numel, pad) * elem); };
+    // Units without parameters send nothing (lib/dist/fsdp.cpp skips them).
     const auto gather = [&](int u, const char* phase, int64_t elem) {
-      calls.push_back({Collective::AllGather, "all_gather", double(padded(b.units[size_t(u)].numel, n) * elem), phase});
+      if (b.units[size_t(u)].numel > 0) calls.push_back({Collective::AllGather, "all_gather", bytes_of(u, elem), phase, u});
     };
     if (is_fsdp(s) && !none) {
       for (int u = 0; u < U; ++u) gather(u, "forward", comm_bytes);
@@ -231,21 +296,31 @@ std::vector<Call> step_calls(const PredictBase& b, const PredictOptions& o, int 
       // backward runs.
       if (full && o.fsdp_prefetch && u > 0) gather(u - 1, "backward", comm_bytes);
       if (full && !o.fsdp_prefetch && u < U - 1) gather(u, "backward", comm_bytes);
-      const double bytes = double(padded(b.units[size_t(u)].numel, n) * reduce_bytes);
+      if (b.units[size_t(u)].numel == 0) continue;
       if (none || s == "deepspeed_stage_1") {
-        calls.push_back({Collective::AllReduce, "all_reduce", bytes, "backward"});
+        calls.push_back({Collective::AllReduce, "all_reduce", bytes_of(u, reduce_bytes), "backward", u});
       } else {
-        calls.push_back({rs_kind, "reduce_scatter", bytes, "backward"});
+        calls.push_back({rs_kind, "reduce_scatter", bytes_of(u, reduce_bytes), "backward", u});
       }
     }
+    // Clipping a sharded gradient sums its squares over the ranks (fsdp_state.cpp).
+    if (b.grad_clip > 0 && !none) calls.push_back({Collective::AllReduce, "all_reduce", 8.0, "optimizer"});
     if (is_zero(s)) {
       for (int u = 0; u < U; ++u) gather(u, "optimizer", b.element_bytes);
     }
   } else {
     throw ConfigError("--strategy: \"" + s + "\" cannot be predicted (ddp, fsdp, deepspeed_stage_1, deepspeed_stage_2)");
   }
-  if (o.metrics_every_step) {  // the step's loss and the stop flag (lib/train/loop.cpp)
+  // 16-mixed: every rank agrees whether the step overflowed (the GradScaler's found_inf).
+  if (b.precision == "16-mixed") calls.push_back({Collective::AllReduce, "all_reduce", 4.0, "optimizer"});
+  // The steps' losses and the stop flag (lib/train/loop.cpp): every step on a
+  // CPU; on a GPU once per log step, for the steps since the last.
+  if (o.metrics_every_step) {
     calls.push_back({Collective::AllReduce, "all_reduce", 16.0, "metrics"});
+  } else {
+    Call c{Collective::AllReduce, "all_reduce", double(b.log_every + 1) * 8.0, "metrics"};
+    c.per_step = 1.0 / b.log_every;
+    calls.push_back(c);
   }
   return calls;
 }
@@ -300,11 +375,16 @@ Prediction simulate(const PredictBase& b, const PredictOptions& o, int n) {
     std::vector<double> gathered(size_t(U), 0.0);
     const bool prefetch = o.fsdp_prefetch;
     if (next_is("forward")) {
-      if (prefetch) gathered[0] = issue_next();
+      // Each unit's gather (units without parameters have none), the next one
+      // issued as this one's forward starts when prefetching.
+      const auto issue_gather = [&](int u) {
+        if (next_is("forward") && queue.front().unit == u) gathered[size_t(u)] = issue_next();
+      };
+      if (prefetch) issue_gather(0);
       for (int u = 0; u < U; ++u) {
-        if (!prefetch) gathered[size_t(u)] = issue_next();
+        if (!prefetch) issue_gather(u);
         tl.wait(gathered[size_t(u)]);
-        if (prefetch && u + 1 < U) gathered[size_t(u) + 1] = issue_next();
+        if (prefetch && u + 1 < U) issue_gather(u + 1);
         tl.compute(F * shares[size_t(u)]);
       }
     } else {
@@ -314,11 +394,13 @@ Prediction simulate(const PredictBase& b, const PredictOptions& o, int n) {
     double done = 0;
     for (int u = U - 1; u >= 0; --u) {
       if (next_is("backward") && queue.front().kind == Collective::AllGather) {
-        const int g = prefetch ? u - 1 : u;  // FULL_SHARD: gathered again before its backward
+        // FULL_SHARD: gathered again before its backward (with prefetch, the next one)
+        const int g = queue.front().unit;
         gathered[size_t(g)] = issue_next();
       }
       if (u < U - 1) tl.wait(gathered[size_t(u)]);  // the last unit stayed gathered
       tl.compute(B * shares[size_t(u)]);
+      if (!(next_is("backward") && queue.front().unit == u)) continue;  // a unit without parameters
       const double r = issue_next();
       done = std::max(done, r);
       in_flight.push_back(r);
@@ -357,16 +439,16 @@ std::vector<Prediction> predict(const PredictBase& b, const PredictOptions& o,
   double one_device_rate = 0;
   for (const int n : device_counts) {
     if (n < 1) throw ConfigError("--devices: must be at least 1");
-    if (o.nodes > 1 && n % o.nodes != 0) {
+    if (o.nodes > 1 && n > 1 && n % o.nodes != 0) {
       throw ConfigError("--devices " + std::to_string(n) + " does not split over --nodes " + std::to_string(o.nodes));
     }
     Prediction p = simulate(b, o, n);
-    // drop_last batches of each rank's 1/n share (lib/data/loader.cpp)
-    const int64_t per_rank = (b.train_samples + n - 1) / n;
-    const int64_t batches_n = per_rank / b.batch_per_device;
-    const int64_t batches_1 = b.train_samples / b.batch_per_device;
-    p.steps = batches_1 > 0 ? int64_t(std::llround(double(b.steps) * double(batches_n) / double(batches_1)))
-                            : b.steps;
+    // drop_last batches of each rank's 1/n share (lib/data/loader.cpp), cut
+    // by train.limit_train_batches and train.max_steps as the run was.
+    int64_t per_epoch = ((b.train_samples + n - 1) / n) / b.batch_per_device;
+    if (b.limit_train_batches > 0) per_epoch = std::min(per_epoch, b.limit_train_batches);
+    p.steps = per_epoch * b.epochs;
+    if (b.max_steps > 0) p.steps = std::min(p.steps, b.max_steps);
     p.train_time_s = double(p.steps) * p.step_ms / 1e3 + b.outside_steps_s / n;
     p.samples_per_s = double(n * b.batch_per_device) / (p.step_ms / 1e3);
     if (n == 1 || one_device_rate == 0) {
@@ -380,10 +462,10 @@ std::vector<Prediction> predict(const PredictBase& b, const PredictOptions& o,
       p.state_bytes_per_rank = P + G + Op;
     } else if (is_fsdp(s)) {
       p.state_bytes_per_rank = (P + G + Op) / n;
-    } else if (s == "deepspeed_stage_2") {
-      p.state_bytes_per_rank = P + (G + Op) / n;
     } else {
-      p.state_bytes_per_rank = P + G + Op / n;
+      // ZeRO 1 and 2: parameters whole, this rank's slice of the gradients and
+      // optimizer state (stage 1 also drops the whole gradient after each step).
+      p.state_bytes_per_rank = P + (G + Op) / n;
     }
     if (o.price_per_device_hour) p.cost = *o.price_per_device_hour * n * p.train_time_s / 3600.0;
     rows.push_back(p);
@@ -418,7 +500,9 @@ std::vector<std::string> prediction_assumptions(const PredictBase& b, const Pred
   }
   a.push_back("validation and the rest outside steps (" + fmt("%.1f", b.outside_steps_s) +
               " s on one device) divide by N");
-  a.push_back("left out: a data pipeline that does not keep up, stragglers and skew between ranks, launch and start-up, contention on a shared network");
+  a.push_back("left out: a data pipeline that does not keep up, stragglers and skew between ranks, the strategies' own "
+              "copies of the gradients into and out of their buffers, collectives slowed by the compute sharing their "
+              "cores (CPU), launch and start-up, contention on a shared network");
   return a;
 }
 

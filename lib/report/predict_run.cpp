@@ -60,8 +60,7 @@ PredictBase load_base(const PredictRequest& q, std::string& gpu_of_base, Json& a
   const Json resolved = q.load_config(cfg_file);
   const Json layout = q.model_layout(resolved, w.value("data_facts", Json::object()));
   gpu_of_base = article.value("hardware_short", "");
-  auto b = base_from_article(article, q.rung, layout,
-                             resolved.at("runtime").value("precision", "32-true"), q.article);
+  auto b = base_from_article(article, q.rung, layout, resolved, q.article);
   b.assumptions.insert(b.assumptions.begin(), "the model and precision of " + cfg_file);
   return b;
 }
@@ -105,23 +104,34 @@ PredictOutput run_predict(const PredictRequest& q) {
   std::string base_gpu;
   Json article;
   PredictBase b = load_base(q, base_gpu, article);
-  PredictOptions o;
-  o.strategy = q.strategy;
-  o.nodes = q.nodes;
-  if (o.nodes < 1) throw ConfigError("--nodes: must be at least 1");
   if (q.strategy == "single" || q.strategy == "auto") {
     throw ConfigError("--strategy: \"" + q.strategy + "\" runs one device; predict ddp, fsdp, deepspeed_stage_1 or deepspeed_stage_2");
   }
-  if (b.device_kind == "cuda") {
-    o.small_first_bucket = true;
-    o.metrics_every_step = false;
+  PredictOptions o = options_for(b, q.strategy);
+  o.nodes = q.nodes;
+  if (o.nodes < 1) throw ConfigError("--nodes: must be at least 1");
+  if (!q.fsdp_sharding.empty()) {
+    if (q.fsdp_sharding != "FULL_SHARD" && q.fsdp_sharding != "SHARD_GRAD_OP" && q.fsdp_sharding != "NO_SHARD") {
+      throw ConfigError("--fsdp-sharding: \"" + q.fsdp_sharding + "\" (FULL_SHARD, SHARD_GRAD_OP, NO_SHARD)");
+    }
+    o.fsdp_sharding = q.fsdp_sharding;
   }
+  if (q.fsdp_prefetch >= 0) o.fsdp_prefetch = q.fsdp_prefetch == 1;
+  if (q.bucket_mb < 0) throw ConfigError("--bucket-mb: must be > 0");
+  if (q.bucket_mb > 0) o.bucket_mb = q.bucket_mb;
   // The communication model.
   Json links, calibration;
   if (!q.calibration.empty()) calibration = read_or_refuse(q.calibration, "--calibration");
   if (!q.link.empty()) {
     links = read_or_refuse(q.links_file, "links");
     o.intra = comm_model_from_links(links, q.link);
+    if (b.device_kind == "cpu") {
+      // CPU ranks on a faster link: still Gloo's collectives on the ranks' own cores.
+      o.intra.overlaps_compute = false;
+      o.intra.native_reduce_scatter = false;
+      o.intra.bf16_reductions = false;
+      o.intra.description += ", as Gloo on CPU ranks runs them";
+    }
   } else if (calibration.is_object() && calibration.contains("comm")) {
     o.intra = comm_model_from_calibration(calibration["comm"], q.calibration);
     if (b.device_kind == "cuda" && calibration["comm"].value("backend", "") != "nccl") {
@@ -139,6 +149,8 @@ PredictOutput run_predict(const PredictRequest& q) {
     if (links.is_null()) links = read_or_refuse(q.links_file, "links");
     o.inter = comm_model_from_links(links, q.inter_link);
     o.inter.overlaps_compute = o.intra.overlaps_compute;
+    o.inter.native_reduce_scatter = o.intra.native_reduce_scatter;
+    o.inter.bf16_reductions = o.intra.bf16_reductions;
   } else {
     o.inter = o.intra;
   }
@@ -146,8 +158,11 @@ PredictOutput run_predict(const PredictRequest& q) {
   o.price_per_device_hour = q.price_per_device_hour;
   if (q.price_per_device_hour && !(*q.price_per_device_hour >= 0)) throw ConfigError("--price-per-hour: must be >= 0");
   std::vector<int> counts = q.devices;
-  if (counts.empty()) {
-    for (int n = 1; n <= 8; ++n) counts.push_back(n);
+  if (counts.empty()) {  // 1, then 1..8 devices on each node
+    counts.push_back(1);
+    for (int n = 1; n <= 8; ++n) {
+      if (n * o.nodes > 1) counts.push_back(n * o.nodes);
+    }
   }
   const auto rows = predict(b, o, counts);
 
@@ -168,8 +183,12 @@ PredictOutput run_predict(const PredictRequest& q) {
     const int n = m.value("world_size", 1);
     const auto it = std::find_if(rows.begin(), rows.end(), [&](const Prediction& p) { return p.devices == n; });
     if (it == rows.end()) throw ConfigError("--measured: a run of " + std::to_string(n) + " devices, which --devices leaves out");
-    const double step = m.value("step_time_ms", Json::object()).value("mean", 0.0);
-    const double time_s = m.value("train_time_s", 0.0);
+    const auto& st = m.value("step_time_ms", Json());
+    const double step = st.is_object() && st.value("mean", Json()).is_number() ? st["mean"].get<double>() : 0.0;
+    const double time_s = m.value("train_time_s", Json()).is_number() ? m["train_time_s"].get<double>() : 0.0;
+    if (m.value("status", "") != "ok" || step <= 0 || time_s <= 0) {
+      throw ConfigError("--measured " + q.measured + ": not a finished run with step times");
+    }
     t += "\n" + m.value("name", q.measured) + " (" + std::to_string(n) + " devices, " + m.value("strategy", "?") +
          "): step measured " + fmt("%.2f", step) + " ms, predicted " + fmt("%.2f", it->step_ms) + " ms (" +
          pct(it->step_ms, step) + "); training " + fmt("%.1f", time_s) + " s, predicted " +

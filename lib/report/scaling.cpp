@@ -36,7 +36,6 @@ std::vector<ScalingLine> predict_scaling(const ResultSet& set, const Json& calib
     const auto* run = first_ok(set.rungs[i]);
     if (run == nullptr || run->world_size < 2 || !run->config.is_object()) continue;
     const auto& rt = run->config.value("runtime", Json::object());
-    const std::string strategy = rt.value("strategy", "ddp");
     if (!have_comm) {
       notes.push_back("Predicted scaling: none (no comm fit in the set's peaks.json: `accel-bench "
                       "calibrate --comm --out SET/peaks.json`).");
@@ -47,6 +46,7 @@ std::vector<ScalingLine> predict_scaling(const ResultSet& set, const Json& calib
     // else the nearest (its compute scaled by the calibrated peaks).
     const auto measured = read_json_file(run->dir / "result.json");
     const int rank_threads = measured.value("threads", 0);
+    const std::string strategy = measured.value("strategy", rt.value("strategy", "ddp"));  // auto resolved
     const RunRecord* base = nullptr;
     std::string base_id;
     for (size_t j = i; j-- > 0;) {
@@ -75,19 +75,20 @@ std::vector<ScalingLine> predict_scaling(const ResultSet& set, const Json& calib
     try {
       const auto base_doc = read_json_file(base->dir / "result.json");
       const PredictBase b = base_from_result(base_doc, (base->dir / "result.json").string());
-      PredictOptions o;
-      o.strategy = strategy;
-      o.fsdp_sharding = rt.value("fsdp_sharding", "FULL_SHARD");
-      o.fsdp_prefetch = rt.value("fsdp_prefetch", true);
-      o.bucket_mb = rt.value("bucket_mb", 25.0);
+      // The rung's own settings (its config may differ from the base's).
+      PredictOptions o = options_for(b, strategy);
+      o.fsdp_sharding = rt.value("fsdp_sharding", o.fsdp_sharding);
+      o.fsdp_prefetch = rt.value("fsdp_prefetch", o.fsdp_prefetch);
+      o.bucket_mb = rt.value("bucket_mb", o.bucket_mb);
       o.intra = o.inter = comm_model_from_calibration(calibration["comm"], "peaks.json");
       const int per_rank = rank_threads;
-      const auto peaks_table = calibration.value("cpu", Json());
+      const Json peaks_table = calibration.value("cpu", Json::object());
       const auto dtype = matmul_dtype(b.precision);
       const auto peak = [&](int t) -> double {
         double best = 0;
         int at = 0;
-        const Json at_dtype = peaks_table.value(dtype, Json::object());
+        const Json at_dtype = peaks_table.is_object() ? peaks_table.value(dtype, Json::object()) : Json::object();
+        if (!at_dtype.is_object()) return 0.0;
         for (const auto& [k, v] : at_dtype.items()) {
           const int n = std::atoi(k.c_str());
           if (n >= 1 && n <= t && n > at && v.is_number()) {

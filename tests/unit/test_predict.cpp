@@ -69,6 +69,15 @@ PredictOptions options(const std::string& strategy, const CommModel& m) {
   return o;
 }
 
+// The strategy's own collectives: the loss read-back left out.
+std::vector<Call> strategy_calls(const std::vector<Call>& calls) {
+  std::vector<Call> out;
+  for (const auto& c : calls) {
+    if (c.phase != "metrics") out.push_back(c);
+  }
+  return out;
+}
+
 double total_bytes(const std::vector<Call>& calls) {
   double b = 0;
   for (const auto& c : calls) b += c.bytes;
@@ -119,7 +128,7 @@ TEST_CASE("predict: DDP's buckets, FSDP's and ZeRO's per-unit collectives are wh
   const auto b = base(4);
   auto o = options("ddp", link(100, 1));
   o.bucket_mb = 2.0;  // 2 MiB: the head with the last layer, each other layer, the table alone
-  const auto ddp = step_calls(b, o, 2);
+  const auto ddp = strategy_calls(step_calls(b, o, 2));
   REQUIRE(ddp.size() == 5);
   CHECK(ddp.front().bytes == doctest::Approx((1000 + 500000) * 4));
   CHECK(ddp.back().bytes == doctest::Approx(1000000 * 4));
@@ -138,9 +147,9 @@ TEST_CASE("predict: DDP's buckets, FSDP's and ZeRO's per-unit collectives are wh
   CHECK(gathers == 2 * U - 1);  // forward, and backward but for the last unit
   CHECK(scatters == U);
   o.fsdp_sharding = "SHARD_GRAD_OP";
-  CHECK(step_calls(b, o, 2).size() == size_t(2 * U));
+  CHECK(strategy_calls(step_calls(b, o, 2)).size() == size_t(2 * U));
   o.strategy = "deepspeed_stage_2";
-  const auto zero = step_calls(b, o, 3);  // 3 ranks: units padded to a multiple of 3
+  const auto zero = strategy_calls(step_calls(b, o, 3));  // 3 ranks: units padded to a multiple of 3
   CHECK(zero.size() == size_t(2 * U));
   CHECK(zero.back().phase == "optimizer");
   CHECK(zero.back().bytes == doctest::Approx(1002 * 4));  // the head's 1000 padded to 1002
@@ -151,7 +160,7 @@ TEST_CASE("predict: DDP's buckets, FSDP's and ZeRO's per-unit collectives are wh
   auto g = options("fsdp", gloo);
   auto bf = b;
   bf.precision = "bf16-mixed";
-  const auto calls = step_calls(bf, g, 2);
+  const auto calls = strategy_calls(step_calls(bf, g, 2));
   for (const auto& c : calls) {
     if (c.op == "reduce_scatter") CHECK(c.kind == Collective::AllReduce);
   }
@@ -189,8 +198,9 @@ TEST_CASE("predict: model state per rank is whole under DDP and divided as FSDP 
   CHECK(predict(b, options("fsdp", m), {4})[0].state_bytes_per_rank == doctest::Approx((P + G + O) / 4));
   CHECK(predict(b, options("deepspeed_stage_2", m), {4})[0].state_bytes_per_rank ==
         doctest::Approx(P + (G + O) / 4));
+  // Stage 1 keeps only its slice of the reduced gradient too (lib/dist/fsdp.cpp).
   CHECK(predict(b, options("deepspeed_stage_1", m), {4})[0].state_bytes_per_rank ==
-        doctest::Approx(P + G + O / 4));
+        doctest::Approx(P + (G + O) / 4));
   // Sharded optimizer state: a quarter of the optimizer's time.
   auto z = predict(b, options("deepspeed_stage_2", link(1e6, 0)), {4})[0];
   CHECK(z.compute_ms == doctest::Approx(10 + 20 + 0.5 + 1));
@@ -224,4 +234,53 @@ TEST_CASE("predict: refuses what it cannot model, naming the flag or file") {
   q.result.clear();
   q.article = "x.json";
   CHECK(has(config_error([&] { run_predict(q); }), "--rung"));
+}
+
+TEST_CASE("predict: the small collectives too: 16-mixed's overflow flag, sharded clipping, a GPU's loss read-back at log steps") {
+  auto b = base(2);
+  b.units.insert(b.units.begin() + 1, {"empty", 0, 0});  // a unit without parameters sends nothing
+  auto o = options("fsdp", link(100, 1));
+  o.fsdp_sharding = "NO_SHARD";
+  const auto none = step_calls(b, o, 3);
+  for (const auto& c : none) CHECK(c.bytes > 0);
+  for (const auto& c : none) {
+    if (c.unit == 0) CHECK(c.bytes == doctest::Approx(1000000 * 4));  // no padding to 3 under NO_SHARD
+    CHECK(c.unit != 1);
+  }
+  b.precision = "16-mixed";
+  b.grad_clip = 1.0;
+  o.fsdp_sharding = "FULL_SHARD";
+  const auto calls = step_calls(b, o, 2);
+  int flags = 0, norms = 0;
+  for (const auto& c : calls) {
+    flags += c.bytes == 4.0;
+    norms += c.bytes == 8.0;
+  }
+  CHECK(flags == 1);
+  CHECK(norms == 1);
+  auto gpu = options_for(b, "ddp");
+  gpu.intra = gpu.inter = link(100, 1);
+  b.log_every = 10;
+  const auto ddp = step_calls(b, gpu, 2);
+  CHECK(ddp.back().phase == "metrics");
+  CHECK(ddp.back().per_step == doctest::Approx(0.1));
+  CHECK(ddp.back().bytes == doctest::Approx(11 * 8));  // ten losses and the stop flag
+  // The simulation still steps through every unit, the empty one included.
+  CHECK(predict(b, o, {2})[0].step_ms > 0);
+}
+
+TEST_CASE("predict: steps at N devices keep the run's batch limits, and --nodes splits the devices") {
+  auto b = base(2);
+  b.limit_train_batches = 30;  // of 100 a device
+  auto o = options("ddp", link(100, 1));
+  const auto rows = predict(b, o, {1, 2, 8});
+  CHECK(rows[0].steps == 30);
+  CHECK(rows[1].steps == 30);  // 50 a rank, still cut to 30
+  CHECK(rows[2].steps == 12);  // 12 a rank
+  b.limit_train_batches = 0;
+  b.max_steps = 40;
+  CHECK(predict(b, o, {1})[0].steps == 40);
+  o.nodes = 2;
+  o.inter = link(25, 2);
+  CHECK(predict(b, o, {1, 2, 4}).size() == 3);  // one device needs no second node
 }

@@ -45,10 +45,10 @@ struct AlphaBeta {
   double operator()(double bytes) const { return alpha_s + bytes * beta_s_per_byte; }
 };
 
-// Least squares of t = alpha + bytes * beta over (bytes, seconds) points,
-// each weighted by 1/t^2 (relative error, the points span orders of
-// magnitude); alpha and beta clamped at 0. Throws ConfigError with fewer than
-// two distinct sizes.
+// t = alpha + bytes * beta over (bytes, seconds) points, robust to the
+// hiccups of a shared machine: beta by least squares over the larger half of
+// the sizes, alpha the median of what it leaves of the smaller half's times;
+// both clamped at 0. Throws ConfigError with fewer than two distinct sizes.
 AlphaBeta fit_alpha_beta(const std::vector<std::pair<double, double>>& bytes_seconds);
 
 // One hop of a ring: its latency and the bandwidth a collective achieves.
@@ -90,6 +90,8 @@ struct Call {
   std::string op;        // what was asked (Gloo's reduce-scatter runs as an all-reduce)
   double bytes = 0;
   std::string phase;     // "forward", "backward", "optimizer", "metrics"
+  int unit = -1;         // FSDP/ZeRO: the wrap unit it serves
+  double per_step = 1;   // calls a step (a GPU's metrics all-reduce: at log steps only)
 };
 
 // What a prediction starts from: one device's step and the run around it.
@@ -116,6 +118,13 @@ struct PredictBase {
   };
   std::vector<Unit> units;
   int64_t param_bytes = 0, grad_bytes = 0, optimizer_bytes = 0;  // one device's model state
+  // The run's own settings, the defaults of a prediction's.
+  int64_t limit_train_batches = 0, max_steps = 0;  // 0: none
+  int log_every = 50;
+  double grad_clip = 0;
+  std::string fsdp_sharding = "FULL_SHARD";
+  bool fsdp_prefetch = true;
+  double bucket_mb = 25.0;
   std::vector<std::string> assumptions;  // how the base itself was made (an article's rung)
 };
 
@@ -124,11 +133,11 @@ struct PredictBase {
 PredictBase base_from_result(const Json& result, const std::string& file);
 
 // A base from an article's one-device rung (results/reference/*.json with a
-// "workload" block: samples, batch, the GPU's memory bandwidth) and the model
-// its config builds (`layout`, models::layout_json): the rung's minutes
+// "workload" block: samples, batch, the GPU's memory bandwidth), the rung's
+// resolved config and the model it builds (`layout`, models::layout_json): the rung's minutes
 // become a step time, split by stated assumptions (assumptions lists them).
 PredictBase base_from_article(const Json& reference, const std::string& rung, const Json& layout,
-                              const std::string& precision, const std::string& file);
+                              const Json& config, const std::string& file);
 
 struct PredictOptions {
   std::string strategy = "ddp";  // ddp | fsdp | deepspeed_stage_1 | deepspeed_stage_2
@@ -144,6 +153,11 @@ struct PredictOptions {
   std::optional<double> price_per_device_hour;
 };
 
+// A prediction's options for a base as its own run was set up: its FSDP
+// sharding, prefetch and DDP bucket size; on a GPU DDP's small first bucket
+// and the loss all-reduce at log steps only.
+PredictOptions options_for(const PredictBase& base, const std::string& strategy);
+
 // The collectives one step issues on `devices` ranks, in issue order.
 std::vector<Call> step_calls(const PredictBase& base, const PredictOptions& o, int devices);
 
@@ -151,7 +165,7 @@ struct Prediction {
   int devices = 1;
   double step_ms = 0, compute_ms = 0, exposed_comm_ms = 0, comm_ms = 0;
   double bytes_per_step = 0;
-  int calls_per_step = 0;
+  double calls_per_step = 0;
   int64_t steps = 0;
   double train_time_s = 0;
   double samples_per_s = 0;   // all devices
@@ -190,6 +204,9 @@ struct PredictRequest {
   std::string gpu;                    // another GPU kind (dense-peaks.json name)
   double compute_scale = 0;           // an explicit factor (0: none)
   std::string measured;               // a measured multi-device result.json to set beside
+  std::string fsdp_sharding;          // "" = the base run's
+  int fsdp_prefetch = -1;             // -1 = the base run's, 0 / 1
+  double bucket_mb = 0;               // 0 = the base run's
   std::optional<double> price_per_device_hour;
   // The CLI's: builds the model a resolved config names on data of these
   // facts and returns models::layout_json (torch lives there, not here).
