@@ -188,6 +188,9 @@ nlohmann::json environment(int threads) {
   }
   const char* wait = std::getenv("OMP_WAIT_POLICY");
   env["omp_wait_policy"] = wait ? wait : "default";
+  // The CLI's glibc malloc settings (apps/accel-bench: large blocks kept in the heap).
+  const char* keep = std::getenv("ACCEL_MALLOC_KEEP");
+  env["malloc"] = keep ? keep : "glibc defaults";
   char host[256] = {0};
   if (gethostname(host, sizeof(host) - 1) == 0) env["hostname"] = host;
   const bool cuda = torch::cuda::is_available();
