@@ -122,14 +122,16 @@ double time_once(dist::Comm& comm, const std::function<void()>& op, double secon
   return std::chrono::duration<double>(Clock::now() - t0).count() / n;
 }
 
-// The median of three such timings, after two warm-up calls (buffers,
-// connections): a shared VM's hiccups move one, not the fit.
+// The best of five such timings, after two warm-up calls (buffers,
+// connections). On a VM a whole timing loop can fall into a slow mode (every
+// small collective waiting for a ~4 ms scheduler tick to wake a Gloo thread,
+// seen here on 2 vCPUs); the collectives of a training step, issued while the
+// rank computes, do not pay it each time, so the fastest loop is the one to fit.
 double time_collective(dist::Comm& comm, const std::function<void()>& op, double seconds) {
   for (int i = 0; i < 2; ++i) op();
-  std::vector<double> t;
-  for (int i = 0; i < 3; ++i) t.push_back(time_once(comm, op, seconds / 3));
-  std::sort(t.begin(), t.end());
-  return t[1];
+  double best = 1e30;
+  for (int i = 0; i < 5; ++i) best = std::min(best, time_once(comm, op, seconds / 5));
+  return best;
 }
 
 }  // namespace
@@ -168,7 +170,7 @@ nlohmann::json calibrate_comm(dist::Comm& comm, const CommCalibrateOptions& opts
   doc["threads_per_rank"] = at::get_num_threads();
   doc["measured_at"] = metrics::utc_now();
   doc["method"] = "float32 buffers of 4 KiB to 64 MiB (x4), each collective timed over about " +
-                  std::to_string(opts.seconds_per_point) + " s (the median of 3 timings) after 2 warm-up calls between barriers; "
+                  std::to_string(opts.seconds_per_point) + " s (the best of 5 timing loops) after 2 warm-up calls between barriers; "
                   "bytes = the whole buffer (all-reduce: the tensor; all-gather: the output; reduce-scatter: "
                   "the input); seconds = alpha + bytes * beta: beta by least squares over the larger half of the sizes, alpha the median of what it leaves of the smaller half's times" +
                   std::string(comm.native_reduce_scatter() ? "" : "; Gloo has no reduce-scatter: accel-bench's is an all-reduce of the whole buffer and a slice");
