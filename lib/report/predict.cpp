@@ -12,13 +12,14 @@
 #include "accel/util/errors.h"
 
 namespace accel::report {
-namespace {
 
-std::string fmt(const char* f, double v) {
+std::string format_double(const char* format, double v) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
+  std::snprintf(buf, sizeof buf, format, v);
   return buf;
 }
+
+namespace {
 
 bool is_fsdp(const std::string& s) { return s == "fsdp"; }
 bool is_zero(const std::string& s) { return s == "deepspeed_stage_1" || s == "deepspeed_stage_2"; }
@@ -226,8 +227,8 @@ PredictBase base_from_article_read(const Json& ref, const std::string& rung, con
   // 28 bytes a parameter in fp32, at a share of the memory bandwidth.
   b.optimizer_ms = mem > 0 ? 28.0 * double(P) / (eff * mem * 1e9) * 1e3 : 0.0;
   if (b.optimizer_ms >= T) {
-    throw ConfigError(file + ": the optimizer estimate (" + fmt("%.2f", b.optimizer_ms) +
-                      " ms) is not below the step the minutes give (" + fmt("%.2f", T) + " ms)");
+    throw ConfigError(file + ": the optimizer estimate (" + format_double("%.2f", b.optimizer_ms) +
+                      " ms) is not below the step the minutes give (" + format_double("%.2f", T) + " ms)");
   }
   b.forward_ms = (T - b.optimizer_ms) / 3.0;
   b.backward_ms = 2.0 * (T - b.optimizer_ms) / 3.0;
@@ -239,11 +240,11 @@ PredictBase base_from_article_read(const Json& ref, const std::string& rung, con
   b.param_bytes = b.grad_bytes = P * 4;
   b.optimizer_bytes = P * 8;
   b.assumptions.push_back(
-      "the article's " + fmt("%.2f", time_s / 60.0) + " min hold " + std::to_string(b.epochs) + " x (" +
+      "the article's " + format_double("%.2f", time_s / 60.0) + " min hold " + std::to_string(b.epochs) + " x (" +
       std::to_string(S) + " training steps + " + std::to_string(Sv) +
-      " validation batches at a third of a step each): " + fmt("%.2f", T) + " ms a training step, data loading and overheads included");
-  b.assumptions.push_back("of it, the optimizer " + fmt("%.2f", b.optimizer_ms) + " ms (Adam's 28 bytes a parameter at " +
-                          fmt("%.0f", eff * 100) + "% of " + fmt("%.0f", mem) +
+      " validation batches at a third of a step each): " + format_double("%.2f", T) + " ms a training step, data loading and overheads included");
+  b.assumptions.push_back("of it, the optimizer " + format_double("%.2f", b.optimizer_ms) + " ms (Adam's 28 bytes a parameter at " +
+                          format_double("%.0f", eff * 100) + "% of " + format_double("%.0f", mem) +
                           " GB/s), the rest forward : backward = 1 : 2 (their FLOPs)");
   return b;
 }
@@ -477,17 +478,17 @@ std::vector<std::string> prediction_assumptions(const PredictBase& b, const Pred
   std::vector<std::string> a = b.assumptions;
   const CommModel& cm = o.nodes > 1 ? o.inter : o.intra;
   a.push_back("per device, the same batch (" + std::to_string(b.batch_per_device) +
-              ") and compute as " + b.name + ": forward " + fmt("%.2f", b.forward_ms) + " + backward " +
-              fmt("%.2f", b.backward_ms) + " + optimizer " + fmt("%.2f", b.optimizer_ms) +
-              " + other " + fmt("%.2f", b.other_ms) + " ms" +
-              (o.compute_scale != 1.0 ? ", compute x " + fmt("%.3f", o.compute_scale) + " (" + o.compute_note + ")" : ""));
+              ") and compute as " + b.name + ": forward " + format_double("%.2f", b.forward_ms) + " + backward " +
+              format_double("%.2f", b.backward_ms) + " + optimizer " + format_double("%.2f", b.optimizer_ms) +
+              " + other " + format_double("%.2f", b.other_ms) + " ms" +
+              (o.compute_scale != 1.0 ? ", compute x " + format_double("%.3f", o.compute_scale) + " (" + o.compute_note + ")" : ""));
   a.push_back("communication: " + cm.description +
               (o.nodes > 1 ? " between " + std::to_string(o.nodes) + " nodes (every ring hop at that link's speed)" : ""));
   a.push_back(cm.overlaps_compute
                   ? "collectives overlap compute on one channel, in the order the strategy issues them"
                   : "collectives do not overlap compute (a CPU rank's own cores move the data): every one is exposed");
   if (o.strategy == "ddp") {
-    a.push_back("DDP buckets of " + fmt("%.0f", o.bucket_mb) + " MB in reverse parameter order" +
+    a.push_back("DDP buckets of " + format_double("%.0f", o.bucket_mb) + " MB in reverse parameter order" +
                 (o.small_first_bucket ? ", the first 1 MiB" : "") +
                 ", each all-reduced as soon as backward has produced it (gradients produced evenly over backward)");
   } else if (is_fsdp(o.strategy)) {
@@ -498,7 +499,7 @@ std::vector<std::string> prediction_assumptions(const PredictBase& b, const Pred
     a.push_back("ZeRO over " + std::to_string(b.units.size()) +
                 " units: reductions as each unit's backward ends, the stepped shards all-gathered after the optimizer; optimizer time / N");
   }
-  a.push_back("validation and the rest outside steps (" + fmt("%.1f", b.outside_steps_s) +
+  a.push_back("validation and the rest outside steps (" + format_double("%.1f", b.outside_steps_s) +
               " s on one device) divide by N");
   a.push_back("left out: a data pipeline that does not keep up, stragglers and skew between ranks, the strategies' own "
               "copies of the gradients into and out of their buffers, collectives slowed by the compute sharing their "
@@ -518,7 +519,7 @@ std::string prediction_table(const PredictBase& b, const std::vector<Prediction>
                   p.step_ms, p.exposed_comm_ms, p.bytes_per_step / 1e6, p.train_time_s / 60.0,
                   p.samples_per_s, p.efficiency * 100, p.state_bytes_per_rank / 1e6);
     t += line;
-    if (priced) t += fmt(" %.2f |", *p.cost);
+    if (priced) t += format_double(" %.2f |", *p.cost);
     t += "\n";
   }
   return t;

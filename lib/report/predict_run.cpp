@@ -16,11 +16,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
 
 Json read_or_refuse(const std::string& file, const std::string& flag) {
   if (file.empty()) throw ConfigError(flag + ": no file given");
@@ -29,7 +24,7 @@ Json read_or_refuse(const std::string& file, const std::string& flag) {
 }
 
 std::string pct(double predicted, double measured) {
-  return fmt("%+.1f%%", (predicted / measured - 1.0) * 100.0);
+  return format_double("%+.1f%%", (predicted / measured - 1.0) * 100.0);
 }
 
 // The base of the request: a measured run or an article's rung.
@@ -86,8 +81,8 @@ void compute_scaling(const PredictRequest& q, const PredictBase& b, const std::s
     }
     o.compute_scale = p0->flops_per_s / p1->flops_per_s;
     o.compute_note = "the calibrated " + dtype + " matmul peak at " + std::to_string(from) + " thread(s) over " +
-                     std::to_string(q.threads_per_device) + " (" + fmt("%.0f", p0->flops_per_s / 1e9) + " / " +
-                     fmt("%.0f", p1->flops_per_s / 1e9) + " GFLOP/s)";
+                     std::to_string(q.threads_per_device) + " (" + format_double("%.0f", p0->flops_per_s / 1e9) + " / " +
+                     format_double("%.0f", p1->flops_per_s / 1e9) + " GFLOP/s)";
   } else if (!q.gpu.empty()) {
     const auto peaks = PeakTable::load(q.published_peaks, "");
     const auto p0 = peaks.published(base_gpu, dtype), p1 = peaks.published(q.gpu, dtype);
@@ -174,8 +169,8 @@ PredictOutput run_predict(const PredictRequest& q) {
   // Beside what was measured: the base itself, and a measured multi-device run.
   for (const auto& p : rows) {
     if (p.devices == 1 && o.compute_scale == 1.0 && b.measured_step_ms > 0) {
-      t += "\n1 device: predicted step " + fmt("%.2f", p.step_ms) + " ms, the base measured " +
-           fmt("%.2f", b.measured_step_ms) + " ms (" + pct(p.step_ms, b.measured_step_ms) + ")";
+      t += "\n1 device: predicted step " + format_double("%.2f", p.step_ms) + " ms, the base measured " +
+           format_double("%.2f", b.measured_step_ms) + " ms (" + pct(p.step_ms, b.measured_step_ms) + ")";
     }
   }
   if (!q.measured.empty()) {
@@ -190,9 +185,9 @@ PredictOutput run_predict(const PredictRequest& q) {
       throw ConfigError("--measured " + q.measured + ": not a finished run with step times");
     }
     t += "\n" + m.value("name", q.measured) + " (" + std::to_string(n) + " devices, " + m.value("strategy", "?") +
-         "): step measured " + fmt("%.2f", step) + " ms, predicted " + fmt("%.2f", it->step_ms) + " ms (" +
-         pct(it->step_ms, step) + "); training " + fmt("%.1f", time_s) + " s, predicted " +
-         fmt("%.1f", it->train_time_s) + " s (" + pct(it->train_time_s, time_s) + ")";
+         "): step measured " + format_double("%.2f", step) + " ms, predicted " + format_double("%.2f", it->step_ms) + " ms (" +
+         pct(it->step_ms, step) + "); training " + format_double("%.1f", time_s) + " s, predicted " +
+         format_double("%.1f", it->train_time_s) + " s (" + pct(it->train_time_s, time_s) + ")";
     out.json["measured"] = {{"name", m.value("name", "")}, {"devices", n}, {"step_ms", step},
                             {"train_time_s", time_s}, {"predicted_step_ms", it->step_ms},
                             {"predicted_train_time_s", it->train_time_s}};
@@ -205,8 +200,8 @@ PredictOutput run_predict(const PredictRequest& q) {
       const auto it = std::find_if(rows.begin(), rows.end(), [&](const Prediction& p) { return p.devices == n; });
       if (it == rows.end()) continue;
       const double min = r.value("time_min", 0.0);
-      t += "\nthe article's rung " + id + " (" + r.value("name", "") + "): " + fmt("%.2f", min) +
-           " min measured, " + fmt("%.2f", it->train_time_s / 60.0) + " min predicted (" +
+      t += "\nthe article's rung " + id + " (" + r.value("name", "") + "): " + format_double("%.2f", min) +
+           " min measured, " + format_double("%.2f", it->train_time_s / 60.0) + " min predicted (" +
            pct(it->train_time_s / 60.0, min) + ")";
       out.json["article"].push_back({{"rung", id}, {"devices", n}, {"time_min", min},
                                      {"predicted_min", it->train_time_s / 60.0}});

@@ -181,6 +181,8 @@ std::vector<Prediction> predict(const PredictBase& base, const PredictOptions& o
 std::vector<std::string> prediction_assumptions(const PredictBase& base, const PredictOptions& o);
 // A Markdown table of the rows (with cost when priced), and a JSON document.
 std::string prediction_table(const PredictBase& base, const std::vector<Prediction>& rows);
+// One double through a printf format ("%.1f"), for predict's tables and notes.
+std::string format_double(const char* format, double v);
 Json prediction_json(const PredictBase& base, const PredictOptions& o,
                      const std::vector<Prediction>& rows);
 
