@@ -48,6 +48,10 @@ constexpr std::size_t kMaxGreeting = 32;
 // many cannot hold the thread.
 constexpr int kFramesPerTurn = 64;
 
+}  // namespace
+
+// One client connection (named, not in the anonymous namespace: Impl, a
+// member of a class with linkage, holds them).
 struct Conn {
   int fd = -1;
   bool ready = false;  // handshake done
@@ -80,6 +84,8 @@ struct Conn {
     }
   }
 };
+
+namespace {
 
 void keepalive(int fd) {
   // A peer that vanished without a FIN (a node's crash, a cut link) is found

@@ -29,13 +29,15 @@ int64_t now_ns() {
       .count();
 }
 
+}  // namespace
+
+// One op call for the chrome trace (named: State, a member of a class with
+// linkage, holds them).
 struct TraceEvent {
   std::string name;
   int64_t start_ns, dur_ns;
   uint64_t tid;
 };
-
-}  // namespace
 
 struct OpProfiler::State {
   std::mutex mu;
