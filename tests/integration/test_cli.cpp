@@ -195,7 +195,7 @@ TEST_CASE("cli: config --check of several files names each invalid one and exits
   CHECK(r.output.find("\"name\"") == std::string::npos);  // no resolved config dumped
 }
 
-TEST_CASE("cli: a run started without OMP_WAIT_POLICY re-executes itself with it set to PASSIVE") {
+TEST_CASE("cli: a run started without OMP_WAIT_POLICY re-executes itself with it set to PASSIVE" * doctest::test_suite("process")) {
   // The test executable sets it for every process it starts (tests/main.cpp);
   // here it is taken away again, as a user's shell would not have it.
   // OPENBLAS_CORETYPE goes too where tests/main.cpp chose it; one the user
@@ -220,7 +220,7 @@ TEST_CASE("cli: a run started without OMP_WAIT_POLICY re-executes itself with it
   CHECK(hardware(r.output) == hardware(bare.output));
 }
 
-TEST_CASE("cli: usage errors exit 2") {
+TEST_CASE("cli: usage errors exit 2" * doctest::test_suite("process")) {
   CHECK(run_cli("run").code == 2);
   CHECK(run_cli("frobnicate").code == 2);
   CHECK(run_cli("--help").code == 0);

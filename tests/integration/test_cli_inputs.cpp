@@ -157,7 +157,7 @@ Outcome smoke(const std::string& extra) {
 
 }  // namespace
 
-TEST_CASE("cli inputs: an out dir holding only a killed run's step checkpoints needs --force or --resume") {
+TEST_CASE("cli inputs: an out dir holding only a killed run's step checkpoints needs --force or --resume" * doctest::test_suite("process")) {
   if (!have_fashion_mnist()) return;
   TempDir tmp;
   const auto out = tmp / "out";
@@ -295,7 +295,7 @@ TEST_CASE("cli inputs: a batch larger than a rank's share names the samples each
   }
 }
 
-TEST_CASE("cli inputs: a FIFO as an extends target or as a result.json is refused, never waited on") {
+TEST_CASE("cli inputs: a FIFO as an extends target or as a result.json is refused, never waited on" * doctest::test_suite("process")) {
   TempDir tmp;
   const auto fifo = tmp / "base.json";
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);

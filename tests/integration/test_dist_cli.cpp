@@ -308,7 +308,7 @@ std::vector<std::string> listening_sockets(pid_t pid) {
   return out;
 }
 
-TEST_CASE("cli: a local 2-rank run meets in a private store and listens on nothing beyond loopback") {
+TEST_CASE("cli: a local 2-rank run meets in a private store and listens on nothing beyond loopback" * doctest::test_suite("process")) {
   REQUIRE_MESSAGE(have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
   const auto out = fresh_dir("listen"), logs = fresh_dir("listen-logs");
   fs::create_directories(logs);
@@ -343,7 +343,7 @@ TEST_CASE("cli: a local 2-rank run meets in a private store and listens on nothi
   CHECK_FALSE(fs::exists(dir));  // removed with the launch
 }
 
-TEST_CASE("cli: the local launcher reads MASTER_PORT from the environment as config --explain says") {
+TEST_CASE("cli: the local launcher reads MASTER_PORT from the environment as config --explain says" * doctest::test_suite("process")) {
   const auto out = fresh_dir("master-port");
   auto r = run_cli_env("MASTER_PORT=abc", "run" + smoke(8, 2) + " --set runtime.devices=2 --out " +
                                               out.string());
@@ -354,7 +354,7 @@ TEST_CASE("cli: the local launcher reads MASTER_PORT from the environment as con
   CHECK(r.output.find("MASTER_PORT from the environment") != std::string::npos);
 }
 
-TEST_CASE("cli: a local 2-rank run does not need its master_port: a busy one is no failure") {
+TEST_CASE("cli: a local 2-rank run does not need its master_port: a busy one is no failure" * doctest::test_suite("process")) {
   REQUIRE_MESSAGE(have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
   // Someone else listens on the port the config names (the store of a local
   // run was rank 0's TCPStore there, which failed only after a grace wait).
@@ -377,7 +377,7 @@ TEST_CASE("cli: a local 2-rank run does not need its master_port: a busy one is 
   CHECK(r.code == 0);
 }
 
-TEST_CASE("cli: a second process claiming a rank already taken is refused at rendezvous, naming the rank") {
+TEST_CASE("cli: a second process claiming a rank already taken is refused at rendezvous, naming the rank" * doctest::test_suite("process")) {
   REQUIRE_MESSAGE(have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
   const auto out = fresh_dir("dup-rank"), logs = fresh_dir("dup-rank-logs");
   fs::create_directories(logs);
@@ -420,7 +420,7 @@ TEST_CASE("cli: ranks given different configs refuse to train and name the rank"
   CHECK_FALSE(fs::exists(out / "metrics.csv"));
 }
 
-TEST_CASE("cli: a rank killed by SIGKILL stops the job with a non-zero exit naming it") {
+TEST_CASE("cli: a rank killed by SIGKILL stops the job with a non-zero exit naming it" * doctest::test_suite("process")) {
   REQUIRE_MESSAGE(have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
   const auto out = fresh_dir("kill"), logs = fresh_dir("kill-logs");
   fs::create_directories(logs);
@@ -473,7 +473,7 @@ TEST_CASE("cli: SIGTERM stops every rank at the same step and --resume auto fini
   check_checkpoints_match(full / "checkpoint.ckpt", cut / "checkpoint.ckpt", 0, 0);
 }
 
-TEST_CASE("cli: a second run into the same --out is refused at once naming the first run's pid, on one and two ranks") {
+TEST_CASE("cli: a second run into the same --out is refused at once naming the first run's pid, on one and two ranks" * doctest::test_suite("process")) {
   REQUIRE_MESSAGE(have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
   for (const int devices : {1, 2}) {
     CAPTURE(devices);
@@ -506,7 +506,7 @@ TEST_CASE("cli: a second run into the same --out is refused at once naming the f
   }
 }
 
-TEST_CASE("cli: --force removes the replaced run's checkpoints before writing, so nothing of it can be resumed") {
+TEST_CASE("cli: --force removes the replaced run's checkpoints before writing, so nothing of it can be resumed" * doctest::test_suite("process")) {
   REQUIRE_MESSAGE(have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
   const auto out = fresh_dir("force-clear");
   auto r = run_cli("run" + smoke(8, 6) + " --set train.checkpoint_every=2 --out " + out.string());
@@ -532,7 +532,7 @@ TEST_CASE("cli: --force removes the replaced run's checkpoints before writing, s
   CHECK(r.output.find("--out: an empty path") != std::string::npos);
 }
 
-TEST_CASE("cli: a stopped rank is named as the one that stopped answering and the job leaves a failed result") {
+TEST_CASE("cli: a stopped rank is named as the one that stopped answering and the job leaves a failed result" * doctest::test_suite("process")) {
   REQUIRE_MESSAGE(have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
   // Rank 0, the one that writes the result, is the one stopped.
   const auto out = fresh_dir("stopped"), logs = fresh_dir("stopped-logs");
@@ -564,7 +564,7 @@ TEST_CASE("cli: a stopped rank is named as the one that stopped answering and th
   CHECK(res["error"].get<std::string>().find("rank 0") != std::string::npos);
 }
 
-TEST_CASE("cli: SIGUSR1 stops a one-process run after its step with status interrupted and exit 3") {
+TEST_CASE("cli: SIGUSR1 stops a one-process run after its step with status interrupted and exit 3" * doctest::test_suite("process")) {
   REQUIRE_MESSAGE(have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
   const auto cut = fresh_dir("usr1-cut"), logs = fresh_dir("usr1-logs");
   fs::create_directories(logs);
@@ -587,7 +587,7 @@ TEST_CASE("cli: SIGUSR1 stops a one-process run after its step with status inter
   CHECK(fs::exists(cut / "metrics.csv"));
 }
 
-TEST_CASE("cli: a second stop signal ends a one-process run at once") {
+TEST_CASE("cli: a second stop signal ends a one-process run at once" * doctest::test_suite("process")) {
   REQUIRE_MESSAGE(have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
   const auto out = fresh_dir("term2"), logs = fresh_dir("term2-logs");
   fs::create_directories(logs);

@@ -197,7 +197,7 @@ TEST_CASE("multinode: one rank in each of two network namespaces equals the 2-ra
   CHECK(warnings.find("ACCEL_STORE_TOKEN") != std::string::npos);
 }
 
-TEST_CASE("multinode: rank 0's store listens on MASTER_ADDR only, a stalled client keeps no rank alive, and a shared secret is used") {
+TEST_CASE("multinode: rank 0's store listens on MASTER_ADDR only, a stalled client keeps no rank alive, and a shared secret is used" * doctest::test_suite("process")) {
   accel_test::TempDir d;
   NamespacePair pair;
   const std::string why = pair.make(d / "ip.log");

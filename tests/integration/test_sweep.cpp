@@ -80,7 +80,7 @@ fs::path the_set(const fs::path& out) {
 
 }  // namespace
 
-TEST_CASE("sweep: a failing rung is recorded and the sweep goes on with exit 1 then report and resume") {
+TEST_CASE("sweep: a failing rung is recorded and the sweep goes on with exit 1 then report and resume" * doctest::test_suite("process")) {
   accel_test::TempDir tmp;
   const auto suite = write_tiny_suite(tmp);
   const auto out = tmp / "out";
@@ -126,7 +126,7 @@ TEST_CASE("sweep: a failing rung is recorded and the sweep goes on with exit 1 t
   CHECK(read(set / "00-scratch/result.json")["config"]["train"]["seed"] == 7);
 }
 
-TEST_CASE("sweep: SIGTERM is passed on to the running rung which checkpoints and the sweep stops with exit 3 then --resume continues the rung") {
+TEST_CASE("sweep: SIGTERM is passed on to the running rung which checkpoints and the sweep stops with exit 3 then --resume continues the rung" * doctest::test_suite("process")) {
   accel_test::TempDir tmp;
   tmp.write("suite/tiny.json", kTiny);
   // Long enough to be stopped in: 8 batches x 30 epochs of the one-block ViT.
@@ -271,7 +271,7 @@ TEST_CASE("sweep: a committed upstream run with the same config is used and its 
   CHECK(read(set / "sweep.json")["upstream"][0]["status"] == "ok");
 }
 
-TEST_CASE("sweep: on a CPU that emulates bf16 a rung's where_emulated settings apply and the report says why") {
+TEST_CASE("sweep: on a CPU that emulates bf16 a rung's where_emulated settings apply and the report says why" * doctest::test_suite("process")) {
   accel_test::TempDir tmp;
   tmp.write("s/tiny.json", kTiny);
   tmp.write("s/bf16.json",
@@ -319,7 +319,7 @@ TEST_CASE("sweep: on a CPU that emulates bf16 a rung's where_emulated settings a
   CHECK(read(set2 / "04-bf16/result.json")["steps"] == 4);
 }
 
-TEST_CASE("sweep and compare: bad arguments exit 2 and write nothing") {
+TEST_CASE("sweep and compare: bad arguments exit 2 and write nothing" * doctest::test_suite("process")) {
   accel_test::TempDir tmp;
   CHECK(run_cli("sweep --suite " + (tmp / "none.json").string()).code == 2);
   tmp.write("bad.json", R"({"suite": "x", "rungs": [], "oops": 1})");
@@ -365,7 +365,7 @@ void edit_set(const fs::path& dir, const std::function<void(Json&, bool result)>
   }
 }
 
-TEST_CASE("compare: README's CI gate fails a doctored slower set and an uncomparable one, passes an older schema's set") {
+TEST_CASE("compare: README's CI gate fails a doctored slower set and an uncomparable one, passes an older schema's set" * doctest::test_suite("process")) {
   // The committed smoke baseline, as README's CI example compares sets.
   fs::path committed;
   for (const auto& s : fs::directory_iterator(source("results/baselines/smoke"))) committed = s.path();

@@ -112,7 +112,7 @@ class Mutator {
 
 }  // namespace
 
-TEST_CASE("config fuzz: mutated configs load or fail with a one-line ConfigError") {
+TEST_CASE("config fuzz: mutated configs load or fail with a one-line ConfigError" * doctest::test_suite("process")) {
   TempDir tmp;
   const auto seeds = copy_seeds(tmp);
   REQUIRE(seeds.size() >= 5);

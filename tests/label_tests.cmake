@@ -1,0 +1,21 @@
+# Writes OUT: a ctest script that gives the label SUITE to every test case of
+# EXE in the doctest test suite SUITE (tests/CMakeLists.txt).
+execute_process(COMMAND "${EXE}" "--test-suite=${SUITE}" --list-test-cases
+                OUTPUT_VARIABLE listing RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "${EXE} --list-test-cases failed (${rc}): ${listing}")
+endif()
+string(REPLACE "\n" ";" lines "${listing}")
+set(script "")
+set(n 0)
+foreach(line IN LISTS lines)
+  if(line STREQUAL "" OR line MATCHES "^===" OR line MATCHES "^\\[doctest\\] ")
+    continue()
+  endif()
+  string(APPEND script "set_tests_properties([==[${line}]==] PROPERTIES LABELS ${SUITE})\n")
+  math(EXPR n "${n} + 1")
+endforeach()
+if(n EQUAL 0)
+  message(FATAL_ERROR "${EXE}: no test case in suite ${SUITE}")
+endif()
+file(WRITE "${OUT}" "${script}")
