@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <ostream>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -134,6 +135,72 @@ double time_collective(dist::Comm& comm, const std::function<void()>& op, double
   return best;
 }
 
+// Seconds per call of `work` on rank 0, the best of 3 timing loops of about
+// `seconds`: alone (the other ranks wait in a barrier, off their cores after
+// a short spin) or while every rank runs it at the same time.
+double rank0_work_seconds(dist::Comm& comm, const std::function<void()>& work, bool together,
+                          double seconds) {
+  auto reps = torch::zeros({1}, torch::kDouble);
+  if (comm.rank() == 0) {
+    work();
+    const auto t0 = Clock::now();
+    work();
+    const double one = std::chrono::duration<double>(Clock::now() - t0).count();
+    reps[0] = std::max(3.0, std::min(100000.0, seconds / 3 / std::max(one, 1e-6)));
+  }
+  comm.broadcast(reps, 0);
+  const int n = int(reps[0].item<double>());
+  if (together && comm.rank() != 0) work();
+  double best = 1e30;
+  for (int round = 0; round < 3; ++round) {
+    comm.barrier();
+    if (together || comm.rank() == 0) {
+      const auto t0 = Clock::now();
+      for (int i = 0; i < n; ++i) work();
+      best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count() / n);
+    }
+    comm.barrier();
+  }
+  return best;
+}
+
+// CPU ranks of one host share its caches and memory bandwidth: rank 0's time
+// for a matmul loop (the shape of a transformer layer's projection, float32)
+// and for a stream over buffers larger than the caches (an optimizer's
+// traffic), with every rank running it against rank 0 alone.
+nlohmann::json colocation(dist::Comm& comm, double seconds, std::ostream* log) {
+  torch::NoGradGuard no_grad;
+  const auto a = torch::randn({512, 384}), w = torch::randn({384, 1536});
+  auto out = torch::empty({512, 1536});
+  const int64_t big = int64_t(16) << 20;  // 64 MiB a buffer
+  auto x = torch::ones({big}), y = torch::ones({big});
+  const auto matmul = [&] { torch::mm_out(out, a, w); };
+  const auto stream = [&] { x.mul_(0.999f).add_(y, 1e-3); };
+  const double mm_alone = rank0_work_seconds(comm, matmul, false, seconds);
+  const double mm_together = rank0_work_seconds(comm, matmul, true, seconds);
+  const double st_alone = rank0_work_seconds(comm, stream, false, seconds);
+  const double st_together = rank0_work_seconds(comm, stream, true, seconds);
+  nlohmann::json c;
+  c["ranks"] = comm.size();
+  c["compute"] = mm_together / mm_alone;
+  c["memory"] = st_together / st_alone;
+  c["method"] = "rank 0's best-of-3 seconds per call with every rank running the same work at once over rank 0 "
+                "alone (the others waiting in a barrier): compute, a 512x384 by 384x1536 float32 matmul; "
+                "memory, x = 0.999 x + 0.001 y over two 64 MiB float32 buffers";
+  c["seconds"] = {{"matmul_alone", mm_alone}, {"matmul_together", mm_together},
+                  {"stream_alone", st_alone}, {"stream_together", st_together}};
+  if (log && comm.rank() == 0) {
+    char line[200];
+    std::snprintf(line, sizeof line,
+                  "calibrate: %d ranks computing at once on this host: matmul x%.3f (%.3f -> %.3f ms), "
+                  "memory stream x%.3f (%.2f -> %.2f ms)",
+                  comm.size(), mm_together / mm_alone, mm_alone * 1e3, mm_together * 1e3, st_together / st_alone,
+                  st_alone * 1e3, st_together * 1e3);
+    *log << line << std::endl;
+  }
+  return c;
+}
+
 }  // namespace
 
 nlohmann::json calibrate_comm(dist::Comm& comm, const CommCalibrateOptions& opts) {
@@ -162,9 +229,12 @@ nlohmann::json calibrate_comm(dist::Comm& comm, const CommCalibrateOptions& opts
       *opts.log << line << std::endl;
     }
   }
+  // CPU ranks only: a GPU rank computes on its own device.
+  nlohmann::json co = opts.device.is_cpu() ? colocation(comm, 3 * opts.seconds_per_point, opts.log) : nlohmann::json();
   comm.take_counts();
   if (comm.rank() != 0) return nullptr;
   nlohmann::json doc;
+  if (!co.is_null()) doc["colocation"] = co;
   doc["backend"] = comm.backend();
   doc["ranks"] = N;
   doc["threads_per_rank"] = at::get_num_threads();

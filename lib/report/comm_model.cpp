@@ -166,6 +166,15 @@ CommModel comm_model_from_calibration(const Json& comm, const std::string& file)
      : kind == Collective::AllGather ? m.all_gather
                                       : m.reduce_scatter) = l;
   }
+  const Json co = comm.value("colocation", Json());
+  if (co.is_object()) {
+    m.colocation.ranks = co.value("ranks", 0);
+    m.colocation.compute = co.value("compute", 1.0);
+    m.colocation.memory = co.value("memory", 1.0);
+    if (m.colocation.ranks < 2 || !(m.colocation.compute > 0) || !(m.colocation.memory > 0)) {
+      throw ConfigError(file + ": comm.colocation needs ranks >= 2 and positive compute and memory factors");
+    }
+  }
   const bool gloo = backend == "gloo";
   m.overlaps_compute = !gloo;
   m.native_reduce_scatter = !gloo;

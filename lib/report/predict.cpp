@@ -332,10 +332,14 @@ namespace {
 Prediction simulate(const PredictBase& b, const PredictOptions& o, int n) {
   const CommModel& cm = o.nodes > 1 ? o.inter : o.intra;
   const double k = o.compute_scale;
-  const double F = b.forward_ms * k, B = b.backward_ms * k;
+  // CPU ranks sharing a host compute slower than the one measured alone.
+  const Colocation& co = o.intra.colocation;
+  const bool shared = co.ranks >= 2 && (n + o.nodes - 1) / o.nodes >= 2;
+  const double kc = shared ? co.compute : 1.0, km = shared ? co.memory : 1.0;
+  const double F = b.forward_ms * k * kc, B = b.backward_ms * k * kc;
   const auto& s = o.strategy;
   const bool sharded_opt = n > 1 && (is_zero(s) || (is_fsdp(s) && o.fsdp_sharding != "NO_SHARD"));
-  const double O = b.optimizer_ms * k / (sharded_opt ? n : 1);
+  const double O = b.optimizer_ms * k * km / (sharded_opt ? n : 1);
   Timeline tl{cm, n};
   const auto calls = step_calls(b, o, n);
   std::deque<Call> queue(calls.begin(), calls.end());
@@ -482,6 +486,12 @@ std::vector<std::string> prediction_assumptions(const PredictBase& b, const Pred
               format_double("%.2f", b.backward_ms) + " + optimizer " + format_double("%.2f", b.optimizer_ms) +
               " + other " + format_double("%.2f", b.other_ms) + " ms" +
               (o.compute_scale != 1.0 ? ", compute x " + format_double("%.3f", o.compute_scale) + " (" + o.compute_note + ")" : ""));
+  if (o.intra.colocation.ranks >= 2) {
+    const auto& co = o.intra.colocation;
+    a.push_back("ranks sharing a host (2 or more a node) compute slower than one alone, as calibrate measured " +
+                std::to_string(co.ranks) + " ranks at once: forward and backward x " + format_double("%.3f", co.compute) +
+                " (a matmul loop), optimizer x " + format_double("%.3f", co.memory) + " (a stream over large buffers); more ranks a host than that may slow more");
+  }
   a.push_back("communication: " + cm.description +
               (o.nodes > 1 ? " between " + std::to_string(o.nodes) + " nodes (every ring hop at that link's speed)" : ""));
   a.push_back(cm.overlaps_compute

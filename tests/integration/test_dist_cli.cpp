@@ -670,6 +670,14 @@ TEST_CASE("cli: calibrate --comm fits each collective between 2 ranks and keeps 
     CHECK(f.at("beta_s_per_byte").get<double>() >= 0);
     CHECK(f.at("alpha_s").get<double>() + f.at("beta_s_per_byte").get<double>() * 262144 > 0);
   }
+  // How much slower a rank computes while both do, measured (no bound on it:
+  // it is what this machine does).
+  const auto& co = comm.at("colocation");
+  CHECK(co.at("ranks") == 2);
+  CHECK(co.at("compute").get<double>() > 0);
+  CHECK(co.at("memory").get<double>() > 0);
+  CHECK(co.at("seconds").at("matmul_alone").get<double>() > 0);
+  CHECK(r.output.find("2 ranks computing at once on this host: matmul x") != std::string::npos);
   // The matmul calibration run afterwards keeps the comm fit.
   REQUIRE(run_cli("calibrate --size 64 --max-threads 1 --min-seconds 0.01 --out " + file.string()).code == 0);
   std::ifstream again(file);

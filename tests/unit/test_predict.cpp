@@ -190,6 +190,35 @@ TEST_CASE("predict: on a GPU DDP hides its all-reduces behind backward, on a CPU
   CHECK(fast[1].train_time_s == doctest::Approx(50 * fast[1].step_ms / 1e3 + 0.25));
 }
 
+TEST_CASE("predict: CPU ranks sharing a host compute as slower as calibrate measured them, and only when they share it") {
+  auto b = base(4);
+  b.device_kind = "cpu";
+  auto cpu = link(1, 10);
+  cpu.overlaps_compute = false;
+  const auto plain = predict(b, options("ddp", cpu), {1, 2});
+  cpu.colocation = {2, 1.1, 1.5};
+  const auto shared = predict(b, options("ddp", cpu), {1, 2});
+  CHECK(shared[0].step_ms == doctest::Approx(plain[0].step_ms));  // one rank: alone, as measured
+  CHECK(shared[0].compute_ms == doctest::Approx(plain[0].compute_ms));
+  // Two ranks on one host: forward and backward x 1.1, the optimizer x 1.5.
+  CHECK(shared[1].compute_ms == doctest::Approx(plain[1].compute_ms + 0.1 * 30 + 0.5 * 2));
+  CHECK(shared[1].step_ms == doctest::Approx(plain[1].step_ms + 0.1 * 30 + 0.5 * 2));
+  // Two nodes of one rank each share nothing; two of two do.
+  auto nodes = options("ddp", cpu);
+  nodes.nodes = 2;
+  auto plain_nodes = options("ddp", link(1, 10));
+  plain_nodes.intra.overlaps_compute = plain_nodes.inter.overlaps_compute = false;
+  plain_nodes.nodes = 2;
+  nodes.inter = plain_nodes.inter;
+  CHECK(predict(b, nodes, {2})[0].compute_ms == doctest::Approx(predict(b, plain_nodes, {2})[0].compute_ms));
+  CHECK(predict(b, nodes, {4})[0].compute_ms > predict(b, plain_nodes, {4})[0].compute_ms);
+  // Said among the assumptions.
+  std::string said;
+  for (const auto& a : prediction_assumptions(b, options("ddp", cpu))) said += a + "\n";
+  CHECK(has(said, "forward and backward x 1.100"));
+  CHECK(has(said, "optimizer x 1.500"));
+}
+
 TEST_CASE("predict: model state per rank is whole under DDP and divided as FSDP and ZeRO divide it") {
   const auto b = base(4);
   const double P = double(b.param_bytes), G = double(b.grad_bytes), O = double(b.optimizer_bytes);

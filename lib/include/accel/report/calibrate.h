@@ -35,7 +35,11 @@ nlohmann::json calibrate(const CalibrateOptions& opts);
 // (accel/report/predict.h): the "comm" block of the peaks file,
 // {"backend", "ranks", "threads_per_rank", "method", "measured_at",
 //  "collectives": {"all_reduce": {"alpha_s", "beta_s_per_byte",
-//  "max_rel_error", "points": [[bytes, seconds], ...]}, ...}}.
+//  "max_rel_error", "points": [[bytes, seconds], ...]}, ...},
+//  "colocation": {"ranks", "compute", "memory", "method", "seconds"}}: on CPU
+// ranks, how much slower rank 0 runs a matmul loop and a memory stream while
+// every rank runs them than alone (ranks of one host share caches and memory
+// bandwidth; predict scales a one-rank run's compute by it).
 // Every rank calls it; rank 0 gets the block, the others null.
 struct CommCalibrateOptions {
   int64_t min_bytes = 4096;

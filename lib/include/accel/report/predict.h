@@ -69,9 +69,19 @@ double ring_seconds(Collective c, const Link& link, int ranks, double bytes);
 // The hop a collective's fit at `ranks` ranks implies (the ring formula inverted).
 Link link_from_fit(Collective c, const AlphaBeta& fit, int ranks, const std::string& name);
 
+// CPU ranks of one host share its caches and memory bandwidth: how much
+// slower one computes while `ranks` compute at once than alone (calibrate
+// --comm's "colocation"): a matmul loop (forward and backward) and a stream
+// over large buffers (the optimizer). ranks 0: not measured, no slowdown.
+struct Colocation {
+  int ranks = 0;
+  double compute = 1.0, memory = 1.0;
+};
+
 // How collectives cost on the devices of a prediction.
 struct CommModel {
   Link all_reduce, all_gather, reduce_scatter;  // one link each (the same for a published link)
+  Colocation colocation;  // CPU ranks on one host (a calibration's), else none
   bool overlaps_compute = true;    // GPU: yes; CPU ranks that own their cores: no
   bool native_reduce_scatter = true;  // Gloo: an all-reduce of the whole buffer instead
   bool bf16_reductions = true;        // Gloo sums bf16 payloads in fp32
