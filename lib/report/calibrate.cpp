@@ -189,13 +189,17 @@ nlohmann::json colocation(dist::Comm& comm, double seconds, std::ostream* log) {
                 "memory, x = 0.999 x + 0.001 y over two 64 MiB float32 buffers";
   c["seconds"] = {{"matmul_alone", mm_alone}, {"matmul_together", mm_together},
                   {"stream_alone", st_alone}, {"stream_together", st_together}};
+  // Bytes a stream call reads and writes (x and y read, x written): with
+  // stream_alone, the memory bandwidth predict charges a strategy's copies at.
+  const double stream_bytes = 3.0 * double(big) * 4.0;
+  c["stream_bytes"] = stream_bytes;
   if (log && comm.rank() == 0) {
-    char line[200];
+    char line[240];
     std::snprintf(line, sizeof line,
                   "calibrate: %d ranks computing at once on this host: matmul x%.3f (%.3f -> %.3f ms), "
-                  "memory stream x%.3f (%.2f -> %.2f ms)",
+                  "memory stream x%.3f (%.2f -> %.2f ms; %.1f GB/s alone)",
                   comm.size(), mm_together / mm_alone, mm_alone * 1e3, mm_together * 1e3, st_together / st_alone,
-                  st_alone * 1e3, st_together * 1e3);
+                  st_alone * 1e3, st_together * 1e3, stream_bytes / st_alone / 1e9);
     *log << line << std::endl;
   }
   return c;

@@ -171,6 +171,10 @@ CommModel comm_model_from_calibration(const Json& comm, const std::string& file)
     m.colocation.ranks = co.value("ranks", 0);
     m.colocation.compute = co.value("compute", 1.0);
     m.colocation.memory = co.value("memory", 1.0);
+    const Json sec = co.value("seconds", Json::object());
+    const double alone = sec.is_object() ? sec.value("stream_alone", 0.0) : 0.0;
+    const double bytes = co.value("stream_bytes", 0.0);
+    if (alone > 0 && bytes > 0) m.colocation.stream_bytes_per_s = bytes / alone;
     if (m.colocation.ranks < 2 || !(m.colocation.compute > 0) || !(m.colocation.memory > 0)) {
       throw ConfigError(file + ": comm.colocation needs ranks >= 2 and positive compute and memory factors");
     }

@@ -237,6 +237,7 @@ PredictBase base_from_article_read(const Json& ref, const std::string& rung, con
   b.steps = S * b.epochs;
   b.outside_steps_s = double(b.epochs * Sv) * T / 3.0 / 1e3;
   b.train_time_s = time_s;
+  b.memory_bytes_per_s = eff * mem * 1e9;  // the copies of a strategy stream as the optimizer does
   b.param_bytes = b.grad_bytes = P * 4;
   b.optimizer_bytes = P * 8;
   b.assumptions.push_back(
@@ -326,6 +327,46 @@ std::vector<Call> step_calls(const PredictBase& b, const PredictOptions& o, int 
   return calls;
 }
 
+CopyTraffic copy_traffic(const PredictBase& b, const PredictOptions& o, int n) {
+  CopyTraffic t;
+  if (n <= 1) return t;
+  const auto& s = o.strategy;
+  const double e = double(b.element_bytes);
+  if (s == "ddp") {
+    double G = 0;
+    for (const auto numel : b.param_numels) G += double(numel) * e;
+    t.backward = 4 * G;        // each gradient into its bucket; the bucket / N
+    t.after_backward = 2 * G;  // the averaged buckets back into .grad
+    return t;
+  }
+  const CommModel& cm = o.nodes > 1 ? o.inter : o.intra;
+  const double c = double(comm_bytes_of(b.precision, b.element_bytes));
+  const double r = double(reduce_bytes_of(b.precision, b.element_bytes, cm));
+  const bool full = is_fsdp(s) && o.fsdp_sharding == "FULL_SHARD";
+  const bool none = is_fsdp(s) && o.fsdp_sharding == "NO_SHARD";
+  const bool gathers = is_fsdp(s) && !none;
+  const int U = int(b.units.size());
+  for (int u = 0; u < U; ++u) {
+    if (b.units[size_t(u)].numel == 0) continue;  // nothing gathered or reduced
+    const double P = double(padded(b.units[size_t(u)].numel, none ? 1 : n));
+    const double shard = none ? P : P / n;
+    t.backward += P * (e + r) + 2 * P * r;  // gradients into the flat buffer (its dtype), the buffer / N
+    if (r != e) {
+      t.backward += shard * (r + e);  // the reduced slice into the parameters' dtype
+    } else if (s == "deepspeed_stage_1") {
+      t.backward += 2 * shard * e;  // its slice of the all-reduced buffer, copied out
+    }
+    if (gathers && c != e) {
+      // Each gather sends its shard converted and converts what it received.
+      const double one = shard * (e + c) + P * (c + e);
+      t.forward += one;
+      if (full && u < U - 1) t.backward += one;  // gathered again for its backward (the last one stays)
+    }
+    if (is_zero(s)) t.optimizer += 2 * shard * e;  // the stepped shard copied for its all-gather
+  }
+  return t;
+}
+
 namespace {
 
 // One step on n devices: its compute with the collectives placed on the timeline.
@@ -336,10 +377,16 @@ Prediction simulate(const PredictBase& b, const PredictOptions& o, int n) {
   const Colocation& co = o.intra.colocation;
   const bool shared = co.ranks >= 2 && (n + o.nodes - 1) / o.nodes >= 2;
   const double kc = shared ? co.compute : 1.0, km = shared ? co.memory : 1.0;
-  const double F = b.forward_ms * k * kc, B = b.backward_ms * k * kc;
   const auto& s = o.strategy;
+  // The strategy's own copies, memory-bound: at the device's bandwidth, slower
+  // as the optimizer's stream where ranks share a host.
+  const CopyTraffic copies = o.copy_bytes_per_s > 0 ? copy_traffic(b, o, n) : CopyTraffic{};
+  const auto copy_ms = [&](double bytes) { return bytes / o.copy_bytes_per_s * 1e3 * km; };
+  const double F = b.forward_ms * k * kc + (copies.forward > 0 ? copy_ms(copies.forward) : 0.0);
+  const double B = b.backward_ms * k * kc + (copies.backward > 0 ? copy_ms(copies.backward) : 0.0);
+  const double A = copies.after_backward > 0 ? copy_ms(copies.after_backward) : 0.0;
   const bool sharded_opt = n > 1 && (is_zero(s) || (is_fsdp(s) && o.fsdp_sharding != "NO_SHARD"));
-  const double O = b.optimizer_ms * k * km / (sharded_opt ? n : 1);
+  const double O = b.optimizer_ms * k * km / (sharded_opt ? n : 1) + (copies.optimizer > 0 ? copy_ms(copies.optimizer) : 0.0);
   Timeline tl{cm, n};
   const auto calls = step_calls(b, o, n);
   std::deque<Call> queue(calls.begin(), calls.end());
@@ -375,6 +422,7 @@ Prediction simulate(const PredictBase& b, const PredictOptions& o, int n) {
       tl.t += std::max(0.0, start + B - last);
     }
     tl.wait(done);
+    tl.compute(A);
   } else {
     // FSDP / ZeRO, unit by unit.
     std::vector<double> gathered(size_t(U), 0.0);
@@ -415,6 +463,7 @@ Prediction simulate(const PredictBase& b, const PredictOptions& o, int n) {
       }
     }
     tl.wait(done);
+    tl.compute(A);
   }
   const double before_opt = tl.t;
   tl.compute(O);
@@ -427,7 +476,8 @@ Prediction simulate(const PredictBase& b, const PredictOptions& o, int n) {
   Prediction p;
   p.devices = n;
   p.step_ms = tl.t;
-  p.compute_ms = F + B + O + b.other_ms;
+  p.compute_ms = F + B + A + O + b.other_ms;
+  p.copy_ms = copies.total() > 0 ? copy_ms(copies.total()) : 0.0;
   p.exposed_comm_ms = std::max(0.0, tl.t - p.compute_ms);
   p.comm_ms = tl.comm_ms;
   p.bytes_per_step = tl.bytes;
@@ -509,11 +559,21 @@ std::vector<std::string> prediction_assumptions(const PredictBase& b, const Pred
     a.push_back("ZeRO over " + std::to_string(b.units.size()) +
                 " units: reductions as each unit's backward ends, the stepped shards all-gathered after the optimizer; optimizer time / N");
   }
+  const bool copies = o.copy_bytes_per_s > 0;
+  if (copies) {
+    const int n = b.device_kind == "cpu" && o.intra.colocation.ranks >= 2 ? o.intra.colocation.ranks : 2;
+    a.push_back("the strategy's own copies (" +
+                std::string(o.strategy == "ddp" ? "gradients into the buckets, / N, and back into .grad"
+                                                : "gradients into the flat buffers and / N, 16-bit gathers converted, stepped shards copied") +
+                "): " + format_double("%.1f", copy_traffic(b, o, n).total() / 1e6) + " MB read and written a step at " +
+                std::to_string(n) + " devices, at " + format_double("%.1f", o.copy_bytes_per_s / 1e9) + " GB/s (" +
+                o.copy_note + ")");
+  }
   a.push_back("validation and the rest outside steps (" + format_double("%.1f", b.outside_steps_s) +
               " s on one device) divide by N");
-  a.push_back("left out: a data pipeline that does not keep up, stragglers and skew between ranks, the strategies' own "
-              "copies of the gradients into and out of their buffers, collectives slowed by the compute sharing their "
-              "cores (CPU), launch and start-up, contention on a shared network");
+  a.push_back(std::string("left out: a data pipeline that does not keep up, stragglers and skew between ranks, ") +
+              (copies ? "" : "the strategies' own copies of the gradients into and out of their buffers (no memory bandwidth known for these devices), ") +
+              "collectives slowed by the compute sharing their cores (CPU), launch and start-up, contention on a shared network");
   return a;
 }
 
@@ -540,7 +600,7 @@ Json prediction_json(const PredictBase& b, const PredictOptions& o, const std::v
             {"assumptions", prediction_assumptions(b, o)}, {"rows", Json::array()}};
   for (const auto& p : rows) {
     Json r = {{"devices", p.devices}, {"step_ms", p.step_ms}, {"compute_ms", p.compute_ms},
-              {"exposed_comm_ms", p.exposed_comm_ms}, {"comm_ms", p.comm_ms},
+              {"exposed_comm_ms", p.exposed_comm_ms}, {"comm_ms", p.comm_ms}, {"copy_ms", p.copy_ms},
               {"bytes_per_step", p.bytes_per_step}, {"calls_per_step", p.calls_per_step},
               {"steps", p.steps}, {"train_time_s", p.train_time_s}, {"samples_per_s", p.samples_per_s},
               {"efficiency", p.efficiency}, {"state_bytes_per_rank", p.state_bytes_per_rank}};

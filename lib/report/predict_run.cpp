@@ -150,6 +150,18 @@ PredictOutput run_predict(const PredictRequest& q) {
     o.inter = o.intra;
   }
   compute_scaling(q, b, base_gpu, o);
+  // The strategies' own copies run at the device's memory bandwidth: a
+  // calibrated stream on CPU ranks, an article GPU's published one; not
+  // charged on another device kind (--gpu), whose bandwidth is not known here.
+  if (q.gpu.empty()) {
+    if (b.device_kind == "cpu" && o.intra.colocation.stream_bytes_per_s > 0) {
+      o.copy_bytes_per_s = o.intra.colocation.stream_bytes_per_s;
+      o.copy_note = "calibrate's memory stream on one rank alone, " + q.calibration;
+    } else if (b.memory_bytes_per_s > 0) {
+      o.copy_bytes_per_s = b.memory_bytes_per_s;
+      o.copy_note = "the optimizer's share of the GPU's memory bandwidth, " + q.article;
+    }
+  }
   o.price_per_device_hour = q.price_per_device_hour;
   if (q.price_per_device_hour && !(*q.price_per_device_hour >= 0)) throw ConfigError("--price-per-hour: must be >= 0");
   std::vector<int> counts = q.devices;

@@ -677,7 +677,11 @@ TEST_CASE("cli: calibrate --comm fits each collective between 2 ranks and keeps 
   CHECK(co.at("compute").get<double>() > 0);
   CHECK(co.at("memory").get<double>() > 0);
   CHECK(co.at("seconds").at("matmul_alone").get<double>() > 0);
+  // The stream's bytes with its time alone: the bandwidth predict charges copies at.
+  CHECK(co.at("stream_bytes").get<double>() == 3.0 * 64 * 1024 * 1024);
+  CHECK(co.at("seconds").at("stream_alone").get<double>() > 0);
   CHECK(r.output.find("2 ranks computing at once on this host: matmul x") != std::string::npos);
+  CHECK(r.output.find("GB/s alone)") != std::string::npos);
   // The matmul calibration run afterwards keeps the comm fit.
   REQUIRE(run_cli("calibrate --size 64 --max-threads 1 --min-seconds 0.01 --out " + file.string()).code == 0);
   std::ifstream again(file);
@@ -692,6 +696,9 @@ TEST_CASE("cli: predict from an article's one-GPU rung sets the article's 4-GPU 
   REQUIRE_MESSAGE(r.code == 0, r.output);
   CHECK(r.output.find("the article's rung 05 (DDP, 4 GPUs): 2.19 min measured") != std::string::npos);
   CHECK(r.output.find("forward : backward = 1 : 2") != std::string::npos);  // the stated split
+  // DDP's own gradient copies, at the A100's memory bandwidth the article's workload states.
+  CHECK(r.output.find("the strategy's own copies (gradients into the buckets") != std::string::npos);
+  CHECK(r.output.find("the optimizer's share of the GPU's memory bandwidth") != std::string::npos);
   CHECK(r.output.find("| cost |") != std::string::npos);
   const std::vector<std::pair<std::string, std::string>> refused = {
       {ref + " --rung 05 --link nvlink3-a100", "predict starts from a one-device rung"},

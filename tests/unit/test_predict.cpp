@@ -219,6 +219,51 @@ TEST_CASE("predict: CPU ranks sharing a host compute as slower as calibrate meas
   CHECK(has(said, "optimizer x 1.500"));
 }
 
+TEST_CASE("predict: the strategies' own copies cost their bytes at the memory bandwidth, on several devices only") {
+  auto b = base(4);  // 3,001,000 fp32 parameters
+  const double G = 3001000.0 * 4;
+  const auto m = link(1e6, 0);  // collectives all but free
+  // DDP: into the buckets, / N, back into .grad: three reads and three writes of the gradients.
+  auto ddp = options("ddp", m);
+  CHECK(copy_traffic(b, ddp, 1).total() == 0);
+  const auto t = copy_traffic(b, ddp, 2);
+  CHECK(t.backward == doctest::Approx(4 * G));
+  CHECK(t.after_backward == doctest::Approx(2 * G));
+  const auto free_copies = predict(b, ddp, {1, 2});
+  ddp.copy_bytes_per_s = 6 * G / 3e-3;  // 3 ms for the six passes
+  const auto charged = predict(b, ddp, {1, 2});
+  CHECK(charged[0].step_ms == doctest::Approx(free_copies[0].step_ms));  // one device copies nothing
+  CHECK(charged[1].copy_ms == doctest::Approx(3.0));
+  CHECK(charged[1].compute_ms == doctest::Approx(free_copies[1].compute_ms + 3.0));
+  CHECK(charged[1].step_ms == doctest::Approx(free_copies[1].step_ms + 3.0).epsilon(1e-6));
+  // CPU ranks sharing a host copy as slowly as calibrate's stream ran with them.
+  auto shared = ddp;
+  shared.intra.colocation = {2, 1.0, 1.5, 0};
+  shared.inter = shared.intra;
+  CHECK(predict(b, shared, {2})[0].copy_ms == doctest::Approx(4.5));
+  // ZeRO-2 in fp32: gradients into the flat buffers and / N, the stepped shards copied
+  // for the gather (padded units, each a half on 2 ranks).
+  const auto z = copy_traffic(b, options("deepspeed_stage_2", m), 2);
+  CHECK(z.backward == doctest::Approx(4 * G).epsilon(1e-5));
+  CHECK(z.optimizer == doctest::Approx(G).epsilon(1e-5));
+  CHECK(z.forward == 0);
+  // FSDP under bf16-mixed gathers 16-bit parameters and converts them: forward
+  // once each unit, backward again but the last (FULL_SHARD).
+  auto mixed = b;
+  mixed.precision = "bf16-mixed";
+  const auto f = copy_traffic(mixed, options("fsdp", m), 2);
+  const double P = 3001000.0;
+  CHECK(f.forward == doctest::Approx(P / 2 * 6 + P * 6).epsilon(1e-5));
+  CHECK(f.backward > 4 * G);
+  // Said among the assumptions, and left out where no bandwidth is known.
+  std::string said, unsaid;
+  for (const auto& a : prediction_assumptions(b, ddp)) said += a + "\n";
+  for (const auto& a : prediction_assumptions(b, options("ddp", m))) unsaid += a + "\n";
+  CHECK(has(said, "the strategy's own copies"));
+  CHECK(!has(said, "copies of the gradients into and out of their buffers"));
+  CHECK(has(unsaid, "copies of the gradients into and out of their buffers"));
+}
+
 TEST_CASE("predict: model state per rank is whole under DDP and divided as FSDP and ZeRO divide it") {
   const auto b = base(4);
   const double P = double(b.param_bytes), G = double(b.grad_bytes), O = double(b.optimizer_bytes);

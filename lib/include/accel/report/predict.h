@@ -76,6 +76,7 @@ Link link_from_fit(Collective c, const AlphaBeta& fit, int ranks, const std::str
 struct Colocation {
   int ranks = 0;
   double compute = 1.0, memory = 1.0;
+  double stream_bytes_per_s = 0;  // the stream's bytes read and written a second, one rank alone (0: not measured)
 };
 
 // How collectives cost on the devices of a prediction.
@@ -118,6 +119,7 @@ struct PredictBase {
   int epochs = 1;
   int64_t steps = 0;            // the base run's (one device)
   double outside_steps_s = 0;   // validation and the rest outside steps, all epochs, one device
+  double memory_bytes_per_s = 0;  // the device's usable memory bandwidth where known (an article's GPU)
   double train_time_s = 0;
   // models::layout_json
   std::vector<int64_t> param_numels;
@@ -159,6 +161,11 @@ struct PredictOptions {
   CommModel intra, inter;  // inter: the hops between nodes (nodes > 1)
   double compute_scale = 1.0;   // per-device compute time x this (another device kind)
   std::string compute_note;
+  // The device's memory bandwidth for the strategies' own copies (gradients
+  // into and out of buckets and flat buffers, dtype conversions), bytes read
+  // and written a second; 0: unknown, the copies are not charged.
+  double copy_bytes_per_s = 0;
+  std::string copy_note;
   bool metrics_every_step = true;  // the loss all-reduce each step (CPU) or at log steps only
   std::optional<double> price_per_device_hour;
 };
@@ -171,9 +178,22 @@ PredictOptions options_for(const PredictBase& base, const std::string& strategy)
 // The collectives one step issues on `devices` ranks, in issue order.
 std::vector<Call> step_calls(const PredictBase& base, const PredictOptions& o, int devices);
 
+// The bytes the strategy's own copies read and write in one step on
+// `devices` ranks, by when they run (lib/dist/ddp.cpp, fsdp.cpp): DDP copies
+// each gradient into its bucket, divides the bucket by N and copies it back
+// into .grad; FSDP and ZeRO copy gradients into a unit's flat buffer and
+// divide it, convert gathered 16-bit parameters into the fp32 ones, and ZeRO
+// copies each stepped shard before gathering it. One device: none.
+struct CopyTraffic {
+  double forward = 0, backward = 0, after_backward = 0, optimizer = 0;
+  double total() const { return forward + backward + after_backward + optimizer; }
+};
+CopyTraffic copy_traffic(const PredictBase& base, const PredictOptions& o, int devices);
+
 struct Prediction {
   int devices = 1;
   double step_ms = 0, compute_ms = 0, exposed_comm_ms = 0, comm_ms = 0;
+  double copy_ms = 0;  // of compute_ms: the strategy's own copies (copy_traffic)
   double bytes_per_step = 0;
   double calls_per_step = 0;
   int64_t steps = 0;
