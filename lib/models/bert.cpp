@@ -303,7 +303,7 @@ torch::Tensor TextClassifierImpl::forward(const data::Inputs& inputs) {
 }
 
 double TextClassifierImpl::forward_flops(const data::Inputs& inputs) const {
-  const auto& ids = data::input(inputs, "input_ids");
+  const torch::Tensor ids = data::input(inputs, "input_ids");  // a handle: no reference into a temporary's call (gcc 14)
   return double(ids.size(0)) * text_forward_flops(spec_, ids.size(1));
 }
 

@@ -211,7 +211,8 @@ NamedTensors to_torchvision_names(const NamedTensors& source, WeightFormat forma
 LoadReport load_pretrained(Model& model, const std::filesystem::path& file,
                            const std::string& format, bool strict) {
   const std::string name = file.string();
-  const auto& family = model_family(model.arch());
+  const std::string arch = model.arch();
+  const auto& family = model_family(arch);  // the registry's entry (named argument: gcc 14's -Wdangling-reference)
   NamedTensors source = read_safetensors(file);
   std::vector<std::string> dropped;
   std::string used;
