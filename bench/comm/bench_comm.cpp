@@ -5,9 +5,9 @@
 // 2(N-1)/N of the buffer per rank, all-gather and reduce-scatter (N-1)/N.
 //   build/accel_bench_comm [ranks=2] [backend=gloo]
 // Run without RANK in the environment, it starts the ranks itself.
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
 #include <string>
 
@@ -15,33 +15,7 @@
 
 #include "accel/dist/comm.h"
 #include "accel/dist/launcher.h"
-
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double time_op(accel::dist::Comm& comm, const std::function<void()>& op) {
-  for (int i = 0; i < 3; ++i) op();  // warm-up
-  // Rank 0 picks the repetitions (about 0.4 s) and every rank follows.
-  auto reps = torch::zeros({1}, torch::kDouble);
-  if (comm.rank() == 0) {
-    const auto t0 = Clock::now();
-    op();
-    const double one = std::chrono::duration<double>(Clock::now() - t0).count();
-    reps[0] = std::max(3.0, std::min(2000.0, 0.4 / std::max(one, 1e-6)));
-  } else {
-    op();
-  }
-  comm.broadcast(reps, 0);
-  const int n = int(reps[0].item<double>());
-  comm.barrier();
-  const auto t0 = Clock::now();
-  for (int i = 0; i < n; ++i) op();
-  comm.barrier();
-  return std::chrono::duration<double>(Clock::now() - t0).count() / n;
-}
-
-}  // namespace
+#include "accel/report/calibrate.h"
 
 int main(int argc, char** argv) {
   const int ranks = argc > 1 ? std::atoi(argv[1]) : 2;
@@ -77,11 +51,11 @@ int main(int argc, char** argv) {
     auto buf = torch::ones({n}, opts);
     auto shard = torch::ones({n / N}, opts);
     auto full = torch::ones({(n / N) * N}, opts);
-    const double ar = time_op(*comm, [&] { comm->all_reduce(buf, accel::dist::ReduceOp::Sum).wait(); });
-    const double ag = time_op(*comm, [&] { comm->all_gather(shard, full).wait(); });
-    const double rs = time_op(*comm, [&] {
-      comm->reduce_scatter(full, shard, accel::dist::ReduceOp::Sum).wait();
-    });
+    // calibrate --comm's timing (the best of five loops), about 0.4 s a collective and size.
+    const auto time = [&](const std::function<void()>& op) { return accel::report::time_collective(*comm, op, 0.4); };
+    const double ar = time([&] { comm->all_reduce(buf, accel::dist::ReduceOp::Sum).wait(); });
+    const double ag = time([&] { comm->all_gather(shard, full).wait(); });
+    const double rs = time([&] { comm->reduce_scatter(full, shard, accel::dist::ReduceOp::Sum).wait(); });
     if (comm->rank() == 0) {
       const double f = double(N - 1) / N, gb = double(bytes) / 1e9;
       std::printf("| %lld | %.3f | %.2f | %.3f | %.2f | %.3f | %.2f |\n",

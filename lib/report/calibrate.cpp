@@ -123,17 +123,6 @@ double time_once(dist::Comm& comm, const std::function<void()>& op, double secon
   return std::chrono::duration<double>(Clock::now() - t0).count() / n;
 }
 
-// The best of five such timings, after two warm-up calls (buffers,
-// connections). On a VM a whole timing loop can fall into a slow mode (every
-// small collective waiting for a ~4 ms scheduler tick to wake a Gloo thread,
-// seen here on 2 vCPUs); the collectives of a training step, issued while the
-// rank computes, do not pay it each time, so the fastest loop is the one to fit.
-double time_collective(dist::Comm& comm, const std::function<void()>& op, double seconds) {
-  for (int i = 0; i < 2; ++i) op();
-  double best = 1e30;
-  for (int i = 0; i < 5; ++i) best = std::min(best, time_once(comm, op, seconds / 5));
-  return best;
-}
 
 // Seconds per call of `work` on rank 0, the best of 3 timing loops of about
 // `seconds`: alone (the other ranks wait in a barrier, off their cores after
@@ -206,6 +195,18 @@ nlohmann::json colocation(dist::Comm& comm, double seconds, std::ostream* log) {
 }
 
 }  // namespace
+
+// The best of five such timings, after two warm-up calls (buffers,
+// connections). On a VM a whole timing loop can fall into a slow mode (every
+// small collective waiting for a ~4 ms scheduler tick to wake a Gloo thread,
+// seen here on 2 vCPUs); the collectives of a training step, issued while the
+// rank computes, do not pay it each time, so the fastest loop is the one to fit.
+double time_collective(dist::Comm& comm, const std::function<void()>& op, double seconds) {
+  for (int i = 0; i < 2; ++i) op();
+  double best = 1e30;
+  for (int i = 0; i < 5; ++i) best = std::min(best, time_once(comm, op, seconds / 5));
+  return best;
+}
 
 nlohmann::json calibrate_comm(dist::Comm& comm, const CommCalibrateOptions& opts) {
   const int N = comm.size();

@@ -140,26 +140,37 @@ ChartData scaling_chart(const Report& r) {
   return c;
 }
 
+// "set title" with the chart's title and the subtitle as its second line
+// (gnuplot turns \n inside double quotes into a line break).
+std::string title_lines(const std::string& title, const std::string& subtitle) {
+  const std::string t = quoted(title);
+  return "set title " + t.substr(0, t.size() - 1) + "\\n" + quoted(subtitle).substr(1) + " noenhanced\n";
+}
+
+// The plot drawn twice, as DIR/NAME.svg and DIR/NAME.png.
+std::string svg_and_png(const fs::path& dir, const std::string& name, const std::string& plot) {
+  std::string out;
+  for (const auto& [term, ext] : {std::pair{"svg size 960,540 dynamic font \"sans,12\" "
+                                            "background \"white\"", "svg"},
+                                  std::pair{"pngcairo size 960,540 font \"sans,11\"", "png"}}) {
+    out += std::string("set terminal ") + term + "\nset output " + quoted((dir / (name + "." + ext)).string()) +
+           "\n" + plot + "set output\n";
+  }
+  return out;
+}
+
 std::string lines_script(const ChartData& c, const fs::path& dir, const std::string& subtitle, int series) {
   const std::string data = quoted((dir / (c.name + ".csv")).string());
   std::ostringstream gp;
   gp << "set datafile separator ','\nset key top left noenhanced\nset grid\n"
-     << "set title " << quoted(c.title).substr(0, quoted(c.title).size() - 1) << "\\n"
-     << quoted(subtitle).substr(1) << " noenhanced\n"
+     << title_lines(c.title, subtitle)
      << "set ylabel " << quoted(c.ylabel) << "\nset xlabel \"devices\"\nset xrange [0.5:8.5]\n"
      << "set yrange [0:*]\nset xtics 1\n";
   std::ostringstream plot;
   plot << "plot for [i=2:" << (1 + 2 * series) << ":2] " << data
        << " using 1:i with linespoints lw 2 pt 6 title columnhead(i), for [i=3:" << (1 + 2 * series)
        << ":2] " << data << " using 1:i with points pt 7 ps 2 title columnhead(i)\n";
-  for (const auto& [term, ext] : {std::pair{"svg size 960,540 dynamic font \"sans,12\" "
-                                            "background \"white\"", "svg"},
-                                  std::pair{"pngcairo size 960,540 font \"sans,11\"", "png"}}) {
-    gp << "set terminal " << term << "\nset output "
-       << quoted((dir / (c.name + "." + ext)).string()) << "\n"
-       << plot.str() << "set output\n";
-  }
-  return gp.str();
+  return gp.str() + svg_and_png(dir, c.name, plot.str());
 }
 
 bool has_article(const Report& r) {
@@ -179,9 +190,7 @@ std::string gnuplot_script(const ChartData& c, const fs::path& dir, const std::s
   gp << "set datafile separator ','\n"
      << "set style data histograms\nset style histogram clustered gap 1\n"
      << "set style fill solid 0.85 border -1\nset boxwidth 0.9\n"
-     // Two title lines: gnuplot turns \n inside double quotes into a line break.
-     << "set title " << quoted(c.title).substr(0, quoted(c.title).size() - 1) << "\\n"
-     << quoted(subtitle).substr(1) << " noenhanced\n"
+     << title_lines(c.title, subtitle)
      << "set ylabel " << quoted(c.ylabel) << "\nset xlabel \"rung\"\n"
      << "set yrange [0:*]\nset offsets 0,0,graph 0.12,0\nset grid ytics\n"
      << "set xtics rotate by -20 noenhanced nomirror\nset key top right noenhanced\n";
@@ -205,14 +214,7 @@ std::string gnuplot_script(const ChartData& c, const fs::path& dir, const std::s
        << "):(0):(strlen(strcol(2))==0 ? \"n/a\" : \"\") with labels offset 0,0.8 "
           "font \",9\" tc rgb \"#555555\" notitle";
   plot << "\n";
-  for (const auto& [term, ext] : {std::pair{"svg size 960,540 dynamic font \"sans,12\" "
-                                            "background \"white\"", "svg"},
-                                  std::pair{"pngcairo size 960,540 font \"sans,11\"", "png"}}) {
-    gp << "set terminal " << term << "\nset output "
-       << quoted((dir / (c.name + "." + ext)).string()) << "\n"
-       << plot.str() << "set output\n";
-  }
-  return gp.str();
+  return gp.str() + svg_and_png(dir, c.name, plot.str());
 }
 
 }  // namespace

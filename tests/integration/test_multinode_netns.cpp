@@ -151,17 +151,22 @@ double test_acc(const fs::path& run) {
   return nlohmann::json::parse(in).at("test_acc").get<double>();
 }
 
+// Makes the pair; where this machine cannot (no root, no `ip`), says why
+// and the test returns without checking anything.
+bool made_or_skipped(NamespacePair& pair, const fs::path& log) {
+  const std::string why = pair.make(log);
+  if (why.empty()) return true;
+  const std::string note = "skipped: " + why;
+  MESSAGE(note);
+  return false;
+}
+
 }  // namespace
 
 TEST_CASE("multinode: one rank in each of two network namespaces equals the 2-rank local run") {
   accel_test::TempDir d;
   NamespacePair pair;
-  const std::string why = pair.make(d / "ip.log");
-  if (!why.empty()) {
-    const std::string note = "skipped: " + why;
-    MESSAGE(note);
-    return;
-  }
+  if (!made_or_skipped(pair, d / "ip.log")) return;
   const std::string cfg = write_config(d);
 
   // The reference: `accel-bench run` starts both ranks itself on loopback.
@@ -200,12 +205,7 @@ TEST_CASE("multinode: one rank in each of two network namespaces equals the 2-ra
 TEST_CASE("multinode: rank 0's store listens on MASTER_ADDR only, a stalled client keeps no rank alive, and a shared secret is used" * doctest::test_suite("process")) {
   accel_test::TempDir d;
   NamespacePair pair;
-  const std::string why = pair.make(d / "ip.log");
-  if (!why.empty()) {
-    const std::string note = "skipped: " + why;
-    MESSAGE(note);
-    return;
-  }
+  if (!made_or_skipped(pair, d / "ip.log")) return;
   const std::string cfg = write_config(d);
   const std::string token = "ACCEL_STORE_TOKEN=netns-test-secret-0123456789 ";
   const auto n0 = d / "node0", n1 = d / "node1";

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <ostream>
 
 #include <nlohmann/json.hpp>
@@ -36,7 +37,8 @@ nlohmann::json calibrate(const CalibrateOptions& opts);
 // {"backend", "ranks", "threads_per_rank", "method", "measured_at",
 //  "collectives": {"all_reduce": {"alpha_s", "beta_s_per_byte",
 //  "max_rel_error", "points": [[bytes, seconds], ...]}, ...},
-//  "colocation": {"ranks", "compute", "memory", "method", "seconds"}}: on CPU
+//  "colocation": {"ranks", "compute", "memory", "method", "seconds",
+//  "stream_bytes"}}: on CPU
 // ranks, how much slower rank 0 runs a matmul loop and a memory stream while
 // every rank runs them than alone (ranks of one host share caches and memory
 // bandwidth; predict scales a one-rank run's compute by it).
@@ -49,6 +51,12 @@ struct CommCalibrateOptions {
   torch::Device device = torch::kCPU;  // NCCL: this rank's GPU
 };
 nlohmann::json calibrate_comm(dist::Comm& comm, const CommCalibrateOptions& opts);
+
+// Seconds per call of the collective `op`, which every rank runs: two
+// warm-up calls, then the best of five timing loops of about seconds / 5
+// each (rank 0 picks the repetitions, every rank follows, barriers fence each
+// loop). What calibrate --comm fits and bench/comm/bench_comm.cpp prints.
+double time_collective(dist::Comm& comm, const std::function<void()>& op, double seconds);
 
 // results/peaks/<machine-id>.json (relative to the cwd).
 std::filesystem::path default_peaks_file(const std::string& machine_id);
