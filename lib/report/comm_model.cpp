@@ -3,6 +3,8 @@
 // (published, results/reference/links.json, or fitted by calibrate --comm).
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -67,6 +69,16 @@ std::string collective_name(Collective c) {
 }
 
 namespace {
+// 4096 -> "4 KiB", 67108864 -> "64 MiB".
+std::string format_bytes(double b) {
+  const char* unit[] = {"B", "KiB", "MiB", "GiB"};
+  int u = 0;
+  while (b >= 1024 && u < 3) b /= 1024, ++u;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g %s", b, unit[u]);
+  return buf;
+}
+
 // Hops of a ring collective over `ranks` ranks, each carrying bytes / ranks.
 double hops(Collective c, int ranks) {
   return c == Collective::AllReduce ? 2.0 * (ranks - 1) : double(ranks - 1);
@@ -88,6 +100,26 @@ Link link_from_fit(Collective c, const AlphaBeta& fit, int ranks, const std::str
   // t = h * (alpha + bytes / (ranks * bw))  =>  beta = h / (ranks * bw)
   l.bytes_per_s = fit.beta_s_per_byte > 0 ? h / (ranks * fit.beta_s_per_byte) : 0;
   return l;
+}
+
+std::optional<double> MeasuredCollective::seconds(int n, double bytes) const {
+  if (n != ranks || points.empty()) return std::nullopt;
+  auto pts = points;
+  std::sort(pts.begin(), pts.end());
+  if (bytes < pts.front().first || bytes > pts.back().first) return std::nullopt;
+  for (size_t i = pts.size() - 1; i-- > 0;) pts[i].second = std::min(pts[i].second, pts[i + 1].second);
+  const auto hi = std::lower_bound(pts.begin(), pts.end(), std::make_pair(bytes, 0.0));
+  if (hi->first == bytes || hi == pts.begin()) return hi->second;
+  const auto lo = hi - 1;
+  return lo->second + (hi->second - lo->second) * (bytes - lo->first) / (hi->first - lo->first);
+}
+
+double CommModel::seconds(Collective c, int ranks, double bytes) const {
+  const MeasuredCollective& m = c == Collective::AllReduce   ? measured_all_reduce
+                                : c == Collective::AllGather ? measured_all_gather
+                                                             : measured_reduce_scatter;
+  if (const auto t = m.seconds(ranks, bytes)) return *t;
+  return ring_seconds(c, link(c), ranks, bytes);
 }
 
 const Link& CommModel::link(Collective c) const {
@@ -158,6 +190,9 @@ CommModel comm_model_from_calibration(const Json& comm, const std::string& file)
     if (pts.size() >= 2) f = fit_alpha_beta(pts);
     const auto kind = collective_from_name(name);
     Link l = link_from_fit(kind, f, ranks, backend + " " + name);
+    (kind == Collective::AllReduce    ? m.measured_all_reduce
+     : kind == Collective::AllGather ? m.measured_all_gather
+                                      : m.measured_reduce_scatter) = MeasuredCollective{ranks, pts};
     char note[200];
     std::snprintf(note, sizeof note, "%s fitted on %d ranks: %.1f us + %.3g GB/s", name, ranks,
                   f.alpha_s * 1e6, f.beta_s_per_byte > 0 ? 1e-9 / f.beta_s_per_byte : 0.0);
@@ -183,9 +218,19 @@ CommModel comm_model_from_calibration(const Json& comm, const std::string& file)
   m.overlaps_compute = !gloo;
   m.native_reduce_scatter = !gloo;
   m.bf16_reductions = !gloo;
-  m.description = backend + " collectives fitted on this machine (" + file + ", " +
+  m.description = backend + " collectives calibrated on this machine (" + file + ", " +
                   std::to_string(ranks) + " ranks of " +
                   std::to_string(comm.value("threads_per_rank", 1)) + " thread(s))";
+  const auto& pts = m.measured_all_reduce.points;
+  if (!pts.empty()) {
+    double lo = pts.front().first, hi = lo;
+    for (const auto& p : pts) lo = std::min(lo, p.first), hi = std::max(hi, p.first);
+    m.description += ": at " + std::to_string(ranks) + " ranks and " + format_bytes(lo) + " to " +
+                     format_bytes(hi) + " their measured times (linear between sizes, no size slower than a "
+                     "larger one), the fitted alpha-beta rings elsewhere";
+  } else {
+    m.description += ", the fitted alpha-beta rings";
+  }
   return m;
 }
 

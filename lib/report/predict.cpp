@@ -117,7 +117,7 @@ struct Timeline {
 
   // A call's time, averaged over the steps it runs in.
   double duration(const Call& c) const {
-    return ring_seconds(c.kind, comm.link(c.kind), ranks, c.bytes) * 1e3 * c.per_step;
+    return comm.seconds(c.kind, ranks, c.bytes) * 1e3 * c.per_step;
   }
   // Issues `c` now; returns when it will be done.
   double issue(const Call& c) {

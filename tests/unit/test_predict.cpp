@@ -124,6 +124,35 @@ TEST_CASE("predict: ring collectives take 2(N-1) hops to all-reduce and N-1 to g
   CHECK(ring_seconds(Collective::AllReduce, back, 2, bytes) == doctest::Approx(fit(bytes)));
 }
 
+TEST_CASE("predict: a calibration's own points price collectives inside its sizes and rank count, the fit elsewhere") {
+  // A machine whose bandwidth falls past 16 MiB (the caches): a straight line
+  // through all sizes would charge mid-sized messages the largest one's rate.
+  const nlohmann::json pts = {{4096, 0.3e-3}, {16384, 4.0e-3}, {65536, 0.35e-3}, {1048576, 0.8e-3},
+                              {16777216, 7e-3}, {67108864, 60e-3}};
+  nlohmann::json comm = {{"backend", "gloo"}, {"ranks", 2}, {"threads_per_rank", 1}, {"collectives", nlohmann::json::object()}};
+  for (const char* c : {"all_reduce", "all_gather", "reduce_scatter"}) comm["collectives"][c] = {{"points", pts}};
+  const auto m = comm_model_from_calibration(comm, "peaks.json");
+  const double mib = 1024 * 1024;
+  // Measured sizes: their times; between them, linear.
+  CHECK(m.seconds(Collective::AllGather, 2, 16 * mib) == doctest::Approx(7e-3));
+  CHECK(m.seconds(Collective::AllGather, 2, 8 * mib) ==
+        doctest::Approx(0.8e-3 + (7e-3 - 0.8e-3) * (7.0 / 15.0)));
+  CHECK(m.seconds(Collective::AllGather, 2, 8 * mib) < ring_seconds(Collective::AllGather, m.all_gather, 2, 8 * mib));
+  // 16 KiB ran slower than 64 KiB did: noise, priced as the larger one.
+  CHECK(m.seconds(Collective::AllReduce, 2, 16384) == doctest::Approx(0.35e-3));
+  CHECK(m.seconds(Collective::AllReduce, 2, 8192) == doctest::Approx(0.3e-3 + (0.35e-3 - 0.3e-3) * (4096.0 / 12288.0)));
+  // Outside the sizes, or at another rank count: the fitted ring.
+  for (const auto& [ranks, bytes] : {std::pair{2, 128 * mib}, std::pair{2, 1024.0}, std::pair{4, 8 * mib}}) {
+    CHECK(m.seconds(Collective::ReduceScatter, ranks, bytes) ==
+          doctest::Approx(ring_seconds(Collective::ReduceScatter, m.reduce_scatter, ranks, bytes)));
+  }
+  // Said in the model's description; a published link has no points.
+  CHECK(has(m.description, "at 2 ranks and 4 KiB to 64 MiB their measured times"));
+  const auto published = link(100, 1);
+  CHECK(published.seconds(Collective::AllReduce, 2, 8 * mib) ==
+        doctest::Approx(ring_seconds(Collective::AllReduce, published.all_reduce, 2, 8 * mib)));
+}
+
 TEST_CASE("predict: DDP's buckets, FSDP's and ZeRO's per-unit collectives are what the strategies issue") {
   const auto b = base(4);
   auto o = options("ddp", link(100, 1));

@@ -79,15 +79,33 @@ struct Colocation {
   double stream_bytes_per_s = 0;  // the stream's bytes read and written a second, one rank alone (0: not measured)
 };
 
+// A collective's times as calibrate measured them at `ranks` ranks: (bytes,
+// seconds), each the best of its timing loops.
+struct MeasuredCollective {
+  int ranks = 0;
+  std::vector<std::pair<double, double>> points;
+  // Inside the measured sizes at the measured rank count: linear between the
+  // neighbouring points of their lower envelope (no message faster than a
+  // larger one: a slower smaller point is the machine's noise); nothing
+  // (nullopt) elsewhere.
+  std::optional<double> seconds(int ranks, double bytes) const;
+};
+
 // How collectives cost on the devices of a prediction.
 struct CommModel {
   Link all_reduce, all_gather, reduce_scatter;  // one link each (the same for a published link)
+  // A calibration's own points (none for a published link): where they reach,
+  // they price a collective instead of the fitted link.
+  MeasuredCollective measured_all_reduce, measured_all_gather, measured_reduce_scatter;
   Colocation colocation;  // CPU ranks on one host (a calibration's), else none
   bool overlaps_compute = true;    // GPU: yes; CPU ranks that own their cores: no
   bool native_reduce_scatter = true;  // Gloo: an all-reduce of the whole buffer instead
   bool bf16_reductions = true;        // Gloo sums bf16 payloads in fp32
   std::string description;
   const Link& link(Collective c) const;
+  // Seconds for one call on `ranks` ranks: the measured points where they
+  // reach, else the ring over the link.
+  double seconds(Collective c, int ranks, double bytes) const;
 };
 // From links.json by id (ConfigError listing the ids otherwise), for GPUs on NCCL.
 CommModel comm_model_from_links(const Json& links, const std::string& id);
