@@ -369,6 +369,30 @@ CopyTraffic copy_traffic(const PredictBase& b, const PredictOptions& o, int n) {
 
 namespace {
 
+// The bytes an optimizer step reads and writes: parameters, gradients and
+// state read, parameters and state written (Adam in fp32: 28 a parameter).
+double optimizer_traffic(const PredictBase& b) {
+  return 2.0 * double(b.param_bytes) + double(b.grad_bytes) + 2.0 * double(b.optimizer_bytes);
+}
+
+// One rank's optimizer step on n devices: the base's (its shard's where the
+// state is sharded). Where ranks share a host, no faster than its bytes at the
+// stream bandwidth each rank got with all of them streaming at once (a
+// roofline: an optimizer whose arithmetic bounds it, as a one-thread Adam
+// does here, is not slowed by the other ranks' traffic); without that
+// bandwidth, slowed as calibrate's stream was.
+double optimizer_ms(const PredictBase& b, const PredictOptions& o, int n, bool shared, bool sharded) {
+  const double share = sharded ? 1.0 / n : 1.0;
+  const double alone = b.optimizer_ms * o.compute_scale * share;
+  if (!shared) return alone;
+  const Colocation& co = o.intra.colocation;
+  if (co.stream_bytes_per_s > 0 && optimizer_traffic(b) > 0) {
+    const double together_bytes_per_s = co.stream_bytes_per_s / co.memory;
+    return std::max(alone, optimizer_traffic(b) * share / together_bytes_per_s * 1e3);
+  }
+  return alone * co.memory;
+}
+
 // One step on n devices: its compute with the collectives placed on the timeline.
 Prediction simulate(const PredictBase& b, const PredictOptions& o, int n) {
   const CommModel& cm = o.nodes > 1 ? o.inter : o.intra;
@@ -386,7 +410,7 @@ Prediction simulate(const PredictBase& b, const PredictOptions& o, int n) {
   const double B = b.backward_ms * k * kc + (copies.backward > 0 ? copy_ms(copies.backward) : 0.0);
   const double A = copies.after_backward > 0 ? copy_ms(copies.after_backward) : 0.0;
   const bool sharded_opt = n > 1 && (is_zero(s) || (is_fsdp(s) && o.fsdp_sharding != "NO_SHARD"));
-  const double O = b.optimizer_ms * k * km / (sharded_opt ? n : 1) + (copies.optimizer > 0 ? copy_ms(copies.optimizer) : 0.0);
+  const double O = optimizer_ms(b, o, n, shared, sharded_opt) + (copies.optimizer > 0 ? copy_ms(copies.optimizer) : 0.0);
   Timeline tl{cm, n};
   const auto calls = step_calls(b, o, n);
   std::deque<Call> queue(calls.begin(), calls.end());
@@ -538,9 +562,15 @@ std::vector<std::string> prediction_assumptions(const PredictBase& b, const Pred
               (o.compute_scale != 1.0 ? ", compute x " + format_double("%.3f", o.compute_scale) + " (" + o.compute_note + ")" : ""));
   if (o.intra.colocation.ranks >= 2) {
     const auto& co = o.intra.colocation;
+    const std::string opt =
+        co.stream_bytes_per_s > 0 && optimizer_traffic(b) > 0
+            ? "the optimizer no faster than its " + format_double("%.0f", optimizer_traffic(b) / 1e6) +
+                  " MB read and written at the " + format_double("%.1f", co.stream_bytes_per_s / co.memory / 1e9) +
+                  " GB/s a rank the stream got with all streaming (its shard's under FSDP and ZeRO)"
+            : "optimizer x " + format_double("%.3f", co.memory) + " (a stream over large buffers)";
     a.push_back("ranks sharing a host (2 or more a node) compute slower than one alone, as calibrate measured " +
                 std::to_string(co.ranks) + " ranks at once: forward and backward x " + format_double("%.3f", co.compute) +
-                " (a matmul loop), optimizer x " + format_double("%.3f", co.memory) + " (a stream over large buffers); more ranks a host than that may slow more");
+                " (a matmul loop), " + opt + "; more ranks a host than that may slow more");
   }
   a.push_back("communication: " + cm.description +
               (o.nodes > 1 ? " between " + std::to_string(o.nodes) + " nodes (every ring hop at that link's speed)" : ""));

@@ -248,6 +248,30 @@ TEST_CASE("predict: CPU ranks sharing a host compute as slower as calibrate meas
   CHECK(has(said, "optimizer x 1.500"));
 }
 
+TEST_CASE("predict: ranks sharing a host slow an optimizer only as far as its bytes need the bandwidth they share") {
+  auto b = base(4);
+  b.device_kind = "cpu";
+  const double traffic = 2.0 * double(b.param_bytes) + double(b.grad_bytes) + 2.0 * double(b.optimizer_bytes);
+  auto cpu = link(1e6, 0);
+  cpu.overlaps_compute = false;
+  const auto alone = predict(b, options("ddp", cpu), {2})[0];
+  // A stream of 10 GB/s alone, half of it with both ranks streaming: the
+  // optimizer's bytes take longer than its measured 2 ms, and that is its time.
+  cpu.colocation = {2, 1.0, 2.0, 10e9};
+  const auto bound = predict(b, options("ddp", cpu), {2})[0];
+  CHECK(bound.compute_ms == doctest::Approx(alone.compute_ms - 2 + traffic / 5e9 * 1e3));
+  // ZeRO-2: each rank's half of the state, half the bytes.
+  const auto z_alone = predict(b, options("deepspeed_stage_2", link(1e6, 0)), {2})[0];
+  auto zopt = options("deepspeed_stage_2", cpu);
+  CHECK(predict(b, zopt, {2})[0].compute_ms == doctest::Approx(z_alone.compute_ms - 1 + traffic / 2 / 5e9 * 1e3));
+  // A bandwidth its bytes do not need: the measured 2 ms, however much the stream slowed.
+  cpu.colocation = {2, 1.0, 2.0, 1000e9};
+  CHECK(predict(b, options("ddp", cpu), {2})[0].compute_ms == doctest::Approx(alone.compute_ms));
+  std::string said;
+  for (const auto& a : prediction_assumptions(b, options("ddp", cpu))) said += a + "\n";
+  CHECK(has(said, "the optimizer no faster than its"));
+}
+
 TEST_CASE("predict: the strategies' own copies cost their bytes at the memory bandwidth, on several devices only") {
   auto b = base(4);  // 3,001,000 fp32 parameters
   const double G = 3001000.0 * 4;
