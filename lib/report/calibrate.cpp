@@ -123,7 +123,6 @@ double time_once(dist::Comm& comm, const std::function<void()>& op, double secon
   return std::chrono::duration<double>(Clock::now() - t0).count() / n;
 }
 
-
 // Seconds per call of `work` on rank 0, the best of 3 timing loops of about
 // `seconds`: alone (the other ranks wait in a barrier, off their cores after
 // a short spin) or while every rank runs it at the same time.
@@ -196,7 +195,7 @@ nlohmann::json colocation(dist::Comm& comm, double seconds, std::ostream* log) {
 
 }  // namespace
 
-// The best of five such timings, after two warm-up calls (buffers,
+// The best of five time_once timings, after two warm-up calls (buffers,
 // connections). On a VM a whole timing loop can fall into a slow mode (every
 // small collective waiting for a ~4 ms scheduler tick to wake a Gloo thread,
 // seen here on 2 vCPUs); the collectives of a training step, issued while the

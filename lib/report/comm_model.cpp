@@ -102,23 +102,23 @@ Link link_from_fit(Collective c, const AlphaBeta& fit, int ranks, const std::str
   return l;
 }
 
+MeasuredCollective MeasuredCollective::from_points(int ranks, std::vector<std::pair<double, double>> points) {
+  std::sort(points.begin(), points.end());
+  for (size_t i = points.size(); i-- > 1;) points[i - 1].second = std::min(points[i - 1].second, points[i].second);
+  return {ranks, std::move(points)};
+}
+
 std::optional<double> MeasuredCollective::seconds(int n, double bytes) const {
-  if (n != ranks || points.empty()) return std::nullopt;
-  auto pts = points;
-  std::sort(pts.begin(), pts.end());
-  if (bytes < pts.front().first || bytes > pts.back().first) return std::nullopt;
-  for (size_t i = pts.size() - 1; i-- > 0;) pts[i].second = std::min(pts[i].second, pts[i + 1].second);
-  const auto hi = std::lower_bound(pts.begin(), pts.end(), std::make_pair(bytes, 0.0));
-  if (hi->first == bytes || hi == pts.begin()) return hi->second;
+  const auto& e = envelope;
+  if (n != ranks || e.empty() || bytes < e.front().first || bytes > e.back().first) return std::nullopt;
+  const auto hi = std::lower_bound(e.begin(), e.end(), std::make_pair(bytes, 0.0));
+  if (hi->first == bytes || hi == e.begin()) return hi->second;
   const auto lo = hi - 1;
   return lo->second + (hi->second - lo->second) * (bytes - lo->first) / (hi->first - lo->first);
 }
 
 double CommModel::seconds(Collective c, int ranks, double bytes) const {
-  const MeasuredCollective& m = c == Collective::AllReduce   ? measured_all_reduce
-                                : c == Collective::AllGather ? measured_all_gather
-                                                             : measured_reduce_scatter;
-  if (const auto t = m.seconds(ranks, bytes)) return *t;
+  if (const auto t = measured[size_t(c)].seconds(ranks, bytes)) return *t;
   return ring_seconds(c, link(c), ranks, bytes);
 }
 
@@ -190,9 +190,7 @@ CommModel comm_model_from_calibration(const Json& comm, const std::string& file)
     if (pts.size() >= 2) f = fit_alpha_beta(pts);
     const auto kind = collective_from_name(name);
     Link l = link_from_fit(kind, f, ranks, backend + " " + name);
-    (kind == Collective::AllReduce    ? m.measured_all_reduce
-     : kind == Collective::AllGather ? m.measured_all_gather
-                                      : m.measured_reduce_scatter) = MeasuredCollective{ranks, pts};
+    m.measured[size_t(kind)] = MeasuredCollective::from_points(ranks, pts);
     char note[200];
     std::snprintf(note, sizeof note, "%s fitted on %d ranks: %.1f us + %.3g GB/s", name, ranks,
                   f.alpha_s * 1e6, f.beta_s_per_byte > 0 ? 1e-9 / f.beta_s_per_byte : 0.0);
@@ -221,12 +219,10 @@ CommModel comm_model_from_calibration(const Json& comm, const std::string& file)
   m.description = backend + " collectives calibrated on this machine (" + file + ", " +
                   std::to_string(ranks) + " ranks of " +
                   std::to_string(comm.value("threads_per_rank", 1)) + " thread(s))";
-  const auto& pts = m.measured_all_reduce.points;
-  if (!pts.empty()) {
-    double lo = pts.front().first, hi = lo;
-    for (const auto& p : pts) lo = std::min(lo, p.first), hi = std::max(hi, p.first);
-    m.description += ": at " + std::to_string(ranks) + " ranks and " + format_bytes(lo) + " to " +
-                     format_bytes(hi) + " their measured times (linear between sizes, no size slower than a "
+  const auto& sizes = m.measured[size_t(Collective::AllReduce)].envelope;
+  if (!sizes.empty()) {
+    m.description += ": at " + std::to_string(ranks) + " ranks and " + format_bytes(sizes.front().first) + " to " +
+                     format_bytes(sizes.back().first) + " their measured times (linear between sizes, no size slower than a "
                      "larger one), the fitted alpha-beta rings elsewhere";
   } else {
     m.description += ", the fitted alpha-beta rings";

@@ -402,15 +402,16 @@ Prediction simulate(const PredictBase& b, const PredictOptions& o, int n) {
   const bool shared = co.ranks >= 2 && (n + o.nodes - 1) / o.nodes >= 2;
   const double kc = shared ? co.compute : 1.0, km = shared ? co.memory : 1.0;
   const auto& s = o.strategy;
-  // The strategy's own copies, memory-bound: at the device's bandwidth, slower
-  // as the optimizer's stream where ranks share a host.
+  // The strategy's own copies, memory-bound: at the device's bandwidth, as
+  // slow as calibrate's stream ran with every rank streaming where ranks
+  // share a host. No bandwidth known: none charged.
   const CopyTraffic copies = o.copy_bytes_per_s > 0 ? copy_traffic(b, o, n) : CopyTraffic{};
-  const auto copy_ms = [&](double bytes) { return bytes / o.copy_bytes_per_s * 1e3 * km; };
-  const double F = b.forward_ms * k * kc + (copies.forward > 0 ? copy_ms(copies.forward) : 0.0);
-  const double B = b.backward_ms * k * kc + (copies.backward > 0 ? copy_ms(copies.backward) : 0.0);
-  const double A = copies.after_backward > 0 ? copy_ms(copies.after_backward) : 0.0;
+  const auto copy_ms = [&](double bytes) { return bytes > 0 ? bytes / o.copy_bytes_per_s * 1e3 * km : 0.0; };
+  const double F = b.forward_ms * k * kc + copy_ms(copies.forward);
+  const double B = b.backward_ms * k * kc + copy_ms(copies.backward);
+  const double A = copy_ms(copies.after_backward);
   const bool sharded_opt = n > 1 && (is_zero(s) || (is_fsdp(s) && o.fsdp_sharding != "NO_SHARD"));
-  const double O = optimizer_ms(b, o, n, shared, sharded_opt) + (copies.optimizer > 0 ? copy_ms(copies.optimizer) : 0.0);
+  const double O = optimizer_ms(b, o, n, shared, sharded_opt) + copy_ms(copies.optimizer);
   Timeline tl{cm, n};
   const auto calls = step_calls(b, o, n);
   std::deque<Call> queue(calls.begin(), calls.end());
@@ -501,7 +502,7 @@ Prediction simulate(const PredictBase& b, const PredictOptions& o, int n) {
   p.devices = n;
   p.step_ms = tl.t;
   p.compute_ms = F + B + A + O + b.other_ms;
-  p.copy_ms = copies.total() > 0 ? copy_ms(copies.total()) : 0.0;
+  p.copy_ms = copy_ms(copies.total());
   p.exposed_comm_ms = std::max(0.0, tl.t - p.compute_ms);
   p.comm_ms = tl.comm_ms;
   p.bytes_per_step = tl.bytes;
@@ -597,7 +598,10 @@ std::vector<std::string> prediction_assumptions(const PredictBase& b, const Pred
                                                 : "gradients into the flat buffers and / N, 16-bit gathers converted, stepped shards copied") +
                 "): " + format_double("%.1f", copy_traffic(b, o, n).total() / 1e6) + " MB read and written a step at " +
                 std::to_string(n) + " devices, at " + format_double("%.1f", o.copy_bytes_per_s / 1e9) + " GB/s (" +
-                o.copy_note + ")");
+                o.copy_note + ")" +
+                (o.intra.colocation.ranks >= 2 ? ", / " + format_double("%.3f", o.intra.colocation.memory) +
+                                                     " where ranks share a host (the stream with every rank streaming)"
+                                               : ""));
   }
   a.push_back("validation and the rest outside steps (" + format_double("%.1f", b.outside_steps_s) +
               " s on one device) divide by N");

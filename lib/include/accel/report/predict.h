@@ -26,6 +26,7 @@
 // Torch-free; the CLI builds the model for an article's rung.
 #pragma once
 
+#include <array>
 #include <functional>
 #include <optional>
 #include <string>
@@ -80,23 +81,24 @@ struct Colocation {
 };
 
 // A collective's times as calibrate measured them at `ranks` ranks: (bytes,
-// seconds), each the best of its timing loops.
+// seconds), each the best of its timing loops, kept by size as their lower
+// envelope (no message faster than a larger one: a slower smaller point is
+// the machine's noise).
 struct MeasuredCollective {
   int ranks = 0;
-  std::vector<std::pair<double, double>> points;
+  std::vector<std::pair<double, double>> envelope;  // by bytes, ascending
+  static MeasuredCollective from_points(int ranks, std::vector<std::pair<double, double>> points);
   // Inside the measured sizes at the measured rank count: linear between the
-  // neighbouring points of their lower envelope (no message faster than a
-  // larger one: a slower smaller point is the machine's noise); nothing
-  // (nullopt) elsewhere.
+  // neighbouring sizes; nothing (nullopt) elsewhere.
   std::optional<double> seconds(int ranks, double bytes) const;
 };
 
 // How collectives cost on the devices of a prediction.
 struct CommModel {
   Link all_reduce, all_gather, reduce_scatter;  // one link each (the same for a published link)
-  // A calibration's own points (none for a published link): where they reach,
-  // they price a collective instead of the fitted link.
-  MeasuredCollective measured_all_reduce, measured_all_gather, measured_reduce_scatter;
+  // A calibration's own points by Collective (none for a published link):
+  // where they reach, they price a collective instead of the fitted link.
+  std::array<MeasuredCollective, 3> measured;
   Colocation colocation;  // CPU ranks on one host (a calibration's), else none
   bool overlaps_compute = true;    // GPU: yes; CPU ranks that own their cores: no
   bool native_reduce_scatter = true;  // Gloo: an all-reduce of the whole buffer instead
