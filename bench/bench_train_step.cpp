@@ -1,13 +1,15 @@
 // Google Benchmark: one training step (forward, cross-entropy, backward, Adam
 // step) of the CPU ladder's ViT preset on random data, through the Fabric
 // facade in each precision, with images/s and achieved GFLOP/s counters; the
-// attention kernel alone; one Adam step over the text model (torch's, fused).
+// attention kernel alone; the text step's GEMMs alone in each precision; one
+// Adam step over the text model (torch's, fused).
 // The ratio of two precisions' images/s, measured in one run, is the speedup.
 //   build/accel_bench --benchmark_filter=TrainStep
 // ACCEL_BENCH_THREADS=N sets runtime.threads (unset: 0, the cores available);
 // bench/eager_vs_cpp.sh uses it to compare with PyTorch eager at equal threads.
 #include <benchmark/benchmark.h>
 
+#include <array>
 #include <cstdlib>
 #include <iostream>
 #include <string>
@@ -110,6 +112,86 @@ ACCEL_ATTENTION(explicit_bf16, Explicit, kBFloat16);
 BENCHMARK_CAPTURE(BM_Attention, library_fp32, accel::models::AttentionImpl::Explicit, torch::kFloat, true)
     ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
 BENCHMARK_CAPTURE(BM_Attention, library_bf16, accel::models::AttentionImpl::Explicit, torch::kBFloat16, true)
+    ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
+
+// The matmuls of one text training step, alone: the MiniLM encoder's six
+// layers over a batch of 12 x 45 tokens (the text ladder's typical padded
+// batch), each as the step runs it. The projections (q/k/v as one 384 x 1152,
+// the 384 x 384 output, the 384 x 1536 and 1536 x 384 feed-forward): the
+// forward addmm with its bias, the input gradient (grad @ W) and the weight
+// gradient (x^T @ grad, as AddmmBackward computes it). The attention's
+// explicit form (1.13 in training, where attention dropout is on): q @ k^T
+// and probs @ v, and their four gradients, over 12 heads of 32. `bf16_casts`
+// adds what autocast adds around them: each weight and bias cast to bf16 per
+// forward, each weight and bias gradient cast back to float32. The time bf16
+// saves here bounds what bf16-mixed can save the step on this CPU, the rest
+// of the step costing alike in both precisions (bench/bf16_step.sh reports
+// it; README "bf16 on this CPU").
+void BM_TextGemms(benchmark::State& state, torch::Dtype dtype, bool casts) {
+  if (const int t = threads_from_env()) torch::set_num_threads(t);
+  const int64_t M = 12 * 45, H = 384, I = 1536;
+  struct Proj {
+    torch::Tensor w32, b32, w, b, x, grad;
+  };
+  std::vector<Proj> projs;
+  double flops = 0;
+  for (int layer = 0; layer < 6; ++layer) {
+    for (auto [in, out] : {std::pair<int64_t, int64_t>{H, 3 * H}, {H, H}, {H, I}, {I, H}}) {
+      Proj p;
+      p.w32 = torch::randn({out, in}) * 0.02;
+      p.b32 = torch::zeros({out});
+      p.w = p.w32.to(dtype);
+      p.b = p.b32.to(dtype);
+      p.x = torch::randn({M, in}).to(dtype);
+      p.grad = torch::randn({M, out}).to(dtype);
+      projs.push_back(p);
+      flops += 3.0 * 2.0 * double(M) * double(in) * double(out);
+    }
+  }
+  const int64_t B = 12, S = 45, heads = 12, Dh = H / heads;
+  std::vector<std::array<torch::Tensor, 5>> attn;  // q, k, v, probs, grad of the context
+  for (int layer = 0; layer < 6; ++layer) {
+    attn.push_back({torch::randn({B, heads, S, Dh}).to(dtype), torch::randn({B, heads, S, Dh}).to(dtype),
+                    torch::randn({B, heads, S, Dh}).to(dtype),
+                    torch::softmax(torch::randn({B, heads, S, S}), -1).to(dtype),
+                    torch::randn({B, heads, S, Dh}).to(dtype)});
+    flops += 6.0 * 2.0 * double(B * heads) * double(S) * double(S) * double(Dh);
+  }
+  for (auto _ : state) {
+    for (auto& [q, k, v, probs, dctx] : attn) {
+      const auto kt = k.transpose(-2, -1).contiguous();
+      auto scores = torch::matmul(q, kt);
+      auto ctx = torch::matmul(probs, v);
+      auto dprobs = torch::matmul(dctx, v.transpose(-2, -1));
+      auto dv = torch::matmul(probs.transpose(-2, -1), dctx);
+      auto dq = torch::matmul(dprobs, kt.transpose(-2, -1));  // the scores' gradient stands in for dprobs'
+      auto dkt = torch::matmul(q.transpose(-2, -1), dprobs);
+      for (const auto* t : {&scores, &ctx, &dv, &dq, &dkt}) benchmark::DoNotOptimize(t->data_ptr());
+    }
+    for (auto& p : projs) {
+      const auto w = casts ? p.w32.to(dtype) : p.w;
+      const auto b = casts ? p.b32.to(dtype) : p.b;
+      auto y = torch::addmm(b, p.x, w.t());
+      auto dx = torch::mm(p.grad, w);
+      auto dw = torch::mm(p.x.t(), p.grad);
+      if (casts) {
+        dw = dw.t().to(torch::kFloat);
+        auto db = p.grad.sum(0).to(torch::kFloat);
+        benchmark::DoNotOptimize(db.data_ptr());
+      }
+      benchmark::DoNotOptimize(y.data_ptr());
+      benchmark::DoNotOptimize(dx.data_ptr());
+      benchmark::DoNotOptimize(dw.data_ptr());
+    }
+  }
+  state.counters["GFLOP_per_s"] = benchmark::Counter(double(state.iterations()) * flops / 1e9,
+                                                     benchmark::Counter::kIsRate);
+}
+BENCHMARK_CAPTURE(BM_TextGemms, minilm_fp32, torch::kFloat, false)
+    ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
+BENCHMARK_CAPTURE(BM_TextGemms, minilm_bf16, torch::kBFloat16, false)
+    ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
+BENCHMARK_CAPTURE(BM_TextGemms, minilm_bf16_casts, torch::kBFloat16, true)
     ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
 
 // One Adam step over the text ladder's model (all-MiniLM-L6-v2's BERT 6 x 384

@@ -3,7 +3,10 @@
 # (t02-trainer in 32-true against t03-mixed in bf16-mixed: the MiniLM encoder,
 # batch 12, the ladder's per-batch padding, both cores) and the vision
 # ladder's (03-fabric against 04-bf16-mixed), on each LibTorch build given,
-# in alternating rounds; the medians of the step-time medians and their ratio.
+# in alternating rounds; the medians of the step-time medians and their ratio;
+# and, where the build has accel_bench, the text step's matmuls: their share
+# of the 32-true step, bf16's speedup on them alone, and the step speedup
+# those two account for.
 # Issue 18's goal: the text step at least 1.3x faster in bf16-mixed where the
 # CPU has native bf16 (AMX or AVX512-BF16), on LibTorch 1.13 and on 2.11.
 #
@@ -33,7 +36,7 @@ common=(--set train.warmup_steps=10 --set train.max_steps=$((STEPS + 10)) --set 
 # model label, 32-true config, bf16-mixed config, extra settings
 models=("text configs/ladder/text-cpu/t02-trainer.json configs/ladder/text-cpu/t03-mixed.json"
         "vision configs/ladder/cpu/03-fabric.json configs/ladder/cpu/04-bf16-mixed.json")
-rows=()
+rows=() bounds=()
 for b in "${builds[@]}"; do
   lt=$("$b/accel-bench" --version | sed -n 's/.*LibTorch \([^)]*\)).*/\1/p')
   for m in "${models[@]}"; do
@@ -56,16 +59,59 @@ for b in "${builds[@]}"; do
     rows+=("$(awk -v b="$b" -v lt="$lt" -v m="$label" -v f="$(median "${f[@]}")" -v h="$(median "${h[@]}")" \
       -v fr="${f[*]}" -v hr="${h[*]}" 'BEGIN {
         r = f / h
-        printf "| %s | %s (%s) | %.1f | %.1f | %.2fx | %s | %s / %s |", m, lt, b, f, h, r,
+        printf "| %s | %s (%s) | %.1f | %.1f | %.3fx | %s | %s / %s |", m, lt, b, f, h, r,
                (m == "text" ? (r >= 1.3 ? "yes" : "no") : "-"), fr, hr }')")
+    [ "$label" = text ] && text_r=$(awk -v f="$(median "${f[@]}")" -v h="$(median "${h[@]}")" 'BEGIN { print f / h }')
   done
+  # What the matmuls allow, as two ratios each measured in one run: the share
+  # m of the 32-true text step its matmuls take (aten::mm, addmm and bmm self
+  # time in a --profile of t02, 25 steps), and how much faster bf16 runs them
+  # alone, autocast's casts included (k: accel_bench's BM_TextGemms, the step's
+  # projections and attention matmuls, interleaved repetitions, on the kernels
+  # the runs used). The matmuls alone account for a step speedup of
+  # 1 / (1 - m (1 - 1/k)); the rest of the measured speedup (or shortfall) is
+  # everything else in the step costing less (or more) in bf16-mixed.
+  if [ -x "$b/accel_bench" ]; then
+    prof=$out/$(basename "$b")-text-fp32-profile
+    "$b/accel-bench" run -c configs/ladder/text-cpu/t02-trainer.json --out "$prof" "${common[@]}" \
+      --set train.warmup_steps=5 --set train.max_steps=25 --profile "$prof/profile" >"$prof.log" 2>&1 \
+      || die "$b text fp32 --profile failed: $(tail -n 1 "$prof.log")"
+    m=$(awk -F, '$1 == "aten::mm" || $1 == "aten::addmm" || $1 == "aten::bmm" { s += $5 } END { printf "%.3f", s }' \
+      "$prof/profile/ops.csv")
+    j=$out/$(basename "$b")-text-gemms.json
+    core=$(json "$out/$(basename "$b")-text-fp32-r1/result.json" \
+      'd["env"]["openblas_coretype"] if d["env"].get("openblas_coretype_auto") else ""')
+    env OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}" ${core:+OPENBLAS_CORETYPE=$core} ACCEL_BENCH_THREADS=2 \
+      "$b/accel_bench" --benchmark_filter=BM_TextGemms --benchmark_repetitions="$ROUNDS" \
+      --benchmark_enable_random_interleaving=true --benchmark_out="$j" --benchmark_out_format=json \
+      >"$j.log" 2>&1 || die "$b/accel_bench --benchmark_filter=BM_TextGemms failed: $(tail -n 1 "$j.log")"
+    g=$(json "$j" '" ".join("%.1f" % __import__("statistics").median([x["real_time"] for x in d["benchmarks"]
+        if x.get("run_type") == "iteration" and x["run_name"].startswith("BM_TextGemms/minilm_" + k + "/")])
+        for k in ("fp32", "bf16", "bf16_casts"))')
+    read -r g32 g16 g16c <<<"$g"
+    bounds+=("$(awk -v lt="$lt" -v b="$b" -v m="$m" -v g32="$g32" -v g16="$g16" -v g16c="$g16c" -v r="$text_r" 'BEGIN {
+      k = g32 / g16c
+      printf "| %s (%s) | %.0f%% | %.1f | %.1f | %.1f | %.2fx | %.2fx | %.3fx |", lt, b, 100 * m, g32, g16, g16c, k,
+             1 / (1 - m * (1 - 1 / k)), r }')")
+    say "$b (LibTorch $lt) text: matmuls $m of the 32-true step; alone 32-true $g32 ms, bf16 $g16 ms, with autocast's casts $g16c ms"
+  else
+    say "no $b/accel_bench (cmake --build $b --target accel_bench): the matmul bound is left out for $b"
+  fi
 done
 cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -n 1)
 {
-  echo "CPU: $cpu, $(nproc) cores, bf16 $(bf16_hardware); $ROUNDS alternating round(s) of 10 warm-up + $STEPS timed steps, 2 threads; $(date -u +%FT%TZ)"
+  echo "CPU: $cpu, $(nproc) cores, bf16 $(bf16_hardware); $ROUNDS alternating round(s) of 10 warm-up + $STEPS timed steps, 2 threads; $(date -u +%FT%TZ)${OPENBLAS_CORETYPE:+; OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE from the environment: 32-true runs on those kernels}"
   echo
   echo "| model | LibTorch (build) | 32-true step ms | bf16-mixed step ms | bf16 speedup | text >= 1.3x | rounds 32-true / bf16 |"
   echo "|---|---|---:|---:|---:|---|---|"
   printf '%s\n' "${rows[@]}"
+  if [ ${#bounds[@]} -gt 0 ]; then
+    echo
+    echo "What the matmuls allow the text step: their share of a profiled 32-true step (aten::mm, addmm, bmm self time), their times alone (accel_bench BM_TextGemms: the step's projections and attention matmuls, medians of $ROUNDS interleaved repetitions, ms), bf16's speedup on them with autocast's casts (k), and the step speedup they account for, 1 / (1 - m (1 - 1/k)), the rest of the step costing alike in both precisions"
+    echo
+    echo "| LibTorch (build) | matmuls' share m | alone 32-true | bf16 | bf16 + casts | k | step speedup from the matmuls | step speedup measured |"
+    echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+    printf '%s\n' "${bounds[@]}"
+  fi
 } | tee "$out/table.md"
 say "runs and table.md in $out/"
