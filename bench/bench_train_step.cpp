@@ -121,9 +121,13 @@ BENCHMARK_CAPTURE(BM_Attention, library_bf16, accel::models::AttentionImpl::Expl
 // forward addmm with its bias, the input gradient (grad @ W) and the weight
 // gradient (x^T @ grad, as AddmmBackward computes it). The attention's
 // explicit form (1.13 in training, where attention dropout is on): q @ k^T
-// and probs @ v, and their four gradients, over 12 heads of 32. `bf16_casts`
-// adds what autocast adds around them: each weight and bias cast to bf16 per
-// forward, each weight and bias gradient cast back to float32. The time bf16
+// (k^T made contiguous, as the explicit form does) and probs @ v, and their
+// four gradients, over 12 heads of 32. Each projection's bias gradient (a sum
+// over rows) in every variant. `bf16_casts` adds what autocast adds around
+// them: each weight and bias cast to bf16 per forward, each weight and bias
+// gradient cast back to float32, and the float32 LayerNorm outputs that feed
+// q/k/v and the first feed-forward projection cast to bf16, their input
+// gradients back (the residual adds' promotions stay out). The time bf16
 // saves here bounds what bf16-mixed can save the step on this CPU, the rest
 // of the step costing alike in both precisions (bench/bf16_step.sh reports
 // it; README "bf16 on this CPU").
@@ -131,18 +135,21 @@ void BM_TextGemms(benchmark::State& state, torch::Dtype dtype, bool casts) {
   if (const int t = threads_from_env()) torch::set_num_threads(t);
   const int64_t M = 12 * 45, H = 384, I = 1536;
   struct Proj {
-    torch::Tensor w32, b32, w, b, x, grad;
+    torch::Tensor w32, b32, w, b, x32, x, grad;
+    bool from_norm;  // its input is a LayerNorm's float32 output (q/k/v, the first feed-forward)
   };
   std::vector<Proj> projs;
   double flops = 0;
   for (int layer = 0; layer < 6; ++layer) {
     for (auto [in, out] : {std::pair<int64_t, int64_t>{H, 3 * H}, {H, H}, {H, I}, {I, H}}) {
       Proj p;
+      p.from_norm = out != H;
       p.w32 = torch::randn({out, in}) * 0.02;
       p.b32 = torch::zeros({out});
       p.w = p.w32.to(dtype);
       p.b = p.b32.to(dtype);
-      p.x = torch::randn({M, in}).to(dtype);
+      p.x32 = torch::randn({M, in});
+      p.x = p.x32.to(dtype);
       p.grad = torch::randn({M, out}).to(dtype);
       projs.push_back(p);
       flops += 3.0 * 2.0 * double(M) * double(in) * double(out);
@@ -171,14 +178,17 @@ void BM_TextGemms(benchmark::State& state, torch::Dtype dtype, bool casts) {
     for (auto& p : projs) {
       const auto w = casts ? p.w32.to(dtype) : p.w;
       const auto b = casts ? p.b32.to(dtype) : p.b;
-      auto y = torch::addmm(b, p.x, w.t());
+      const auto x = casts && p.from_norm ? p.x32.to(dtype) : p.x;
+      auto y = torch::addmm(b, x, w.t());
       auto dx = torch::mm(p.grad, w);
-      auto dw = torch::mm(p.x.t(), p.grad);
+      auto dw = torch::mm(x.t(), p.grad);
+      auto db = p.grad.sum(0);
       if (casts) {
         dw = dw.t().to(torch::kFloat);
-        auto db = p.grad.sum(0).to(torch::kFloat);
-        benchmark::DoNotOptimize(db.data_ptr());
+        db = db.to(torch::kFloat);
+        if (p.from_norm) dx = dx.to(torch::kFloat);
       }
+      benchmark::DoNotOptimize(db.data_ptr());
       benchmark::DoNotOptimize(y.data_ptr());
       benchmark::DoNotOptimize(dx.data_ptr());
       benchmark::DoNotOptimize(dw.data_ptr());

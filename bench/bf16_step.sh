@@ -38,6 +38,7 @@ models=("text configs/ladder/text-cpu/t02-trainer.json configs/ladder/text-cpu/t
         "vision configs/ladder/cpu/03-fabric.json configs/ladder/cpu/04-bf16-mixed.json")
 rows=() bounds=()
 for b in "${builds[@]}"; do
+  text_r=""
   lt=$("$b/accel-bench" --version | sed -n 's/.*LibTorch \([^)]*\)).*/\1/p')
   for m in "${models[@]}"; do
     read -r label fp32 bf16 <<<"$m"
@@ -61,7 +62,7 @@ for b in "${builds[@]}"; do
         r = f / h
         printf "| %s | %s (%s) | %.1f | %.1f | %.3fx | %s | %s / %s |", m, lt, b, f, h, r,
                (m == "text" ? (r >= 1.3 ? "yes" : "no") : "-"), fr, hr }')")
-    [ "$label" = text ] && text_r=$(awk -v f="$(median "${f[@]}")" -v h="$(median "${h[@]}")" 'BEGIN { print f / h }')
+    [ "$label" = text ] && text_f=$(median "${f[@]}") && text_r=$(awk -v f="$text_f" -v h="$(median "${h[@]}")" 'BEGIN { print f / h }')
   done
   # What the matmuls allow, as two ratios each measured in one run: the share
   # m of the 32-true text step its matmuls take (aten::mm, addmm and bmm self
@@ -71,7 +72,7 @@ for b in "${builds[@]}"; do
   # the runs used). The matmuls alone account for a step speedup of
   # 1 / (1 - m (1 - 1/k)); the rest of the measured speedup (or shortfall) is
   # everything else in the step costing less (or more) in bf16-mixed.
-  if [ -x "$b/accel_bench" ]; then
+  if [ -n "$text_r" ] && [ -x "$b/accel_bench" ]; then
     prof=$out/$(basename "$b")-text-fp32-profile
     "$b/accel-bench" run -c configs/ladder/text-cpu/t02-trainer.json --out "$prof" "${common[@]}" \
       --set train.warmup_steps=5 --set train.max_steps=25 --profile "$prof/profile" >"$prof.log" 2>&1 \
@@ -85,17 +86,21 @@ for b in "${builds[@]}"; do
       "$b/accel_bench" --benchmark_filter=BM_TextGemms --benchmark_repetitions="$ROUNDS" \
       --benchmark_enable_random_interleaving=true --benchmark_out="$j" --benchmark_out_format=json \
       >"$j.log" 2>&1 || die "$b/accel_bench --benchmark_filter=BM_TextGemms failed: $(tail -n 1 "$j.log")"
-    g=$(json "$j" '" ".join("%.1f" % __import__("statistics").median([x["real_time"] for x in d["benchmarks"]
-        if x.get("run_type") == "iteration" and x["run_name"].startswith("BM_TextGemms/minilm_" + k + "/")])
-        for k in ("fp32", "bf16", "bf16_casts"))')
-    read -r g32 g16 g16c <<<"$g"
-    bounds+=("$(awk -v lt="$lt" -v b="$b" -v m="$m" -v g32="$g32" -v g16="$g16" -v g16c="$g16c" -v r="$text_r" 'BEGIN {
+    # Per variant: the median of the repetitions, then their least and most.
+    g=$(json "$j" '" ".join("%.1f %.1f %.1f" % (__import__("statistics").median(t), min(t), max(t)) for t in
+        ([x["real_time"] for x in d["benchmarks"] if x.get("run_type") == "iteration"
+          and x["run_name"].startswith("BM_TextGemms/minilm_" + k + "/")] for k in ("fp32", "bf16", "bf16_casts")))')
+    read -r g32 g32lo g32hi g16 g16lo g16hi g16c g16clo g16chi <<<"$g"
+    bounds+=("$(awk -v lt="$lt" -v b="$b" -v m="$m" -v f="$text_f" -v r="$text_r" \
+      -v g32="$g32" -v g32lo="$g32lo" -v g32hi="$g32hi" -v g16="$g16" -v g16lo="$g16lo" -v g16hi="$g16hi" \
+      -v g16c="$g16c" -v g16clo="$g16clo" -v g16chi="$g16chi" 'BEGIN {
       k = g32 / g16c
-      printf "| %s (%s) | %.0f%% | %.1f | %.1f | %.1f | %.2fx | %.2fx | %.3fx |", lt, b, 100 * m, g32, g16, g16c, k,
+      printf "| %s (%s) | %.0f%% | %.0f%% | %.1f (%.1f-%.1f) | %.1f (%.1f-%.1f) | %.1f (%.1f-%.1f) | %.2fx | %.2fx | %.3fx |",
+             lt, b, 100 * m, 100 * g32 / f, g32, g32lo, g32hi, g16, g16lo, g16hi, g16c, g16clo, g16chi, k,
              1 / (1 - m * (1 - 1 / k)), r }')")
     say "$b (LibTorch $lt) text: matmuls $m of the 32-true step; alone 32-true $g32 ms, bf16 $g16 ms, with autocast's casts $g16c ms"
-  else
-    say "no $b/accel_bench (cmake --build $b --target accel_bench): the matmul bound is left out for $b"
+  elif [ -n "$text_r" ]; then
+    say "no $b/accel_bench (cmake --build $b --target accel_bench): the matmul account is left out for $b"
   fi
 done
 cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -n 1)
@@ -107,10 +112,10 @@ cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -n 1)
   printf '%s\n' "${rows[@]}"
   if [ ${#bounds[@]} -gt 0 ]; then
     echo
-    echo "What the matmuls allow the text step: their share of a profiled 32-true step (aten::mm, addmm, bmm self time), their times alone (accel_bench BM_TextGemms: the step's projections and attention matmuls, medians of $ROUNDS interleaved repetitions, ms), bf16's speedup on them with autocast's casts (k), and the step speedup they account for, 1 / (1 - m (1 - 1/k)), the rest of the step costing alike in both precisions"
+    echo "What the matmuls account for in the text step: their share m of a profiled 32-true step (aten::mm, addmm, bmm self time; the profiler's cost falls mostly on small ops, so m reads low), beside it their time alone over the unprofiled 32-true step's median (another minute); their times alone (accel_bench BM_TextGemms: the step's projections and attention matmuls, medians of $ROUNDS interleaved repetitions with the least and most, ms); bf16's speedup on them with autocast's casts (k); and the step speedup they account for, 1 / (1 - m (1 - 1/k)), the rest of the step costing alike in both precisions"
     echo
-    echo "| LibTorch (build) | matmuls' share m | alone 32-true | bf16 | bf16 + casts | k | step speedup from the matmuls | step speedup measured |"
-    echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+    echo "| LibTorch (build) | matmuls' share m (profile) | alone / step | alone 32-true | bf16 | bf16 + casts | k | step speedup from the matmuls | step speedup measured |"
+    echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
     printf '%s\n' "${bounds[@]}"
   fi
 } | tee "$out/table.md"
