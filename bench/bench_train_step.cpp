@@ -128,9 +128,9 @@ BENCHMARK_CAPTURE(BM_Attention, library_bf16, accel::models::AttentionImpl::Expl
 // gradient cast back to float32, and the float32 LayerNorm outputs that feed
 // q/k/v and the first feed-forward projection cast to bf16, their input
 // gradients back (the residual adds' promotions stay out). The time bf16
-// saves here bounds what bf16-mixed can save the step on this CPU, the rest
-// of the step costing alike in both precisions (bench/bf16_step.sh reports
-// it; README "bf16 on this CPU").
+// saves here is what bf16-mixed saves the step through its matmuls on this
+// CPU (bench/bf16_step.sh turns it into the step speedup it accounts for;
+// README "bf16 on this CPU").
 void BM_TextGemms(benchmark::State& state, torch::Dtype dtype, bool casts) {
   if (const int t = threads_from_env()) torch::set_num_threads(t);
   const int64_t M = 12 * 45, H = 384, I = 1536;

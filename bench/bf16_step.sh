@@ -57,12 +57,13 @@ for b in "${builds[@]}"; do
         if [ "$p" = fp32 ]; then f+=("$ms"); else h+=("$ms"); fi
       done
     done
-    rows+=("$(awk -v b="$b" -v lt="$lt" -v m="$label" -v f="$(median "${f[@]}")" -v h="$(median "${h[@]}")" \
+    fm=$(median "${f[@]}") hm=$(median "${h[@]}")
+    rows+=("$(awk -v b="$b" -v lt="$lt" -v m="$label" -v f="$fm" -v h="$hm" \
       -v fr="${f[*]}" -v hr="${h[*]}" 'BEGIN {
         r = f / h
         printf "| %s | %s (%s) | %.1f | %.1f | %.3fx | %s | %s / %s |", m, lt, b, f, h, r,
                (m == "text" ? (r >= 1.3 ? "yes" : "no") : "-"), fr, hr }')")
-    [ "$label" = text ] && text_f=$(median "${f[@]}") && text_r=$(awk -v f="$text_f" -v h="$(median "${h[@]}")" 'BEGIN { print f / h }')
+    [ "$label" = text ] && text_f=$fm && text_r=$(awk -v f="$fm" -v h="$hm" 'BEGIN { print f / h }')
   done
   # What the matmuls allow, as two ratios each measured in one run: the share
   # m of the 32-true text step its matmuls take (aten::mm, addmm and bmm self
@@ -80,8 +81,7 @@ for b in "${builds[@]}"; do
     m=$(awk -F, '$1 == "aten::mm" || $1 == "aten::addmm" || $1 == "aten::bmm" { s += $5 } END { printf "%.3f", s }' \
       "$prof/profile/ops.csv")
     j=$out/$(basename "$b")-text-gemms.json
-    core=$(json "$out/$(basename "$b")-text-fp32-r1/result.json" \
-      'd["env"]["openblas_coretype"] if d["env"].get("openblas_coretype_auto") else ""')
+    core=$(openblas_coretype_of "$b/accel-bench")
     env OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}" ${core:+OPENBLAS_CORETYPE=$core} ACCEL_BENCH_THREADS=2 \
       "$b/accel_bench" --benchmark_filter=BM_TextGemms --benchmark_repetitions="$ROUNDS" \
       --benchmark_enable_random_interleaving=true --benchmark_out="$j" --benchmark_out_format=json \

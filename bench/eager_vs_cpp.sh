@@ -26,13 +26,10 @@ set -euo pipefail
 # Both sides use the OpenBLAS kernels accel-bench's CLI would choose (an
 # OpenBLAS older than the CPU falls back to generic kernels; the CLI then sets
 # OPENBLAS_CORETYPE, see lib/include/accel/metrics/hardware.h).
-if [ -z "${OPENBLAS_CORETYPE:-}" ] && [ -x "$(dirname "${BASH_SOURCE[0]}")/../build/accel-bench" ]; then
-  core=$("$(dirname "${BASH_SOURCE[0]}")/../build/accel-bench" env |
-         sed -n 's/^ *"openblas_coretype": "\([^"]*\)".*/\1/p')
-  [ -n "$core" ] && export OPENBLAS_CORETYPE=$core
-fi
-
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+. "$root/bench/lib.sh"
+core=$(openblas_coretype_of "$root/build/accel-bench")
+[ -z "$core" ] || export OPENBLAS_CORETYPE=$core
 BATCH=${BATCH:-16}
 ROUNDS=${ROUNDS:-3}
 EAGER_STEPS=${EAGER_STEPS:-20}
@@ -71,8 +68,6 @@ if "benchmarks" in doc:
     doc = doc["benchmarks"][0]
 print(doc[sys.argv[1]])' "$1"
 }
-
-median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END{print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
 threads_list=(1)
 [ "$THREADS_ALL" -gt 1 ] && threads_list+=("$THREADS_ALL")

@@ -19,5 +19,15 @@ warn_unless_same_libtorch() {
   fi
 }
 
+# openblas_coretype_of ACCEL_BENCH: where the environment sets no
+# OPENBLAS_CORETYPE, the one that accel-bench CLI runs with (it sets one where
+# the loaded OpenBLAS does not know this CPU and fell back to generic kernels:
+# lib/include/accel/metrics/hardware.h), for binaries that do not re-execute
+# themselves (accel_bench, Python) to use the same kernels; else nothing.
+openblas_coretype_of() {
+  [ -z "${OPENBLAS_CORETYPE:-}" ] && [ -x "$1" ] || return 0
+  "$1" env | sed -n 's/^ *"openblas_coretype": "\([^"]*\)".*/\1/p'
+}
+
 # bf16_hardware: "native" where the CPU has AMX or AVX512-BF16, else "emulated".
 bf16_hardware() { if grep -qiE 'amx_bf16|avx512_bf16' /proc/cpuinfo; then echo native; else echo emulated; fi; }
