@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Configure and build accel-bench; the CLI ends up at build/accel-bench.
 # Extra arguments go to cmake's configure step (e.g. -DTorch_DIR=...).
-# BUILD_DIR overrides the build folder (default: build).
+# BUILD_DIR overrides the build folder (default: build); BUILD_TARGETS names
+# the targets to build (default: all; the main job builds accel-bench alone).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
@@ -12,4 +13,6 @@ if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
 elif [ $# -gt 0 ]; then
   cmake -S . -B "$BUILD_DIR" "$@"
 fi
-cmake --build "$BUILD_DIR" -j "$(nproc)"
+targets=()
+[ -n "${BUILD_TARGETS:-}" ] && targets=(--target ${BUILD_TARGETS})
+cmake --build "$BUILD_DIR" -j "$(nproc)" "${targets[@]}"

@@ -6,52 +6,67 @@
 # pretrain: its checkpoint stands in for ImageNet weights, its time is
 # reported apart), then the rungs in order, each as a child `accel-bench run`;
 # a failing rung is recorded and the sweep goes on. Results:
-# runs/sweep/<suite>/<machine-id>/<rung>/. Then `accel-bench calibrate`
-# measures this CPU's matmul peaks for MFU and fits its collectives (calibrate
-# --comm, for the report's predicted scaling) once per result set, and
-# `accel-bench report` writes report.md, report.csv and charts/ (runtime,
-# accuracy and speedup: CSV, SVG, PNG) beside each set and prints its table.
-# Extra arguments go to every sweep (e.g. --resume, --repeats 3).
-# LADDER_OUT overrides the output root; LADDER_SUITE runs one suite file alone.
+# runs/sweep/<suite>/<machine-id>/<rung>/.
+# First `accel-bench calibrate` measures this CPU's matmul peaks: `sweep
+# --plan` prints what every rung will train and evaluate here and about how
+# long it takes (each suite's committed runs scaled by the two machines'
+# peaks). On a machine where that exceeds the budget (LADDER_BUDGET_MIN, 16
+# minutes of runs, so that set-up, build and reports keep the whole job within
+# 25 minutes on a 2-core machine), every rung trains the same share of its
+# batches so that the runs fit, and says so; the sweep prints the time left
+# as runs finish. The reports' MFU divide by the same peaks. `accel-bench
+# calibrate --comm` fits the collectives once (the report's predicted
+# scaling), and `accel-bench report` writes report.md, report.csv and
+# charts/ (runtime, accuracy and speedup: CSV, SVG, PNG) beside each set and
+# prints its table.
+# Extra arguments go to the sweep (e.g. --resume, --repeats 3).
+# LADDER_OUT overrides the output root; LADDER_SUITE runs one suite file
+# alone; LADDER_BUDGET_MIN=0 runs the ladders as configured whatever they take.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-bash scripts/build.sh
+# The CLI alone (the test command builds the tests and benchmarks).
+BUILD_TARGETS=accel-bench bash scripts/build.sh
 out=${LADDER_OUT:-runs/sweep}
 if [ -n "${LADDER_SUITE:-}" ]; then
   suites=("$LADDER_SUITE")
 else
   suites=(configs/ladder/cpu/suite.json configs/ladder/text-cpu/suite.json)
 fi
-# Where bf16 is emulated (AVX2 only), the bf16 rungs run cut short or in
-# 32-true (each suite's where_emulated): say so before the hour-long surprise.
-if ! grep -qwE 'avx512_bf16|amx_bf16' /proc/cpuinfo 2>/dev/null; then
-  echo "ladder: this CPU has no native bf16 (AVX512-BF16 or AMX): bf16-mixed rungs run 20 steps" \
-       "to measure their speed and the multi-rank rungs run in 32-true; expect about 25 minutes" \
-       "on 2 cores instead of 20"
-fi
+machine=$(./build/accel-bench sweep --machine-id)
+mkdir -p "$out"
+peaks="$out/peaks-$machine.json"
+./build/accel-bench calibrate --out "$peaks" >/dev/null
+budget=${LADDER_BUDGET_MIN:-16}
+args=()
+for suite in "${suites[@]}"; do args+=(--suite "$suite"); done
+args+=(--out "$out" --peaks "$peaks")
+[ "$budget" != 0 ] && args+=(--budget "$budget")
+# What runs here and about how long it takes. Where bf16 is emulated the
+# suites' where_emulated settings cut the bf16 rungs short and run the rungs
+# not about bf16 in 32-true; the plan marks them.
+./build/accel-bench sweep --plan "${args[@]}" "$@" | sed 's/^/ladder: /'
 start=$(date +%s)
 rc=0
+./build/accel-bench sweep "${args[@]}" "$@" || rc=$?
+[ "$rc" -eq 2 ] && exit 2  # bad suite or arguments: nothing ran
+[ "$rc" -eq 3 ] && exit 3  # interrupted: `--resume` continues
+echo "ladder: sweeps finished in $(( $(date +%s) - start )) s (exit $rc)"
+comm=""
 for suite in "${suites[@]}"; do
-  t0=$(date +%s)
-  src=0
-  ./build/accel-bench sweep --suite "$suite" --out "$out" "$@" || src=$?
-  [ "$src" -eq 2 ] && exit 2  # bad suite or arguments: nothing ran
-  [ "$src" -eq 3 ] && exit 3  # interrupted: `--resume` continues
-  [ "$src" -ne 0 ] && rc=$src
-  echo "ladder: $suite: sweep finished in $(( $(date +%s) - t0 )) s (exit $src)"
   name=$(sed -n 's/^ *"suite": *"\([^"]*\)".*/\1/p' "$suite" | head -1)
-  set_dir="$out/$name/$(./build/accel-bench sweep --machine-id)"
+  set_dir="$out/$name/$machine"
+  [ -d "$set_dir" ] || continue
   if [ ! -f "$set_dir/peaks.json" ]; then
-    if [ -n "${peaks:-}" ]; then  # the same machine's, measured for the set before
-      cp "$peaks" "$set_dir/peaks.json"
+    if [ -n "$comm" ]; then  # this machine's, with the collectives fitted for the set before
+      cp "$comm" "$set_dir/peaks.json"
     else
-      ./build/accel-bench calibrate --out "$set_dir/peaks.json" >/dev/null
+      cp "$peaks" "$set_dir/peaks.json"
       # The collectives' fit beside the matmul peaks: the report's predicted scaling.
       ./build/accel-bench calibrate --comm --out "$set_dir/peaks.json" >/dev/null
     fi
   fi
-  peaks="$set_dir/peaks.json"
+  comm="$set_dir/peaks.json"
   ./build/accel-bench report "$set_dir"
   echo "ladder: results, report and charts in $set_dir/"
 done

@@ -28,6 +28,7 @@
 #include "accel/report/predict.h"
 #include "accel/report/result_set.h"
 #include "accel/report/report.h"
+#include "accel/report/estimate.h"
 #include "accel/report/sweep.h"
 #include "accel/report/summary.h"
 #include "accel/dist/launcher.h"
@@ -389,6 +390,7 @@ void prepare_environment(int argc, char** argv) {
     }
   }
   if (again) ::execv("/proc/self/exe", argv);  // returns only on failure: carry on as is
+  accel::metrics::apply_library_switches();
 }
 
 int cmd_compare_losses(const std::string& a, const std::string& b, double tolerance,
@@ -415,6 +417,8 @@ int cmd_compare_losses(const std::string& a, const std::string& b, double tolera
 // --- sweep, report, compare, calibrate (logic in lib/report) -------------------
 struct LadderArgs {
   accel::report::SweepOptions sweep;
+  std::vector<std::string> suites;
+  bool plan = false, plan_json = false;
   std::string seeds;
   bool machine_id = false;
   std::string report_dir;
@@ -439,13 +443,27 @@ int cmd_sweep(LadderArgs& a) {
     std::cout << accel::report::this_machine()["id"].get<std::string>() << "\n";
     return 0;
   }
-  if (a.sweep.suite.empty()) throw accel::ConfigError("sweep: --suite FILE is required");
+  if (a.suites.empty()) throw accel::ConfigError("sweep: --suite FILE is required");
   if (!a.seeds.empty()) a.sweep.seeds = accel::report::parse_seeds(a.seeds);
+  if (!a.sweep.peaks.empty()) accel::report::read_json_file(a.sweep.peaks);  // names a bad file
+  const std::vector<std::filesystem::path> suites(a.suites.begin(), a.suites.end());
+  if (a.plan) {
+    const auto plans = accel::report::plan_sweeps(a.sweep, suites);
+    if (a.plan_json) {
+      std::cout << accel::report::plans_json(plans).dump(2) << "\n";
+    } else {
+      std::cout << accel::report::plans_text(plans);
+    }
+    return 0;
+  }
   a.sweep.log = &std::cout;
   a.sweep.terminal = ::isatty(STDOUT_FILENO) != 0;
-  const auto s = accel::report::run_sweep(a.sweep);
-  if (s.stop_signal != 0) return accel::kInterruptedExitCode;  // resumable, as a run's
-  return s.failed > 0 ? 1 : 0;
+  bool failed = false;
+  for (const auto& s : accel::report::run_sweeps(a.sweep, suites)) {
+    if (s.stop_signal != 0) return accel::kInterruptedExitCode;  // resumable, as a run's
+    failed = failed || s.failed > 0;
+  }
+  return failed ? 1 : 0;
 }
 
 int cmd_report(LadderArgs& a) {
@@ -601,7 +619,7 @@ int cmd_predict(LadderArgs& a) {
 
 void add_ladder_commands(CLI::App& app, LadderArgs& a) {
   auto* sweep = app.add_subcommand("sweep", "Run a suite's rungs (each as a child run) into OUT/<suite>/<machine-id>/");
-  sweep->add_option("--suite", a.sweep.suite, "Suite file (JSON)");
+  sweep->add_option("--suite", a.suites, "Suite file (JSON); several run one after the other");
   sweep->add_option("--repeats", a.sweep.repeats, "Runs per rung (default 1, or one per seed)");
   sweep->add_option("--seeds", a.seeds, "Comma-separated train.seed per repeat, e.g. 1,2,3");
   sweep->add_option("-o,--out", a.sweep.out, "Output root (default runs/sweep)");
@@ -610,6 +628,19 @@ void add_ladder_commands(CLI::App& app, LadderArgs& a) {
                   "Run upstream runs even where the suite has a committed one");
   sweep->add_option("-s,--set", a.sweep.sets, "Override a field in every run (repeatable)");
   sweep->add_flag("--machine-id", a.machine_id, "Print this machine's id and exit");
+  sweep->add_option("--peaks", a.sweep.peaks,
+                    "This machine's calibration (accel-bench calibrate --out FILE): the estimate "
+                    "scales the suite's committed runs of another machine by it");
+  sweep->add_flag("--plan", a.plan,
+                  "Print what each rung would train and evaluate here and about how long it "
+                  "would take; run nothing");
+  sweep->add_flag("--json", a.plan_json, "--plan: print JSON instead of a table");
+  sweep->add_option("--budget", a.sweep.budget_minutes,
+                    "Minutes for all the runs: where the estimate exceeds it, every run whose "
+                    "steps are not capped trains the same share of its batches (at least 30%) so "
+                    "that they fit; said before anything runs");
+  sweep->add_option("--only", a.sweep.only, "Run only these rungs (ids; the upstream runs as always)")
+      ->delimiter(',');
   auto* report = app.add_subcommand("report", "Report a result set: report.md, report.csv, charts/");
   report->add_option("dir", a.report_dir, "Result set, or a folder of sets")->required();
   report->add_option("-o,--out", a.report.out, "Write here instead of the set's folder");

@@ -81,11 +81,9 @@ Loader::Loader(std::shared_ptr<const ExampleSet> set, LoaderOptions opts)
 Loader::~Loader() { stop(); }
 
 int64_t Loader::num_batches() const {
-  const int64_t per_rank = set_->size() == 0 ? 0 : (set_->size() + opts_.world_size - 1) / opts_.world_size;
-  const int64_t bs = opts_.batch_size;
-  int64_t nb = opts_.drop_last ? per_rank / bs : (per_rank + bs - 1) / bs;
-  if (opts_.limit_batches > 0) nb = std::min(nb, opts_.limit_batches);
-  return nb;
+  return pass_shape(set_->size(), opts_.batch_size, opts_.drop_last, opts_.limit_batches,
+                    opts_.world_size)
+      .batches;
 }
 
 int64_t Loader::num_samples() const {

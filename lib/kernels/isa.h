@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -32,16 +33,28 @@ inline const char* name(Level l) {
   return "baseline";
 }
 
-// The best level this CPU runs (Baseline off x86-64).
+// The best level this CPU runs (Baseline off x86-64), at most the level
+// ACCEL_KERNEL_ISA names ("avx2+fma", ...: every kernel as a CPU without the
+// higher levels would run it; bench/avx2_proxy.sh).
 inline Level cpu_best() {
 #if ACCEL_KERNELS_X86
   static const Level best = [] {
     const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-    if (avx512 && __builtin_cpu_supports("avx512bf16")) return Level::Avx512Bf16;
-    if (avx512) return Level::Avx512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Level::Avx2Fma;
-    return Level::Baseline;
+    Level l = Level::Baseline;
+    if (avx512 && __builtin_cpu_supports("avx512bf16")) {
+      l = Level::Avx512Bf16;
+    } else if (avx512) {
+      l = Level::Avx512;
+    } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+      l = Level::Avx2Fma;
+    }
+    if (const char* cap = std::getenv("ACCEL_KERNEL_ISA")) {
+      for (int i = 0; i < int(l); ++i) {
+        if (std::string(cap) == name(Level(i))) l = Level(i);
+      }
+    }
+    return l;
   }();
   return best;
 #else

@@ -167,6 +167,12 @@ void add_gpu_facts(nlohmann::json& env) {
 
 }  // namespace
 
+void apply_library_switches() {
+  if (const char* v = std::getenv("ACCEL_ONEDNN"); v != nullptr && std::string(v) == "0") {
+    at::globalContext().setUserEnabledMkldnn(false);
+  }
+}
+
 nlohmann::json environment(int threads) {
   nlohmann::json env;
   env["accel_bench_version"] = ACCEL_VERSION;
@@ -186,6 +192,8 @@ nlohmann::json environment(int threads) {
     // Set by the CLI because OpenBLAS fell back to generic kernels (see hardware.h).
     if (std::getenv("ACCEL_OPENBLAS_CORETYPE_AUTO") != nullptr) env["openblas_coretype_auto"] = true;
   }
+  if (!at::globalContext().userEnabledMkldnn()) env["onednn"] = "off (ACCEL_ONEDNN=0)";
+  if (const char* isa = std::getenv("ACCEL_KERNEL_ISA")) env["kernel_isa"] = isa;
   const char* wait = std::getenv("OMP_WAIT_POLICY");
   env["omp_wait_policy"] = wait ? wait : "default";
   // The CLI's glibc malloc settings (apps/accel-bench: large blocks kept in the heap).

@@ -143,6 +143,9 @@ std::optional<Peak> PeakTable::for_run(const RunRecord& run) const {
 std::optional<double> run_mfu(const RunRecord& run, const PeakTable& peaks) {
   const auto ips = run.per_device_samples_per_s();
   if (!run.ok() || !ips || !run.flops_per_sample) return std::nullopt;
+  // An emulated precision's "peak" is the emulation's own speed, which a run
+  // bound by it reaches: a utilisation of no hardware (report.h says so).
+  if (run.precision_support == "emulated") return std::nullopt;
   const auto peak = peaks.for_run(run);
   if (!peak || peak->flops_per_s <= 0) return std::nullopt;
   return *run.flops_per_sample * 3.0 * *ips / peak->flops_per_s;

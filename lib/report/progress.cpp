@@ -3,22 +3,9 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "accel/report/estimate.h"
+
 namespace accel::report {
-namespace {
-
-std::string duration(double s) {
-  if (!(s >= 0) || s > 1e7) return "?";
-  char buf[32];
-  const long t = long(s + 0.5);
-  if (t >= 3600) {
-    std::snprintf(buf, sizeof(buf), "%ldh%02ldm", t / 3600, (t / 60) % 60);
-  } else {
-    std::snprintf(buf, sizeof(buf), "%ldm%02lds", t / 60, t % 60);
-  }
-  return buf;
-}
-
-}  // namespace
 
 std::string Progress::bar(const std::string& label, int epoch, int epochs, long step, long steps,
                           double eta_s, double images_per_s, int width) {
@@ -32,7 +19,7 @@ std::string Progress::bar(const std::string& label, int epoch, int epochs, long 
   std::snprintf(buf, sizeof(buf), "%-16s [%s%s] epoch %d/%d step %ld/%ld ETA %s %.0f img/s",
                 label.c_str(), std::string(size_t(filled), '#').c_str(),
                 std::string(size_t(width - filled), '.').c_str(), std::max(epoch, 1), epochs,
-                step, steps, duration(eta_s).c_str(), images_per_s);
+                step, steps, duration_text(eta_s).c_str(), images_per_s);
   return buf;
 }
 

@@ -32,6 +32,7 @@ namespace {
 std::string status_of(const RungRuns& r, int ok) {
   if (!r.needs.empty() && r.repeats.empty()) return "needs " + r.needs;
   const int n = int(r.repeats.size());
+  if (n == 0 && r.sweep_status == "excluded") return "not run (--only)";
   if (n == 0) return r.sweep_status == "failed" ? "failed" : "missing";
   if (ok == n) return "ok";
   if (ok == 0) {
@@ -205,6 +206,26 @@ Report build_report(const ResultSet& set, const PeakTable& peaks) {
                         "CPU machine; GPU peaks come from results/reference/dense-peaks.json).");
   }
   for (const auto& s : sources) rep.notes.push_back("MFU peak: " + s + ".");
+  if (const auto f = num_at(set.manifest, "budget/fraction"); f && *f < 1) {
+    char text[320];
+    std::snprintf(text, sizeof(text),
+                  "Scaled to the sweep's %.0f-minute budget on this machine (`sweep --budget`): "
+                  "every rung whose steps were not capped trained %.0f%% of its batches per "
+                  "epoch (train.limit_train_batches; set-up and evaluations whole), so the "
+                  "accuracies are not the full ladder's; the speedups compare like with like.",
+                  num_at(set.manifest, "budget/minutes").value_or(0), *f * 100);
+    rep.notes.push_back(text);
+  }
+  for (const auto& r : set.rungs) {
+    const bool emulated = std::any_of(r.repeats.begin(), r.repeats.end(), [](const RunRecord& x) {
+      return x.ok() && x.precision_support == "emulated";
+    });
+    if (emulated) {
+      rep.notes.push_back(r.id + ": no MFU: its precision is emulated on this CPU, so the only "
+                          "\"peak\" to divide by is the emulation's own speed, which says "
+                          "nothing of the hardware.");
+    }
+  }
   if (set.reference.is_object()) {
     rep.notes.push_back("Article figures: " + str_at(set.reference, "source", "?") + "; " +
                         str_at(set.reference, "hardware", "") + ".");

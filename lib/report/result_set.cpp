@@ -108,6 +108,10 @@ RunRecord read_run(const fs::path& dir) {
   r.data_kind = str_at(doc, "data_kind", "image");
   r.flops_per_sample = num_at(doc, "flops_per_sample");
   r.step_ms_median = num_at(doc, "step_time_ms/median");
+  r.init_time_s = num_at(doc, "init_time_s");
+  r.threads = int(num_at(doc, "threads").value_or(num_at(doc, "env/threads").value_or(0)));
+  r.precision_support = str_at(doc, "precision_support", "native");
+  if (doc.contains("data")) r.data = doc["data"];
   if (doc.contains("warnings") && doc["warnings"].is_array()) {
     for (const auto& w : doc["warnings"]) {
       if (w.is_string()) r.warnings.push_back(w.get<std::string>());

@@ -48,12 +48,29 @@ void check_id(const Suite& s, const std::string& where, const std::string& id) {
   if (!safe) bad(s, where + ".id: \"" + id + "\" must be letters, digits, '-', '_' or '.'");
 }
 
+// A list of --set values ("section.key=value"), checked for their shape here
+// and as config fields when the sweep resolves each run.
+std::vector<std::string> set_list(const Suite& s, const Json& v, const std::string& where,
+                                  bool non_empty) {
+  const std::string want = std::string("expected a ") + (non_empty ? "non-empty " : "") +
+                           "list of \"section.key=value\" strings";
+  if (!v.is_array() || (non_empty && v.empty())) bad(s, where + ": " + want);
+  std::vector<std::string> out;
+  for (const auto& x : v) {
+    if (!x.is_string() || x.get<std::string>().find('=') == std::string::npos) {
+      bad(s, where + ": " + want);
+    }
+    out.push_back(x.get<std::string>());
+  }
+  return out;
+}
+
 SuiteRung read_rung(const Suite& s, const Json& obj, const std::string& where, bool upstream) {
   if (upstream) {
-    only_keys(s, obj, where, {"id", "config", "changes", "committed", "where_emulated"});
+    only_keys(s, obj, where, {"id", "config", "changes", "committed", "set", "where_emulated"});
   } else {
-    only_keys(s, obj, where,
-              {"id", "article", "config", "changes", "init_from", "needs", "where_emulated"});
+    only_keys(s, obj, where, {"id", "article", "config", "changes", "init_from", "needs", "set",
+                              "where_emulated"});
   }
   SuiteRung r;
   r.id = text(s, obj, where, "id", true);
@@ -73,6 +90,7 @@ SuiteRung read_rung(const Suite& s, const Json& obj, const std::string& where, b
       bad(s, where + ".committed: " + r.committed.string() + ": no such folder");
     }
   }
+  if (obj.contains("set")) r.sets = set_list(s, obj["set"], where + ".set", /*non_empty=*/false);
   if (obj.contains("where_emulated")) {
     const std::string w = where + ".where_emulated";
     const auto& we = obj["where_emulated"];
@@ -81,13 +99,8 @@ SuiteRung read_rung(const Suite& s, const Json& obj, const std::string& where, b
       if (!we["comparable"].is_boolean()) bad(s, w + ".comparable: expected true or false");
       r.where_emulated_comparable = we["comparable"].get<bool>();
     }
-    if (!we.contains("set") || !we["set"].is_array() || we["set"].empty()) {
-      bad(s, w + ".set: expected a non-empty list of \"section.key=value\" strings");
-    }
-    for (const auto& v : we["set"]) {
-      if (!v.is_string()) bad(s, w + ".set: expected a list of \"section.key=value\" strings");
-      r.where_emulated.push_back(v.get<std::string>());
-    }
+    r.where_emulated = set_list(s, we.contains("set") ? we["set"] : Json(), w + ".set",
+                                /*non_empty=*/true);
     r.where_emulated_note = text(s, we, w, "note", false);
   }
   return r;
@@ -99,8 +112,8 @@ Suite load_suite(const fs::path& file) {
   Suite s;
   s.file = file;
   const Json doc = read_json_file(file);
-  only_keys(s, doc, "suite",
-            {"suite", "description", "reference", "target_accuracy", "set", "upstream", "rungs"});
+  only_keys(s, doc, "suite", {"suite", "description", "reference", "results", "target_accuracy",
+                              "set", "upstream", "rungs"});
   s.name = text(s, doc, "suite", "suite", true);
   check_id(s, "suite", s.name);
   s.description = text(s, doc, "suite", "description", false);
@@ -113,12 +126,10 @@ Suite load_suite(const fs::path& file) {
   }
   const auto ref = text(s, doc, "suite", "reference", false);
   if (!ref.empty()) s.reference = read_json_file(file.parent_path() / ref);
-  if (doc.contains("set")) {
-    if (!doc["set"].is_array()) bad(s, "set: expected a list of \"section.key=value\" strings");
-    for (const auto& v : doc["set"]) {
-      if (!v.is_string()) bad(s, "set: expected a list of \"section.key=value\" strings");
-      s.sets.push_back(v.get<std::string>());
-    }
+  if (doc.contains("set")) s.sets = set_list(s, doc["set"], "set", /*non_empty=*/false);
+  if (const auto res = text(s, doc, "suite", "results", false); !res.empty()) {
+    s.results = (file.parent_path() / res).lexically_normal();
+    if (!fs::is_directory(s.results)) bad(s, "results: " + s.results.string() + ": no such folder");
   }
   std::set<std::string> ids;
   for (const auto& [key, upstream] : {std::pair{"upstream", true}, std::pair{"rungs", false}}) {

@@ -13,7 +13,8 @@
 
 namespace accel::train::detail {
 
-EvalResult Run::evaluate(data::Loader& loader) {
+EvalResult Run::evaluate(data::Loader& loader, EvalCount& count) {
+  const auto t0 = Clock::now();
   torch::NoGradGuard no_grad;
   fsetup_->model.eval();
   loader.start_epoch(0);
@@ -42,6 +43,9 @@ EvalResult Run::evaluate(data::Loader& loader) {
   sums[2] = loss_sum.item<double>();
   fabric_->all_reduce(sums, dist::ReduceOp::Sum);
   const double total = sums[1].item<double>();
+  ++count.passes;
+  count.samples += int64_t(total);
+  count.time_s += seconds_since(t0);
   if (total <= 0) return {};
   return {sums[0].item<double>() / total, sums[2].item<double>() / total};
 }
@@ -261,7 +265,7 @@ void Run::train_epochs() {
       const int64_t every = cfg_.train.val_every_steps;
       if (every > 0 && step_ % every == 0 && es.batches < batches && !interrupted) {
         // Mid-epoch validation (the epoch's end has its own), timed as training.
-        const auto val = evaluate(*val_loader_);
+        const auto val = evaluate(*val_loader_, val_count_);
         say("== validation at step " + std::to_string(step_) + ": " + percent_or_na(val.acc));
         result_.rows.push_back({"val", step_, epoch, val.loss, {}, val.acc, {}});
         if (track_best(val, epoch)) {
@@ -292,7 +296,7 @@ void Run::train_epochs() {
       say("== stopped after " + std::to_string(step_) + " steps (train.max_steps), mid-epoch");
       return;
     }
-    const auto val = evaluate(*val_loader_);
+    const auto val = evaluate(*val_loader_, val_count_);
     es.elapsed_s += seconds_since(segment);
     train_time_s_ += es.elapsed_s;
     Opt train_acc = es.seen ? Opt(double(es.correct) / double(es.seen)) : Opt();

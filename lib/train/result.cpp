@@ -42,6 +42,7 @@ json to_json(const RunResult& r) {
             {"train_time_s", r.train_time_s},
             {"init_time_s", r.init_time_s},
             {"steps", r.steps},
+            {"work", r.work},
             {"step_time_ms", spread_json(r.step_time_ms)},
             {"step_split_ms", r.step_split_ms},
             {"comm_per_step", r.comm_per_step},

@@ -14,6 +14,7 @@
 #include "accel/train/checkpoint.h"
 #include "accel/train/checks.h"
 #include "accel/train/optimizer.h"
+#include "accel/train/work.h"
 #include "accel/util/errors.h"
 #include "run_state.h"
 
@@ -21,15 +22,12 @@ namespace accel::train {
 namespace detail {
 namespace {
 
-// size (a 2e9 eval_batch_size must not become one huge batch).
+// Loader options of a split; evaluation batches are bounded by the split's
+// size (a 2e9 eval_batch_size must not become one huge batch: eval_batch_size).
 data::LoaderOptions loader_options(const config::RunConfig& cfg, const data::ExampleSet& set,
                                    bool training, const data::CollateOptions& collate) {
   data::LoaderOptions o;
-  int64_t bs = cfg.train.batch_size;
-  if (!training && cfg.train.eval_batch_size > 0) {
-    bs = std::min<int64_t>(cfg.train.eval_batch_size, std::max<int64_t>(1, set.size()));
-  }
-  o.batch_size = bs;
+  o.batch_size = training ? cfg.train.batch_size : eval_batch_size(cfg.train, set.size());
   o.shuffle = o.drop_last = training;
   o.seed = cfg.train.seed;
   o.prefetch = cfg.data.prefetch;
@@ -244,6 +242,9 @@ void Run::resume() {
                       p.batch_in_epoch, e.at("loss_sum").get<double>(),
                       e.at("elapsed_s").get<double>()};
   }
+  if (const auto v = x.value("val_count", nlohmann::json()); v.is_array() && v.size() == 3) {
+    val_count_ = {v[0].get<int64_t>(), v[1].get<int64_t>(), v[2].get<double>()};
+  }
   resume_best(x);
   result_.resumed_from = {{"path", opts_.resume.string()}, {"step", p.step},
                           {"epoch", p.epoch}, {"batch_in_epoch", p.batch_in_epoch}};
@@ -292,6 +293,7 @@ void Run::save(const std::filesystem::path& file, int epochs_done, const EpochSt
              {"rows", rows_to_json(result_.rows)},
              {"epochs", epochs_to_json(result_.epochs)},
              {"best_val", best_json()},
+             {"val_count", {val_count_.passes, val_count_.samples, val_count_.time_s}},
              {"epoch_state",
               {{"correct", es.correct}, {"seen", es.seen}, {"loss_sum", es.loss_sum},
                {"elapsed_s", es.elapsed_s}}}};
@@ -337,7 +339,7 @@ void Run::gather_rank_results() {
 
 void Run::finish() {
   write_profile();  // a run shorter than the profile window: what was recorded
-  auto test = evaluate(*test_loader_);
+  auto test = evaluate(*test_loader_, test_count_);
   result_.test_weights = cfg_.train.test_weights;
   if (best_val()) {
     result_.test_acc_last = test.acc;
@@ -346,7 +348,7 @@ void Run::finish() {
       say("Test accuracy of the last weights (step " + std::to_string(step_) + ") " +
           percent_or_na(test.acc));
       load_weights(best_weights_);
-      test = evaluate(*test_loader_);
+      test = evaluate(*test_loader_, test_count_);
     }
     if (best_acc_) {
       say("Test accuracy of the best-validation weights (epoch " + std::to_string(best_epoch_) +
@@ -371,6 +373,7 @@ void Run::finish() {
   result_.test_loss = test.loss;
   result_.train_time_s = train_time_s_;
   result_.steps = step_;
+  result_.work = work_json();
   result_.step_time_ms = steps;
   record_step_split();
   if (samples_sum_ > 0) result_.flops_per_sample = flops_sum_ / samples_sum_;
@@ -386,6 +389,18 @@ void Run::finish() {
   gather_rank_results();
   if (fabric_->scaler().enabled()) result_.grad_scaler = fabric_->scaler().state_dict();
   console_.summary(result_);
+}
+
+// result.json's "work": what this run trained and evaluated (PlannedWork's
+// counts, as done).
+nlohmann::json Run::work_json() const {
+  auto split = [](const EvalCount& c) {
+    return nlohmann::json{{"passes", c.passes}, {"samples", c.samples}, {"time_s", c.time_s}};
+  };
+  return {{"train", {{"steps", step_},
+                     {"samples", step_ * cfg_.train.batch_size * fabric_->world_size()}}},
+          {"val", split(val_count_)},
+          {"test", split(test_count_)}};
 }
 
 // result.json's step_split_ms and comm_per_step from this rank's measured steps.
@@ -475,6 +490,7 @@ RunResult Run::execute() {
     result_.error = e.what();
     result_.train_time_s = train_time_s_;
     result_.steps = step_;
+    result_.work = work_json();
     write_outputs();
     say("== " + std::string(e.what()) + "; checkpoint and result.json written");
     throw;
@@ -483,6 +499,7 @@ RunResult Run::execute() {
     result_.error = e.what();
     result_.train_time_s = train_time_s_;
     result_.steps = step_;
+    result_.work = work_json();
     RankResult rr;
     rr.rank = fabric_->global_rank();
     rr.peak_memory_bytes = rr.host_peak_rss_bytes = metrics::peak_rss_bytes();

@@ -50,6 +50,13 @@ struct EvalResult {
   Opt acc, loss;
 };
 
+// What the evaluations of one split did (result.json's "work"): passes, the
+// real samples of every rank together, and their time.
+struct EvalCount {
+  int64_t passes = 0, samples = 0;
+  double time_s = 0;
+};
+
 // A trained step whose loss and accuracy still sit on the device: read back
 // together at the next flush (every step on a CPU, where reading is free;
 // on a GPU at log steps, epoch ends, checkpoints and stops only, so the host
@@ -62,7 +69,6 @@ struct PendingStep {
   bool log = false;
 };
 
-// Loader options of a split; evaluation batches are bounded by the split's
 class Run {
  public:
   Run(const config::RunConfig& cfg, const nlohmann::json& resolved, const RunOptions& opts)
@@ -79,7 +85,7 @@ class Run {
   void train_epochs();
   bool train_batch(const data::Batch& batch, int epoch, EpochState& es, int64_t batches);
   bool flush_pending(EpochState& es, int64_t batches);
-  EvalResult evaluate(data::Loader& loader);
+  EvalResult evaluate(data::Loader& loader, EvalCount& count);
   // train.test_weights "best_val": after each validation, keep the weights
   // when its accuracy beats the best so far (strictly, as Lightning's
   // ModelCheckpoint mode "max"); returns whether it did. The caller writes
@@ -128,6 +134,9 @@ class Run {
   // What this rank trained since it started (not carried by checkpoints):
   // the means behind flops_per_sample and tokens_per_s.
   double flops_sum_ = 0, samples_sum_ = 0, tokens_sum_ = 0;
+  // The evaluations run so far (a resumed run's earlier ones included).
+  EvalCount val_count_, test_count_;
+  nlohmann::json work_json() const;
   // This rank's measured steps (after warm-up) split by phase, and the
   // collectives they ran (op, primitive, bytes -> calls): result.json's
   // step_split_ms and comm_per_step.

@@ -72,6 +72,41 @@ fs::path write_tiny_suite(const accel_test::TempDir& tmp) {
   })");
 }
 
+// Every run of a set did the work its sweep.json plan says: the training
+// steps and samples, the validation passes and samples exactly, the test
+// passes at most the plan's (best_val tests twice only where the best
+// weights are not the last) over the planned samples each.
+void check_work_as_planned(const fs::path& set) {
+  const Json manifest = read(set / "sweep.json");
+  int checked = 0;
+  for (const char* key : {"upstream", "rungs"}) {
+    for (const auto& rung : manifest[key]) {
+      if (rung["status"] != "ok" || rung["runs"].empty()) continue;
+      INFO(rung["id"].get<std::string>());
+      const auto& plan = rung["planned"]["work"];
+      for (const auto& run : rung["runs"]) {
+        const auto work = read(set / run["dir"].get<std::string>() / "result.json")["work"];
+        CHECK(work["train"]["steps"] == plan["steps"]);
+        CHECK(work["train"]["samples"] == plan["train_samples"]);
+        CHECK(work["val"]["passes"] == plan["val_passes"]);
+        CHECK(work["val"]["samples"] == plan["val_samples"]);
+        const auto passes = work["test"]["passes"].get<int>();
+        CHECK(passes >= 1);
+        CHECK(passes <= plan["test_passes_max"].get<int>());
+        CHECK(work["test"]["samples"] == passes * plan["test_samples_per_pass"].get<int>());
+        ++checked;
+      }
+    }
+  }
+  CHECK(checked > 0);
+}
+
+fs::path first_dir(const fs::path& dir) {
+  for (const auto& s : fs::directory_iterator(dir)) return s.path();
+  FAIL("nothing under " << dir);
+  throw;
+}
+
 fs::path the_set(const fs::path& out) {
   for (const auto& s : fs::directory_iterator(out / "tiny")) return s.path();
   FAIL("no result set under " << out);
@@ -319,16 +354,68 @@ TEST_CASE("sweep: on a CPU that emulates bf16 a rung's where_emulated settings a
   CHECK(read(set2 / "04-bf16/result.json")["steps"] == 4);
 }
 
+TEST_CASE("sweep --budget: when the estimate exceeds it, every run trains the same share of its batches, said up front and in the report" * doctest::test_suite("process")) {
+  accel_test::TempDir tmp;
+  const auto suite = write_tiny_suite(tmp);
+  // A committed set of this machine to estimate from: the tiny suite run once.
+  auto r = run_cli("sweep --suite " + suite.string() + " --out " + (tmp / "committed").string());
+  REQUIRE(r.code == 1);  // its rung 01 fails by design
+  auto doc = read(suite);
+  doc["results"] = "../committed/tiny";
+  tmp.write("suite/budgeted.json", doc.dump(2));
+  const auto budgeted = (tmp / "suite/budgeted.json").string();
+  // As configured: 00 trains 2 epochs of 2 batches; a budget it fits changes nothing.
+  r = run_cli("sweep --plan --suite " + budgeted + " --budget 60");
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  CHECK(has(r.output, "budget 1h00m: the runs fit as configured"));
+  r = run_cli("sweep --plan --json --suite " + budgeted + " --budget 0.001");
+  REQUIRE(r.code == 0);
+  const Json plan = Json::parse(r.output);
+  CHECK(plan["fraction"] == doctest::Approx(0.3));  // the floor: no run trains less
+  CHECK(plan["unscaled_estimate_s"].get<double>() > plan["estimate_s"].get<double>());
+  const auto& rung = plan["suites"][0]["rungs"][1];
+  REQUIRE(rung["id"] == "00-scratch");
+  CHECK(rung["scaled"]["set"] == Json::array({"train.limit_train_batches=1"}));
+  CHECK(rung["work"]["steps"] == 2);  // 1 batch in each of 2 epochs
+  r = run_cli("sweep --plan --suite " + budgeted + " --budget 0.001");
+  CHECK(has(r.output, "budget 0s: as configured the runs would take about"));
+  CHECK(has(r.output, "trains 30% of its batches per epoch"));
+  // The sweep runs what it planned, and the report says why.
+  const auto out = tmp / "out";
+  r = run_cli("sweep --suite " + budgeted + " --budget 0.001 --out " + out.string());
+  INFO(r.output);
+  CHECK(r.code == 1);
+  CHECK(has(r.output, "trains 30% of its batches per epoch"));
+  const auto set = the_set(out);
+  check_work_as_planned(set);
+  const Json manifest = read(set / "sweep.json");
+  CHECK(manifest["budget"]["fraction"] == doctest::Approx(0.3));
+  CHECK(read(set / "00-scratch/result.json")["steps"] == 2);
+  r = run_cli("report " + set.string());
+  CHECK(has(r.output, "Scaled to the sweep's 0-minute budget"));
+}
+
 TEST_CASE("sweep and compare: bad arguments exit 2 and write nothing" * doctest::test_suite("process")) {
   accel_test::TempDir tmp;
   CHECK(run_cli("sweep --suite " + (tmp / "none.json").string()).code == 2);
   tmp.write("bad.json", R"({"suite": "x", "rungs": [], "oops": 1})");
-  const auto r = run_cli("sweep --suite " + (tmp / "bad.json").string() + " --out " +
-                         (tmp / "o").string());
+  auto r = run_cli("sweep --suite " + (tmp / "bad.json").string() + " --out " +
+                   (tmp / "o").string());
   CHECK(r.code == 2);
   CHECK(has(r.output, "unknown key \"oops\""));
   CHECK_FALSE(fs::exists(tmp / "o"));
   CHECK(run_cli("sweep --suite x.json --seeds 1,a").code == 2);
+  const auto tiny = write_tiny_suite(tmp).string();
+  r = run_cli("sweep --suite " + tiny + " --only 09-nope --out " + (tmp / "o2").string());
+  CHECK(r.code == 2);
+  CHECK(has(r.output, "--only: \"09-nope\" is not a rung of the suite (its rungs: 00-scratch, 01-broken"));
+  CHECK(run_cli("sweep --suite " + tiny + " --budget -1 --out " + (tmp / "o").string()).code == 2);
+  CHECK(run_cli("sweep --suite " + tiny + " --plan --peaks " + (tmp / "none.json").string()).code == 2);
+  tmp.write("rung-set.json", R"({"suite": "x", "rungs": [{"id": "a", "config": "suite/tiny.json", "set": ["oops"]}]})");
+  r = run_cli("sweep --suite " + (tmp / "rung-set.json").string() + " --out " + (tmp / "o").string());
+  CHECK(r.code == 2);
+  CHECK(has(r.output, "rungs[0].set: expected a list of \"section.key=value\" strings"));
   CHECK(run_cli("compare " + tmp.path.string()).code == 2);  // one set only
   CHECK(run_cli("compare a b --fail-slower -5").code == 2);
   CHECK(run_cli("report " + (tmp / "nothing").string()).code == 2);
@@ -445,4 +532,104 @@ TEST_CASE("smoke suite: every rung runs and matches the committed baseline (conf
   INFO(r.output);
   CHECK(r.code == 0);
   CHECK(has(r.output, "0 not comparable, 0 regressions"));
+  // Each run trained and evaluated what the sweep planned for it.
+  check_work_as_planned(set);
+}
+
+TEST_CASE("sweep --plan: the smoke suite's runs stay small whatever the CPU, and the ladders' cut rungs evaluate little where bf16 is emulated") {
+  if (!have_fashion_mnist()) {
+    MESSAGE("dataset-fashion-mnist not installed; skipped");
+    return;
+  }
+  accel_test::TempDir tmp;
+  const auto peaks = (tmp / "peaks.json").string();
+  REQUIRE(run_cli("calibrate --size 128 --max-threads 2 --min-seconds 0.02 --out " + peaks).code == 0);
+  // This CPU as it is, one with native bf16, and one without (AVX2 only).
+  for (const char* flags : {"", "ACCEL_CPU_FLAGS='fpu avx2 fma avx512f avx512bw avx512vl avx512dq avx512_bf16 amx_tile amx_bf16'",
+                            "ACCEL_CPU_FLAGS='fpu avx2 fma'"}) {
+    INFO("flags: " << std::string(flags));
+    auto r = run_cli_env(flags, "sweep --plan --json --peaks " + peaks + " --suite " +
+                                    source("configs/smoke/suite.json"));
+    REQUIRE(r.code == 0);
+    const Json plan = Json::parse(r.output);
+    int runs = 0;
+    for (const auto& rung : plan["suites"][0]["rungs"]) {
+      INFO(rung.dump());
+      REQUIRE(rung["status"] == "run");
+      ++runs;
+      const auto& w = rung["work"];
+      const int ranks = rung["ranks"].get<int>();  // each evaluates its own batches
+      CHECK(w["steps"].get<int>() <= 3);
+      CHECK(w["val_samples"].get<int>() <= 128 * ranks);
+      CHECK(w["test_samples_per_pass"].get<int>() <= 128 * ranks);
+      CHECK(w["test_passes_max"].get<int>() <= 2);
+      // The text bf16 rung, which a CPU may emulate: two steps, one evaluation batch.
+      if (rung["id"] == "t03-mixed") {
+        CHECK(w["steps"] == 2);
+        CHECK(w["val_samples"].get<int>() <= 64);
+        CHECK(w["test_samples_per_pass"].get<int>() <= 64);
+      }
+    }
+    CHECK(runs == 12);
+    CHECK(plan["not_estimated"] == 0);  // the committed baseline prices every run
+  }
+  // The main job's ladders on a CPU without native bf16: the bf16 rungs run
+  // a few steps and one test batch, without a validation pass.
+  auto r = run_cli_env("ACCEL_CPU_FLAGS='fpu avx2 fma'",
+                       "sweep --plan --json --suite " + source("configs/ladder/cpu/suite.json") +
+                           " --suite " + source("configs/ladder/text-cpu/suite.json"));
+  REQUIRE(r.code == 0);
+  int cut = 0;
+  const Json plans = Json::parse(r.output);
+  for (const auto& suite : plans["suites"]) {
+    for (const auto& rung : suite["rungs"]) {
+      if (rung["status"] != "run" || !rung["where_emulated"].get<bool>()) continue;
+      INFO(rung.dump());
+      // The rungs not about bf16 run 32-true; the bf16 ones stay emulated, cut short.
+      CHECK(rung["emulated"] == (rung["precision"] == "bf16-mixed"));
+      if (rung["precision"] != "bf16-mixed") continue;
+      ++cut;
+      const auto& w = rung["work"];
+      CHECK(w["steps"].get<int>() <= 20);
+      CHECK(w["val_samples"] == 0);
+      CHECK(w["test_samples_per_pass"].get<int>() <= 128);
+    }
+  }
+  CHECK(cut == 2);  // 04-bf16-mixed and t03-mixed
+}
+
+TEST_CASE("sweep --only: where bf16 is emulated, the ladders' bf16 rungs train and evaluate what the plan says, and the report gives them no MFU") {
+  if (!have_fashion_mnist()) {
+    MESSAGE("dataset-fashion-mnist not installed; skipped");
+    return;
+  }
+  accel_test::TempDir tmp;
+  for (const auto& [suite, rung] : {std::pair{"configs/ladder/cpu/suite.json", "04-bf16-mixed"},
+                                     std::pair{"configs/ladder/text-cpu/suite.json", "t03-mixed"}}) {
+    INFO(rung);
+    auto r = run_cli_env("ACCEL_CPU_FLAGS='fpu avx2 fma'", "sweep --suite " + source(suite) +
+                                                               " --only " + rung + " --out " +
+                                                               tmp.path.string());
+    INFO(r.output);
+    REQUIRE(r.code == 0);
+    CHECK(has(r.output, ": 1 run"));
+  }
+  for (const auto& set : {first_dir(tmp / "ladder-cpu"), first_dir(tmp / "ladder-text-cpu")}) {
+    check_work_as_planned(set);
+    const Json manifest = read(set / "sweep.json");
+    for (const auto& rung : manifest["rungs"]) {
+      if (rung["status"] == "excluded") continue;
+      const auto result = read(set / rung["id"].get<std::string>() / "result.json");
+      CHECK(result["precision_support"] == "emulated");
+      CHECK(result["work"]["val"]["passes"] == 0);
+      CHECK(result["work"]["test"]["samples"].get<int>() <= 128);
+    }
+    auto r = run_cli("calibrate --size 64 --max-threads 2 --min-seconds 0.01 --out " +
+                     (set / "peaks.json").string());
+    REQUIRE(r.code == 0);
+    r = run_cli("report " + set.string());
+    INFO(r.output);
+    CHECK(r.code == 0);
+    CHECK(has(r.output, "no MFU: its precision is emulated on this CPU"));
+  }
 }

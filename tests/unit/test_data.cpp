@@ -409,6 +409,47 @@ TEST_CASE("data: Loader num_batches honours drop_last and limit_batches") {
   CHECK(batches == 1);
 }
 
+TEST_CASE("data: pass_shape counts the batches and real samples a pass of every rank yields") {
+  // Against the Loader itself: every rank's batches, their valid rows summed.
+  for (int64_t rows : {1, 7, 10, 37}) {
+    for (int64_t bs : {1, 4, 64}) {
+      for (bool drop_last : {false, true}) {
+        for (int64_t limit : {0, 1, 2}) {
+          for (int world : {1, 2, 3}) {
+            auto s = std::make_shared<const ExampleSet>(id_set(rows));
+            int64_t real = 0, batches = -1;
+            for (int rank = 0; rank < world; ++rank) {
+              LoaderOptions o;
+              o.batch_size = bs;
+              o.drop_last = drop_last;
+              o.limit_batches = limit;
+              o.prefetch = 0;
+              o.world_size = world;
+              o.rank = rank;
+              Loader l(s, o);
+              l.start_epoch(0);
+              int64_t n = 0;
+              while (auto b = l.next()) {
+                real += b->valid;
+                ++n;
+              }
+              if (rank == 0) batches = n;
+              CHECK(n == batches);  // every rank runs as many
+            }
+            const auto shape = pass_shape(rows, bs, drop_last, limit, world);
+            INFO(rows << " rows, batch " << bs << ", drop_last " << drop_last << ", limit "
+                      << limit << ", " << world << " ranks");
+            CHECK(shape.batches == batches);
+            if (!drop_last) CHECK(shape.real_samples == real);
+          }
+        }
+      }
+    }
+  }
+  CHECK(pass_shape(0, 4, false, 0, 2).batches == 0);
+  CHECK(pass_shape(0, 4, false, 0, 2).real_samples == 0);
+}
+
 TEST_CASE("data: Loader yields every sample once per epoch reproducibly") {
   auto s = std::make_shared<const ExampleSet>(id_set(37));
   for (int prefetch : {0, 1, 3}) {

@@ -7,11 +7,14 @@
 #include <string>
 
 #include "accel/metrics/hardware.h"
+#include "accel/config/run_config.h"
 #include "accel/report/charts.h"
+#include "accel/report/estimate.h"
 #include "accel/report/machine.h"
 #include "accel/report/peaks.h"
 #include "accel/report/progress.h"
 #include "accel/report/report.h"
+#include "accel/train/work.h"
 #include "support/temp_dir.h"
 #include "unit/test_report_fixtures.h"
 
@@ -433,4 +436,143 @@ TEST_CASE("report: multi-rank rungs are predicted from the one-rank rung of a ra
   const auto bare = build_report(load_result_set(tmp.path), PeakTable::load("", tmp / "peaks.json"));
   CHECK(bare.scaling.empty());
   CHECK(has(report_markdown(bare), "calibrate --comm"));
+}
+
+// --- planning a sweep: a run's work, the estimate, the ETA -------------------
+
+namespace {
+
+accel::config::RunConfig work_config() {
+  accel::config::RunConfig c;
+  c.train.epochs = 3;
+  c.train.batch_size = 16;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("work: the plan counts steps, validations and test passes as the loop runs them") {
+  using accel::train::plan_work;
+  auto c = work_config();
+  const accel::train::SplitSizes n{100, 30, 50};
+  auto w = plan_work(c, n, 1);
+  CHECK(w.batches_per_epoch == 6);  // 100 / 16, the last short batch dropped
+  CHECK(w.steps == 18);
+  CHECK(w.train_samples == 18 * 16);
+  CHECK(w.val_passes == 3);          // one per epoch
+  CHECK(w.val_samples_per_pass == 30);
+  CHECK(w.test_passes == 1);
+  CHECK(w.test_samples_per_pass == 50);
+  CHECK(w.forward_units() == doctest::Approx(3 * 288 + 90 + 50));
+  // train.max_steps inside an epoch: that epoch ends without its validation.
+  c.train.max_steps = 10;
+  w = plan_work(c, n, 1);
+  CHECK(w.steps == 10);
+  CHECK(w.val_passes == 1);
+  c.train.max_steps = 12;  // at an epoch's end: its validation runs
+  CHECK(plan_work(c, n, 1).val_passes == 2);
+  // Every 4th step too, but not where an epoch ends (step 12 validates once).
+  c.train.max_steps = 0;
+  c.train.val_every_steps = 4;
+  CHECK(plan_work(c, n, 1).val_passes == 3 + 3);
+  // best_val tests the last weights and, where they differ, the best ones.
+  c.train.test_weights = "best_val";
+  CHECK(plan_work(c, n, 1).test_passes == 2);
+  CHECK(plan_work(c, {100, 0, 50}, 1).test_passes == 1);  // no validation samples
+  // Bounded evaluations.
+  c.train.limit_eval_batches = 1;
+  c.train.eval_batch_size = 8;
+  w = plan_work(c, n, 1);
+  CHECK(w.val_samples_per_pass == 8);
+  CHECK(w.test_samples_per_pass == 8);
+  // Two ranks: half the batches each, twice the samples a step; evaluation
+  // split over the ranks (each its limit).
+  w = plan_work(c, n, 2);
+  CHECK(w.batches_per_epoch == 3);
+  CHECK(w.train_samples == w.steps * 16 * 2);
+  CHECK(w.val_samples_per_pass == 16);
+  c.train.limit_eval_batches = 0;
+  CHECK(plan_work(c, n, 2).test_samples_per_pass == 50);
+  CHECK(plan_work(c, {10, 30, 50}, 1).steps == 0);  // no full batch: the run refuses it
+}
+
+TEST_CASE("eta: the time left is the estimates of the runs left, scaled as the finished ones came out") {
+  EtaTracker eta;
+  eta.plan("a", 10.0, false);
+  eta.plan("b", 20.0, false);
+  eta.plan("c", 100.0, true);  // an emulated precision, priced apart
+  eta.plan("d", std::nullopt, false);
+  CHECK(eta.remaining_s() == doctest::Approx(130));
+  CHECK(eta.unknown_remaining() == 1);
+  eta.done("a", 20.0);  // twice the estimate
+  CHECK(eta.remaining_s() == doctest::Approx(2 * 20 + 2 * 100));
+  eta.done("c", 50.0);  // half: the emulated kind has its own factor now
+  CHECK(eta.remaining_s() == doctest::Approx(2 * 20));
+  CHECK(eta.line(75) == "2 of 4 runs done in 1m15s; about 40s left + 1 run not estimated");
+  eta.done("b", std::nullopt);  // failed: says nothing of the speed
+  CHECK(eta.remaining_s() == doctest::Approx(0));
+  CHECK(eta.line(80) == "3 of 4 runs done in 1m20s; 1 run not estimated");
+  CHECK(duration_text(3725) == "1h02m");
+  CHECK(duration_text(59.4) == "59s");
+}
+
+TEST_CASE("estimate: a committed rung's time, scaled by the planned work and the two machines' matmul peaks") {
+  accel_test::TempDir tmp;
+  // A committed set of another machine: rung 01 took 110 s (10 s set-up) for
+  // 3 epochs of 100 samples, in fp32 at 2 threads, where fp32 runs 200 GFLOP/s.
+  report_test::FakeRun f;
+  f.threads = 2;
+  f.config_patch = {{"train", {{"epochs", 3}, {"batch_size", 10}}}};
+  const auto ref = tmp / "results" / "other-2c";
+  report_test::SetBuilder(ref, "other-2c").rung("01", "01", {f}).write();
+  auto result = report_test::read_json(ref / "01" / "result.json");
+  result["init_time_s"] = 10.0;
+  result["threads"] = 2;
+  result["data"] = {{"train", 100}, {"val", 20}, {"test", 50}};
+  report_test::write_json(ref / "01" / "result.json", result);
+  auto manifest = report_test::read_json(ref / "sweep.json");
+  manifest["rungs"][0]["runs"][0]["wall_s"] = 110.0;
+  manifest["finished_at"] = "2026-12-01T00:00:00Z";
+  report_test::write_json(ref / "sweep.json", manifest);
+  report_test::write_json(ref / "peaks.json", {{"cpu", {{"fp32", {{"2", 200.0}}}, {"bf16", {{"2", 400.0}}}}}});
+  // This machine runs fp32 at 100 GFLOP/s and emulates bf16 at 5.
+  const auto here = tmp / "peaks-here.json";
+  report_test::write_json(here, {{"cpu", {{"fp32", {{"1", 60.0}, {"2", 100.0}}}, {"bf16", {{"2", 5.0}}}}}});
+  const Estimator est(tmp / "results", here, "this-2c");
+  REQUIRE_FALSE(est.basis().empty());
+  auto cfg = accel::config::to_run_config(
+      accel::config::resolve_config(result["config"], ref / "01"));
+  RunShape run;
+  run.rung = "01";
+  run.precision = "32-true";
+  run.threads = 2;
+  run.work = accel::train::plan_work(cfg, {100, 20, 50}, 1);
+  CHECK(*est.seconds(run) == doctest::Approx(10 + 100 * 2));  // half the speed: twice the time
+  const double units = run.work.forward_units();
+  CHECK(units == doctest::Approx(3 * 300 + 3 * 20 + 50));
+  cfg.train.epochs = 1;  // a third of the training, the same test pass
+  run.work = accel::train::plan_work(cfg, {100, 20, 50}, 1);
+  CHECK(*est.seconds(run) == doctest::Approx(10 + 100 * 2 * run.work.forward_units() / units));
+  run.precision = "bf16-mixed";  // priced by the emulation's own speed
+  CHECK(*est.seconds(run) == doctest::Approx(10 + 100 * 40 * run.work.forward_units() / units));
+  run.rung = "02";  // no committed run of it
+  CHECK_FALSE(est.seconds(run).has_value());
+  // Without this machine's peaks nothing of another machine scales.
+  CHECK_FALSE(Estimator(tmp / "results", "", "this-2c").seconds(run).has_value());
+  // This machine's own set needs no peaks.
+  run.rung = "01";
+  run.precision = "32-true";
+  CHECK(*Estimator(tmp / "results", "", "other-2c").seconds(run) ==
+        doctest::Approx(10 + 100 * run.work.forward_units() / units));
+}
+
+TEST_CASE("budget: every scalable run keeps the share of its training that makes the total fit") {
+  // 150 s fixed, evaluated or capped (50 s of training under train.max_steps), 200 s scalable.
+  const std::vector<RunCost> runs = {{10, 100, 20, true}, {10, 100, 10, true}, {10, 50, 40, false}};
+  CHECK(budget_fraction(runs, 400, 0.3) == doctest::Approx(1.0));  // 350 s fits
+  CHECK(budget_fraction(runs, 320, 0.3) == doctest::Approx(1.0));  // within 10%: as configured
+  CHECK(budget_fraction(runs, 310, 0.3) == doctest::Approx(0.8));  // (310 - 150) / 200
+  CHECK(budget_fraction(runs, 250, 0.3) == doctest::Approx(0.5));  // (250 - 150) / 200
+  CHECK(budget_fraction(runs, 100, 0.3) == doctest::Approx(0.3));  // never below the floor
+  CHECK(budget_fraction({{10, 0, 5, true}}, 1, 0.3) == doctest::Approx(1.0));  // nothing to scale
 }

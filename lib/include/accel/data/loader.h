@@ -19,6 +19,7 @@
 
 #include "accel/data/batch.h"
 #include "accel/data/dataset.h"
+#include "accel/data/pass_shape.h"
 
 namespace accel::data {
 

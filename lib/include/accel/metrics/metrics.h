@@ -35,6 +35,14 @@ int default_threads(int local_ranks);
 // cores, threads, BLAS library in use, GPU if any.
 nlohmann::json environment(int threads);
 
+// Library switches the environment asks for, applied once before any work:
+// ACCEL_ONEDNN=0 turns LibTorch's oneDNN (mkldnn) kernels off, as
+// torch.backends.mkldnn.enabled = False does (LibTorch 1.13 then computes a
+// bf16 matmul as a CPU without AVX-512 does, on its own loops: how
+// bench/avx2_proxy.sh makes an AVX-512 machine stand in for an AVX2 one).
+// environment() records it ("onednn"), and ACCEL_KERNEL_ISA ("kernel_isa").
+void apply_library_switches();
+
 // --- atomic output files (lib/metrics/files.cpp) --------------------------
 // Every output goes through one helper: the bytes go to a temp file in the
 // same folder, named <name>.tmp.<pid>.<random>, which is fsynced, renamed

@@ -44,8 +44,12 @@ struct RunRecord {
       flops_per_sample;
   std::string data_kind = "image";  // schema 3's data_kind; earlier sets are all images
   OptNum step_ms_median;
+  OptNum init_time_s;     // data and model set-up before training
   int epochs_done = 0;
   int world_size = 1;
+  int threads = 0;        // per rank; 0 = not recorded
+  std::string precision_support = "native";  // "emulated": this CPU has no kernels for it
+  Json data;              // result.json's "data": split sizes, kind, classes
   std::vector<double> peak_memory_bytes;  // one per rank; empty = n/a
   std::vector<double> epoch_time_s, epoch_val_acc;
   std::vector<std::string> warnings;  // printed before the run (e.g. emulated precision)

@@ -7,13 +7,17 @@
 //   "description": "...",                      optional
 //   "reference": "../../../results/reference/cvpr2023-vit.json",  optional, relative to this file
 //   "target_accuracy": 0.85,                    optional, val accuracy (fraction) for time-to-target
+//   "results": "../../../results/ladder-cpu",   optional, its committed result sets (one
+//                                               folder per machine): what `sweep --plan`
+//                                               scales its estimate of this machine from
 //   "set": ["train.limit_train_batches=3"],     optional, --set for every run of the suite
 //   "upstream": [ {"id": "pretrain", "config": "pretrain.json", "changes": "...",
 //                  "committed": "../../../results/upstream/NAME"} ],  committed: optional
 //   "rungs": [
 //     {"id": "00-scratch", "article": "00", "config": "00-scratch.json", "changes": "..."},
 //     {"id": "01-finetune", "article": "01", "config": "01-finetune.json", "changes": "...",
-//      "init_from": "pretrain"},
+//      "init_from": "pretrain", "set": ["train.limit_eval_batches=1"]},  set: optional,
+//                                               --set for this rung's runs (after the suite's)
 //     {"id": "05-ddp", ..., "where_emulated": {"set": ["runtime.precision=32-true"],
 //                                              "note": "...", "comparable": true}},  optional
 //     {"id": "02-compile", "article": "02", "changes": "torch.compile", "needs": "CUDA"}
@@ -64,6 +68,7 @@ struct SuiteRung {
   std::string init_from;  // upstream id, or ""
   std::string needs;      // "CUDA", ... or ""
   std::filesystem::path committed;            // upstream: committed run folder, or empty
+  std::vector<std::string> sets;              // --set values for this rung's runs
   std::vector<std::string> where_emulated;    // --set values where the precision is emulated
   std::string where_emulated_note;
   bool where_emulated_comparable = true;  // false: the settings cut the run short
@@ -74,6 +79,7 @@ struct Suite {
   std::string name, description;
   std::optional<double> target_accuracy;
   nlohmann::json reference;  // the article's figures, or null
+  std::filesystem::path results;  // committed result sets of the suite, or empty
   std::vector<std::string> sets;
   std::vector<SuiteRung> upstream, rungs;
 };

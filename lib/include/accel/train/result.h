@@ -75,6 +75,9 @@ struct RunResult {
   double train_time_s = 0;
   double init_time_s = 0;
   int64_t steps = 0;
+  // What the run trained and evaluated: {train: {steps, samples}, val and
+  // test: {passes, samples, time_s}} (train/work.h plans the same counts).
+  nlohmann::json work;
   metrics::Spread step_time_ms;  // the slowest rank's per-step times after warm-up
   // Rank 0's steps after warm-up, split by phase (means in ms: forward,
   // backward, comm_wait, optimizer, other, total, steps); null when a step
