@@ -468,11 +468,20 @@ int cmd_sweep(LadderArgs& a) {
 
 int cmd_report(LadderArgs& a) {
   if (a.report_price >= 0) a.report.price_per_hour = a.report_price;
+  std::vector<std::string> failed;
   for (const auto& f : accel::report::write_reports(a.report_dir, a.report)) {
     std::cout << f.markdown << "\n";
     if (!f.notice.empty()) std::cerr << f.notice << "\n";
     std::cerr << "report: wrote " << f.files.size() << " files under "
               << (a.report.out.empty() ? f.set_dir : a.report.out).string() << "\n";
+    failed.insert(failed.end(), f.failed.begin(), f.failed.end());
+  }
+  if (!failed.empty()) {
+    std::string names;
+    for (const auto& n : failed) names += (names.empty() ? "" : ", ") + n;
+    std::cerr << "accel-bench: error: report: " << names
+              << " not written (the previous files are kept; see above)\n";
+    return 1;
   }
   return 0;
 }

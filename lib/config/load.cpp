@@ -12,6 +12,7 @@
 
 #include "accel/config/run_config.h"
 #include "accel/util/errors.h"
+#include "accel/util/input_file.h"
 #include "json_text.h"
 #include "schema.h"
 
@@ -67,42 +68,36 @@ constexpr size_t kMaxConfigBytes = size_t{16} << 20;
 // `regular_only`: an extends target must be a regular file; opening a FIFO
 // nobody writes to would block for ever. The config named on the command line
 // may be a pipe (`-c <(jq ... base.json)`): the user is its writer.
-bool read_text(const fs::path& p, std::string& text, std::string& why, bool regular_only) {
+// A config file's text, through the one checked reader (util/input_file.h):
+// bounded, never a device; a FIFO only where `pipe_ok` (the file named on
+// the command line, e.g. `-c <(...)`). `why` without the file's name.
+bool read_text(const fs::path& p, std::string& text, std::string& why, bool pipe_ok) {
   std::error_code ec;
-  const auto st = fs::status(p, ec);
-  if (fs::is_directory(st)) {
+  if (fs::is_directory(p, ec)) {
     why = "is a directory";
     return false;
   }
-  if (regular_only && fs::exists(st) && !fs::is_regular_file(st)) {
-    why = "not a regular file (a FIFO, socket or device)";
+  if (!fs::exists(p, ec)) {
+    why = std::strerror(ENOENT);
     return false;
   }
-  std::ifstream in(p, std::ios::binary);
-  if (!in) {
-    why = std::strerror(errno);
+  try {
+    text = read_input_file(p, "", int64_t(kMaxConfigBytes), pipe_ok);
+    return true;
+  } catch (const std::exception& e) {
+    why = e.what();
+    const std::string prefix = p.string() + ": ";
+    if (why.rfind(prefix, 0) == 0) why = why.substr(prefix.size());
+    if (why.rfind("larger than", 0) == 0) {
+      why = "larger than " + std::to_string(kMaxConfigBytes >> 20) + " MiB; a run config is a few KB";
+    }
     return false;
   }
-  // Read with a bound, not "whole file": a config named /dev/zero (or a
-  // FIFO nobody closes) must not eat the machine's memory.
-  text.clear();
-  char buf[1 << 16];
-  while (text.size() <= kMaxConfigBytes && in.read(buf, sizeof buf).gcount() > 0)
-    text.append(buf, static_cast<size_t>(in.gcount()));
-  if (in.bad()) {
-    why = "read error";
-    return false;
-  }
-  if (text.size() > kMaxConfigBytes) {
-    why = "larger than " + std::to_string(kMaxConfigBytes >> 20) + " MiB; a run config is a few KB";
-    return false;
-  }
-  return true;
 }
 
 Loaded load_file(const fs::path& file, std::vector<Link>& chain, const std::string& context);
 
-// The shorthand `"init": {"checkpoint": PATH, "strict": false}` (or
+// The shorthand `"init": {"checkpoint": PATH, "strict": false}` (or
 // {"safetensors": PATH, "format": "timm"}) is spelled out into the flat fields
 // model.init / init_path / init_strict / init_format, which the schema checks.
 json expand_init_shorthand(json doc, const std::string& pre) {
@@ -168,7 +163,7 @@ Loaded load_file(const fs::path& file, std::vector<Link>& chain, const std::stri
     throw ConfigError(context + "extends cycle: " + cycle + display);
   }
   std::string text, why;
-  if (!read_text(file, text, why, /*regular_only=*/!context.empty()))
+  if (!read_text(file, text, why, /*pipe_ok=*/context.empty()))
     throw ConfigError(context.empty() ? display + ": cannot read config file (" + why + ")"
                                       : context + "cannot read " + display + " (" + why + ")");
   json doc = parse_config_text(text, display);

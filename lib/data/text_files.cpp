@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "accel/util/errors.h"
+#include "accel/util/input_file.h"
 #include "byte_reader.h"
 
 namespace accel::data::detail {
@@ -21,20 +22,7 @@ namespace {
 }
 
 std::string read_raw(const fs::path& file, int64_t max_bytes) {
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> fp(std::fopen(file.c_str(), "rb"), &std::fclose);
-  if (!fp) fail(file, std::string("cannot open for reading: ") + std::strerror(errno));
-  std::string out;
-  char buf[1 << 16];
-  for (;;) {
-    const size_t got = std::fread(buf, 1, sizeof buf, fp.get());
-    if (got == 0) {
-      if (std::ferror(fp.get())) fail(file, std::string("read error: ") + std::strerror(errno));
-      break;
-    }
-    out.append(buf, got);
-    if (int64_t(out.size()) > max_bytes) fail(file, "larger than " + std::to_string(max_bytes) + " bytes");
-  }
-  return out;
+  return read_input_file(file, "", max_bytes);
 }
 
 const char* bz2_error(int rc) {
@@ -91,8 +79,6 @@ std::string decompress_bz2(const fs::path& file, const std::string& packed, int6
 }  // namespace
 
 std::string read_file_bytes(const fs::path& file, int64_t max_bytes) {
-  std::error_code ec;
-  if (!fs::is_regular_file(file, ec)) fail(file, "not a regular file");
   std::string raw = read_raw(file, max_bytes);
   if (raw.size() >= 3 && raw.compare(0, 3, "BZh") == 0) return decompress_bz2(file, raw, max_bytes);
   if (raw.size() >= 2 && uint8_t(raw[0]) == 0x1f && uint8_t(raw[1]) == 0x8b) {

@@ -110,7 +110,11 @@ size_t column(const CsvRecord& header, const std::string& name, const fs::path& 
 }
 
 std::vector<CsvRecord> read_csv(const fs::path& file) {
-  auto records = parse_csv(read_file_bytes(file), file.string());
+  std::string text = read_file_bytes(file);
+  // A UTF-8 byte-order mark (spreadsheet exports write one) is not part of
+  // the first column's name.
+  if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);
+  auto records = parse_csv(text, file.string());
   if (records.empty()) throw DataError(file.string() + ": empty (no header row)");
   return records;
 }
@@ -127,6 +131,20 @@ const std::string& field_of(const CsvRecord& r, size_t col, const CsvRecord& hea
 
 bool blank(const std::string& s) {
   return std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isspace(c) != 0; });
+}
+
+// A label as a class name: valid UTF-8 (it lands in result.json), without
+// the whitespace around it (" pos" and "pos" are one class).
+std::string label_name(const std::string& raw, const std::string& where, const std::string& column) {
+  try {
+    text::decode_utf8(raw);
+  } catch (const text::Utf8Error& e) {
+    fail(where, "the label (column \"" + column + "\") is not valid UTF-8: " + e.what());
+  }
+  const auto first = raw.find_first_not_of(" \t\r\n\f\v");
+  if (first == std::string::npos) return "";
+  const auto last = raw.find_last_not_of(" \t\r\n\f\v");
+  return raw.substr(first, last - first + 1);
 }
 
 }  // namespace
@@ -262,7 +280,8 @@ TextSplits read_text_csv(const config::DataConfig& cfg) {
       const auto& rec = records[r];
       const std::string where = file.string() + ":" + std::to_string(rec.line);
       const std::string& text = field_of(rec, c_text, header, file);
-      const std::string& label = field_of(rec, c_label, header, file);
+      const std::string label =
+          label_name(field_of(rec, c_label, header, file), where, cfg.label_column);
       if (blank(text)) fail(where, "a row with no text (column \"" + cfg.text_column + "\")");
       if (label.empty()) fail(where, "a row with no label (column \"" + cfg.label_column + "\")");
       rows.emplace_back(text, label);

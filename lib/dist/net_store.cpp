@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -185,8 +186,13 @@ void handshake(int fd, const NetStoreOptions& o, Clock::time_point deadline) {
   try {
     read_exact(fd, accept, sizeof accept, deadline);
   } catch (const std::exception& e) {
-    throw Refused("rank 0's store at " + where + " refused this connection (" + e.what() +
-                  "): is ACCEL_STORE_TOKEN the same on every node?");
+    // No refusal byte: a server busy with connects let this one go. Retried.
+    throw std::runtime_error("the store at " + where + " closed the connection during the "
+                             "greeting (" + e.what() + "); a busy store does so, so it is tried again");
+  }
+  if (accept[0] == wire::kRefused) {
+    throw Refused("rank 0's store at " + where + " refused this rank's shared secret: "
+                  "ACCEL_STORE_TOKEN differs from rank 0's (set the same on every node)");
   }
   const auto proof = wire::mac(o.token, "server", nonce_c, nonce_s);
   if (accept[0] != wire::kOk || (auth && !wire::same_mac(proof.data(), accept + 1))) {
@@ -214,7 +220,8 @@ void NetStoreClient::open(Clock::time_point deadline) {
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_NUMERICSERV;
   std::string error = "nothing answered";
-  // Rank 0 may not listen yet: try every address until the deadline.
+  int attempts = 0;
+  // Rank 0 may not listen yet, or be busy: try every address until the deadline.
   for (;;) {
     addrinfo* res = nullptr;
     const std::string service = std::to_string(opts_.port);
@@ -246,7 +253,11 @@ void NetStoreClient::open(Clock::time_point deadline) {
       throw std::runtime_error("could not reach the store at " + where + " within " + within +
                                ": " + error);
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(100, remaining_ms(deadline))));
+    // Again after a pause that grows to a second, with jitter, so ranks let go
+    // by a server busy with a flood of connects do not all come back at once.
+    const int step = std::min(1000, 50 << std::min(attempts++, 5));  // 50, 100, ... 1000 ms
+    const int pause = step / 2 + int(std::random_device{}() % unsigned(step / 2 + 1));
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(pause, remaining_ms(deadline))));
   }
 }
 

@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -41,9 +42,12 @@ std::string numeric_host(const sockaddr* sa, socklen_t len) {
 // rank answers in microseconds, and a connection that says nothing must not
 // hold a slot for the run's whole timeout.
 constexpr std::chrono::milliseconds kHelloLimit{10000};
-// Connections still in their handshake at once; a new one beyond this evicts
-// the oldest (so idle connects cannot lock the ranks out).
-constexpr std::size_t kMaxGreeting = 32;
+// Connections accepted per listener per turn of the loop: a flood of
+// connects cannot keep the thread from reading the ranks' greetings.
+constexpr int kAcceptsPerTurn = 64;
+// Connections waiting to be accepted: a burst the loop has not reached yet
+// queues here instead of having its SYNs dropped (a rank's retried after 1 s).
+constexpr int kListenBacklog = 4096;
 // Requests served per connection per turn of the loop, so one client sending
 // many cannot hold the thread.
 constexpr int kFramesPerTurn = 64;
@@ -117,6 +121,7 @@ struct NetStoreServer::Impl {
   void loop();
   void accept_from(int listener);
   void evict_oldest_greeting();
+  void refuse(Conn& c);
   void on_readable(Conn& c);
   void process(Conn& c);
   bool handshake(Conn& c);
@@ -183,7 +188,7 @@ void NetStoreServer::Impl::bind_all() {
       throw std::runtime_error("cannot listen on " + host + ":" + std::to_string(port) + ": " +
                                std::strerror(err));
     }
-    if (::listen(fd, 128) != 0) {
+    if (::listen(fd, kListenBacklog) != 0) {
       error = std::strerror(errno);
       ::close(fd);
       continue;
@@ -212,6 +217,7 @@ void NetStoreServer::Impl::bind_all() {
   }
 }
 
+// Drops the connection that has been in its greeting longest.
 void NetStoreServer::Impl::evict_oldest_greeting() {
   Conn* oldest = nullptr;
   for (auto& c : conns) {
@@ -220,8 +226,20 @@ void NetStoreServer::Impl::evict_oldest_greeting() {
   if (oldest != nullptr) drop(*oldest);
 }
 
+// The greeting failed the shared-secret check: say so (a refusal byte the
+// client reads as such, not as a busy server) and close.
+void NetStoreServer::Impl::refuse(Conn& c) {
+  uint8_t no[wire::kServerAccept] = {wire::kRefused};
+  c.out.insert(c.out.end(), no, no + sizeof no);
+  if (c.out_sent < c.out.size()) {
+    [[maybe_unused]] const auto n =
+        ::send(c.fd, c.out.data() + c.out_sent, c.out.size() - c.out_sent, MSG_NOSIGNAL);
+  }
+  drop(c);
+}
+
 void NetStoreServer::Impl::accept_from(int listener) {
-  for (;;) {
+  for (int accepted = 0; accepted < kAcceptsPerTurn; ++accepted) {
     const int fd = ::accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
@@ -235,7 +253,7 @@ void NetStoreServer::Impl::accept_from(int listener) {
       live += c.dead ? 0 : 1;
       greeting += (!c.dead && !c.ready) ? 1 : 0;
     }
-    if (greeting >= kMaxGreeting) {
+    if (greeting >= std::size_t(opts.max_greeting)) {
       evict_oldest_greeting();
     } else if (live >= std::size_t(opts.max_connections)) {
       ::close(fd);
@@ -265,14 +283,18 @@ bool NetStoreServer::Impl::handshake(Conn& c) {
   if (c.pending() < wire::kClientHello) return false;
   const uint8_t* p = c.data();
   const bool auth = !opts.token.empty();
-  if (std::memcmp(p, wire::kMagic, 8) != 0 || p[8] != wire::kVersion || p[9] != (auth ? 1 : 0)) {
+  if (std::memcmp(p, wire::kMagic, 8) != 0) {
     drop(c);
+    return false;
+  }
+  if (p[8] != wire::kVersion || p[9] != (auth ? 1 : 0)) {
+    refuse(c);
     return false;
   }
   const uint8_t* nonce_c = p + 10;
   const auto want = wire::mac(opts.token, "client", c.nonce, nonce_c);
   if (auth && !wire::same_mac(want.data(), nonce_c + wire::kNonce)) {
-    drop(c);
+    refuse(c);
     return false;
   }
   const auto proof = wire::mac(opts.token, "server", nonce_c, c.nonce);
@@ -545,6 +567,16 @@ void NetStoreServer::Impl::loop() {
 
 NetStoreServer::NetStoreServer(const NetStoreOptions& options) : impl_(std::make_unique<Impl>()) {
   impl_->opts = options;
+  // Descriptors for every connection it may hold at once: the soft limit
+  // (often 1024) raised towards the hard one, as servers do.
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) == 0) {
+    const rlim_t want = rlim_t(options.max_connections) + 256;
+    if (lim.rlim_cur < want && lim.rlim_cur < lim.rlim_max) {
+      lim.rlim_cur = std::min(want, lim.rlim_max);
+      ::setrlimit(RLIMIT_NOFILE, &lim);
+    }
+  }
   impl_->bind_all();
   if (::pipe2(impl_->wake, O_CLOEXEC) != 0) {
     for (int l : impl_->listeners) ::close(l);

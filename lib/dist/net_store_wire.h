@@ -4,7 +4,10 @@
 // Handshake, before any request:
 //   server -> client  "ACCELSTR" version(u8) auth(u8) nonce_s[32]
 //   client -> server  "ACCELSTR" version(u8) auth(u8) nonce_c[32] mac_c[32]
-//   server -> client  ok(u8 = 0) mac_s[32]
+//   server -> client  ok(u8 = 0) mac_s[32], or refused(u8 = 2) and 32 zero
+//                     bytes before it closes: the secret (or whether one is
+//                     set) differs. A connection closed without either was
+//                     let go by a busy server: the client connects again.
 // with mac_c = HMAC-SHA256(secret, "client" nonce_s nonce_c) and
 // mac_s = HMAC-SHA256(secret, "server" nonce_c nonce_s) where a secret is set
 // (zeros otherwise); both sides must agree whether one is.
@@ -39,7 +42,7 @@ enum Op : uint8_t {
   kNumKeys = 7,
   kWait = 8,        // waits until every key exists
 };
-enum Status : uint8_t { kOk = 0, kError = 1 };
+enum Status : uint8_t { kOk = 0, kError = 1, kRefused = 2 };
 
 using Bytes = std::vector<uint8_t>;
 using Mac = std::array<uint8_t, kMac>;

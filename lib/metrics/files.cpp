@@ -156,7 +156,7 @@ std::string utc_now() {
   return buf;
 }
 
-DirLock::DirLock(const fs::path& dir) : dir_(dir) {
+DirLock::DirLock(const fs::path& dir, const std::string& what) : dir_(dir) {
   const std::string where = "--out " + dir.string() + ": ";
   std::error_code ec;
   made_ = !fs::exists(dir, ec);
@@ -175,7 +175,7 @@ DirLock::DirLock(const fs::path& dir) : dir_(dir) {
     }
     std::string holder;
     std::ifstream(file) >> holder;
-    throw ConfigError(where + "another run" +
+    throw ConfigError(where + "another " + what +
                       (holder.empty() ? std::string() : " (pid " + holder + ")") +
                       " is writing into this folder; wait for it to end or choose another --out");
   }

@@ -465,6 +465,9 @@ ModelFamily text_family(const std::string& arch, const std::string& summary) {
                    std::vector<std::string>& dropped, std::string& used) {
     return text_adapt(arch, source, format, name, dropped, used);
   };
+  f.config_disagreements = [arch](const nlohmann::json& hf, const nlohmann::json& dims) {
+    return text_config_disagreements(arch, hf, dims);
+  };
   f.hf_config = [arch](const nlohmann::json& m, const NamedTensors& t,
                        const std::vector<std::string>& names) {
     return text_hf_config(arch, m, t, names);
@@ -536,6 +539,47 @@ nlohmann::json text_hf_config(const std::string& arch, const nlohmann::json& m,
               {"sinusoidal_pos_embds", false}});
   }
   return c;
+}
+
+// What a transformers config.json says that the built model does not: the
+// dims (heads especially: no tensor's shape says them, so a file of 6-head
+// weights loads into a 12-head model and trains a different network), the
+// activation and the LayerNorm epsilon, under BERT's or DistilBERT's names.
+std::vector<std::string> text_config_disagreements(const std::string& arch,
+                                                   const nlohmann::json& hf,
+                                                   const nlohmann::json& dims) {
+  const bool bert = arch == "bert";
+  std::vector<std::string> out;
+  auto check = [&](const char* theirs, const char* ours) {
+    if (!hf.contains(theirs) || !hf[theirs].is_number_integer() || !dims.contains(ours)) return;
+    const auto a = hf[theirs].get<int64_t>(), b = dims[ours].get<int64_t>();
+    if (a != b) {
+      out.push_back(std::string(theirs) + " " + std::to_string(a) + " (the model: " + ours + " " +
+                    std::to_string(b) + ")");
+    }
+  };
+  check(bert ? "hidden_size" : "dim", "hidden");
+  check(bert ? "num_hidden_layers" : "n_layers", "layers");
+  check(bert ? "num_attention_heads" : "n_heads", "heads");
+  check(bert ? "intermediate_size" : "hidden_dim", "intermediate");
+  check("vocab_size", "vocab_size");
+  check("max_position_embeddings", "max_positions");
+  if (bert) check("type_vocab_size", "type_vocab_size");
+  const char* act = bert ? "hidden_act" : "activation";
+  if (hf.contains(act) && hf[act].is_string() && hf[act].get<std::string>() != "gelu") {
+    out.push_back(std::string(act) + " \"" + hf[act].get<std::string>() +
+                  "\" (the model computes \"gelu\")");
+  }
+  if (bert && hf.contains("layer_norm_eps") && hf["layer_norm_eps"].is_number()) {
+    const double eps = hf["layer_norm_eps"].get<double>();
+    if (std::abs(eps - 1e-12) > 1e-15) {
+      out.push_back("layer_norm_eps " + nlohmann::json(eps).dump() + " (the model: 1e-12)");
+    }
+  }
+  if (!bert && hf.value("sinusoidal_pos_embds", false)) {
+    out.push_back("sinusoidal_pos_embds true (the model learns its position embeddings)");
+  }
+  return out;
 }
 
 // ---- pretrained names ---------------------------------------------------------------------------

@@ -13,6 +13,7 @@
 #include "accel/models/pretrained.h"
 #include "accel/models/safetensors.h"
 #include "accel/util/errors.h"
+#include "accel/util/input_file.h"
 #include "name_utils.h"
 
 namespace accel::models {
@@ -221,6 +222,28 @@ LoadReport load_pretrained(Model& model, const std::filesystem::path& file,
   auto report = apply_named_tensors(model, mapped, strict, name + " (" + used + " names)");
   report.dropped = dropped;
   return report;
+}
+
+std::vector<std::string> beside_config_disagreements(const ModelFamily& family,
+                                                     const std::filesystem::path& weights,
+                                                     const nlohmann::json& dims) {
+  if (!family.config_disagreements) return {};
+  const auto file = (weights.has_parent_path() ? weights.parent_path() : std::filesystem::path(".")) /
+                    "config.json";
+  std::error_code ec;
+  if (!std::filesystem::exists(file, ec)) return {};
+  nlohmann::json hf;
+  try {
+    hf = nlohmann::json::parse(read_input_file(file, "the config.json beside the weights"));
+  } catch (const nlohmann::json::exception& e) {
+    throw ConfigError(file.string() + " (beside the weights " + weights.string() +
+                      "): not JSON: " + e.what());
+  }
+  if (!hf.is_object()) {
+    throw ConfigError(file.string() + " (beside the weights " + weights.string() +
+                      "): not a JSON object");
+  }
+  return family.config_disagreements(hf, dims);
 }
 
 LoadReport load_pretrained(Model& model, const std::filesystem::path& file, WeightFormat format,

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <fstream>
 #include <sstream>
 
 #include "accel/metrics/metrics.h"
@@ -93,11 +94,30 @@ ChartData speedup_chart(const Report& r) {
   return c;
 }
 
-std::string quoted(const std::string& s) {
-  std::string out = "\"";
-  for (const char c : s) out += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
-  return out + "\"";
+}  // namespace
+
+// gnuplot runs a command in backquotes inside a double-quoted string, and a
+// raw newline ends a command: a string from data (an id, a machine id, a
+// folder name, a reference's hardware name) is therefore always a
+// single-quoted gnuplot string, which gnuplot takes as it is ('' for a
+// quote), with control characters made spaces. The scripts' own literals
+// (fonts, formats, "\n") are the only double-quoted strings.
+std::string gnuplot_string(const std::string& s) {
+  std::string out = "'";
+  for (const char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      out += ' ';
+    } else if (c == '\'') {
+      out += "''";
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
 }
+
+namespace {
 
 // Samples/s on 1..8 devices as each multi-rank rung's prediction says (one
 // line per strategy, from its first rung), and the rungs' measured points.
@@ -141,36 +161,36 @@ ChartData scaling_chart(const Report& r) {
 }
 
 // "set title" with the chart's title and the subtitle as its second line
-// (gnuplot turns \n inside double quotes into a line break).
+// (the line break a double-quoted "\n" joined between the two strings).
 std::string title_lines(const std::string& title, const std::string& subtitle) {
-  const std::string t = quoted(title);
-  return "set title " + t.substr(0, t.size() - 1) + "\\n" + quoted(subtitle).substr(1) + " noenhanced\n";
+  return "set title " + gnuplot_string(title) + ".\"\\n\"." + gnuplot_string(subtitle) + " noenhanced\n";
 }
 
-// The plot drawn twice, as DIR/NAME.svg and DIR/NAME.png.
-std::string svg_and_png(const fs::path& dir, const std::string& name, const std::string& plot) {
+// The plot drawn twice, as NAME.svg.part and NAME.png.part in the charts
+// folder gnuplot runs in (write_charts checks and renames them).
+std::string svg_and_png(const std::string& name, const std::string& plot) {
   std::string out;
   for (const auto& [term, ext] : {std::pair{"svg size 960,540 dynamic font \"sans,12\" "
                                             "background \"white\"", "svg"},
                                   std::pair{"pngcairo size 960,540 font \"sans,11\"", "png"}}) {
-    out += std::string("set terminal ") + term + "\nset output " + quoted((dir / (name + "." + ext)).string()) +
-           "\n" + plot + "set output\n";
+    out += std::string("set terminal ") + term + "\nset output " +
+           gnuplot_string(name + "." + ext + ".part") + "\n" + plot + "set output\n";
   }
   return out;
 }
 
-std::string lines_script(const ChartData& c, const fs::path& dir, const std::string& subtitle, int series) {
-  const std::string data = quoted((dir / (c.name + ".csv")).string());
+std::string lines_script(const ChartData& c, const std::string& subtitle, int series) {
+  const std::string data = gnuplot_string(c.name + ".csv");
   std::ostringstream gp;
   gp << "set datafile separator ','\nset key top left noenhanced\nset grid\n"
      << title_lines(c.title, subtitle)
-     << "set ylabel " << quoted(c.ylabel) << "\nset xlabel \"devices\"\nset xrange [0.5:8.5]\n"
+     << "set ylabel " << gnuplot_string(c.ylabel) << " noenhanced\nset xlabel 'devices'\nset xrange [0.5:8.5]\n"
      << "set yrange [0:*]\nset xtics 1\n";
   std::ostringstream plot;
   plot << "plot for [i=2:" << (1 + 2 * series) << ":2] " << data
        << " using 1:i with linespoints lw 2 pt 6 title columnhead(i), for [i=3:" << (1 + 2 * series)
        << ":2] " << data << " using 1:i with points pt 7 ps 2 title columnhead(i)\n";
-  return gp.str() + svg_and_png(dir, c.name, plot.str());
+  return gp.str() + svg_and_png(c.name, plot.str());
 }
 
 bool has_article(const Report& r) {
@@ -181,9 +201,9 @@ bool has_article(const Report& r) {
 
 // Clustered bars: ours (and the article's) per rung, each labelled with its
 // value. With two series and gap 1 the bars sit at x -/+ 1/6.
-std::string gnuplot_script(const ChartData& c, const fs::path& dir, const std::string& subtitle,
+std::string gnuplot_script(const ChartData& c, const std::string& subtitle,
                            const std::string& article_title) {
-  const std::string data = quoted((dir / (c.name + ".csv")).string());
+  const std::string data = gnuplot_string(c.name + ".csv");
   const bool two = !article_title.empty();
   const char* off_ours = two ? "-1.0/6" : "0";
   std::ostringstream gp;
@@ -191,13 +211,13 @@ std::string gnuplot_script(const ChartData& c, const fs::path& dir, const std::s
      << "set style data histograms\nset style histogram clustered gap 1\n"
      << "set style fill solid 0.85 border -1\nset boxwidth 0.9\n"
      << title_lines(c.title, subtitle)
-     << "set ylabel " << quoted(c.ylabel) << "\nset xlabel \"rung\"\n"
+     << "set ylabel " << gnuplot_string(c.ylabel) << " noenhanced\nset xlabel 'rung'\n"
      << "set yrange [0:*]\nset offsets 0,0,graph 0.12,0\nset grid ytics\n"
      << "set xtics rotate by -20 noenhanced nomirror\nset key top right noenhanced\n";
   std::ostringstream plot;
-  plot << "plot " << data << " skip 1 using 2:xtic(1) title \"this machine\" lc rgb \"#2b6cb0\"";
+  plot << "plot " << data << " skip 1 using 2:xtic(1) title 'this machine' lc rgb '#2b6cb0'";
   if (two) {
-    plot << ", '' skip 1 using 5 title " << quoted(article_title) << " lc rgb \"#dd6b20\"";
+    plot << ", '' skip 1 using 5 title " << gnuplot_string(article_title) << " lc rgb '#dd6b20'";
   }
   // Values on the bars (2 decimals under 10, else 1); "n/a" where ours is missing.
   auto label = [](int col) {
@@ -214,7 +234,23 @@ std::string gnuplot_script(const ChartData& c, const fs::path& dir, const std::s
        << "):(0):(strlen(strcol(2))==0 ? \"n/a\" : \"\") with labels offset 0,0.8 "
           "font \",9\" tc rgb \"#555555\" notitle";
   plot << "\n";
-  return gp.str() + svg_and_png(dir, c.name, plot.str());
+  return gp.str() + svg_and_png(c.name, plot.str());
+}
+
+// A chart file gnuplot wrote completely: an SVG that ends with its closing
+// tag, a PNG that ends with its IEND chunk (a full disk leaves either cut).
+bool complete_chart(const fs::path& file, const std::string& ext) {
+  std::error_code ec;
+  const auto size = fs::file_size(file, ec);
+  if (ec || size < 16) return false;
+  std::ifstream in(file, std::ios::binary);
+  const std::size_t tail = std::min<std::size_t>(size, 64);
+  in.seekg(std::streamoff(size - tail));
+  std::string end(tail, '\0');
+  in.read(end.data(), std::streamsize(tail));
+  if (!in) return false;
+  if (ext == "svg") return end.find("</svg>") != std::string::npos;
+  return end.size() >= 12 && end.compare(end.size() - 8, 4, "IEND") == 0;
 }
 
 }  // namespace
@@ -257,21 +293,42 @@ ChartOutput write_charts(const Report& r, const fs::path& dir, const std::string
   const std::string subtitle = r.set.suite + " on " + r.set.machine_id;
   const std::string article =
       has_article(r) ? "article (" + str_at(r.set.reference, "hardware_short", "A100") + ")" : "";
+  // gnuplot runs in the charts folder on relative names: no path from the
+  // disk enters a script. Its outputs go to NAME.EXT.part, checked complete,
+  // then renamed over the previous chart, which a failure leaves in place.
   for (const auto& c : data) {
     const auto script = dir / (c.name + ".gp");
     const int series = int(std::count(c.csv.begin(), c.csv.begin() + long(c.csv.find('\n')), ',') / 2);
-    metrics::write_file_atomic(script, c.kind == "lines"
-                                           ? lines_script(c, fs::absolute(dir), subtitle, series)
-                                           : gnuplot_script(c, fs::absolute(dir), subtitle, article));
+    metrics::write_file_atomic(script, c.kind == "lines" ? lines_script(c, subtitle, series)
+                                                         : gnuplot_script(c, subtitle, article));
     out.files.push_back(script);
-    const auto res = detail::run_child({program, script.string()}, dir / (c.name + ".gnuplot.log"),
-                                       [](const std::string&) {});
-    if (res.exit_code != 0) {
-      out.notice = "charts: gnuplot failed on " + script.string() + ": " + res.last_line;
+    for (const char* ext : {"svg", "png"}) fs::remove(dir / (c.name + "." + ext + ".part"));  // a killed run's
+    const auto log = dir / (c.name + ".gnuplot.log");
+    const auto res = detail::run_child({program, script.filename().string()}, log,
+                                       [](const std::string&) {}, dir);
+    std::vector<std::string> bad;
+    for (const char* ext : {"svg", "png"}) {
+      const auto part = dir / (c.name + "." + ext + ".part");
+      if (res.exit_code != 0 || !complete_chart(part, ext)) bad.push_back(c.name + "." + ext);
+    }
+    if (!bad.empty()) {
+      for (const char* ext : {"svg", "png"}) fs::remove(dir / (c.name + "." + ext + ".part"));
+      std::string names;
+      for (const auto& b : bad) names += (names.empty() ? "" : " and ") + b;
+      out.failed.push_back(names);
+      out.notice += std::string(out.notice.empty() ? "" : "\n") + "charts: " + names +
+                    " not written (" +
+                    (res.exit_code != 0 ? "gnuplot: " + res.last_line
+                                        : std::string("cut short: a full disk?")) +
+                    "); " + (dir / c.name).string() + ".* as before";
       continue;
     }
-    fs::remove(dir / (c.name + ".gnuplot.log"));
-    for (const char* ext : {".svg", ".png"}) out.files.push_back(dir / (c.name + ext));
+    for (const char* ext : {"svg", "png"}) {
+      const auto final_name = dir / (c.name + "." + ext);
+      fs::rename(dir / (c.name + "." + ext + ".part"), final_name);
+      out.files.push_back(final_name);
+    }
+    fs::remove(log);
   }
   return out;
 }

@@ -62,7 +62,8 @@ class PassOnSignals {
 }  // namespace
 
 ChildOutcome run_child(const std::vector<std::string>& argv, const std::filesystem::path& log_file,
-                       const std::function<void(const std::string&)>& on_line) {
+                       const std::function<void(const std::string&)>& on_line,
+                       const std::filesystem::path& cwd) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) throw RunError(std::string("pipe: ") + std::strerror(errno));
   posix_spawn_file_actions_t actions;
@@ -70,6 +71,7 @@ ChildOutcome run_child(const std::vector<std::string>& argv, const std::filesyst
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
   posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
+  if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);

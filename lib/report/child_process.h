@@ -22,7 +22,9 @@ struct ChildOutcome {
 // (a run checkpoints and exits 3; a second signal stops it at once) and
 // recorded in stop_signal. Throws accel::RunError when the child cannot be
 // started.
+// `cwd`: the folder the child starts in (empty: this process's).
 ChildOutcome run_child(const std::vector<std::string>& argv, const std::filesystem::path& log_file,
-                       const std::function<void(const std::string&)>& on_line);
+                       const std::function<void(const std::string&)>& on_line,
+                       const std::filesystem::path& cwd = {});
 
 }  // namespace accel::report::detail

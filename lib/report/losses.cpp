@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "accel/util/errors.h"
+#include "accel/util/input_file.h"
 
 namespace accel::report {
 
@@ -54,8 +55,13 @@ bool parse_loss(const std::string& s, double& v) {
 LossTrace read_loss_trace(const std::filesystem::path& file_or_dir) {
   auto file = file_or_dir;
   if (std::filesystem::is_directory(file)) file /= "metrics.csv";
-  std::ifstream in(file);
-  if (!in) throw ConfigError(file.string() + ": cannot open");
+  std::string text;
+  try {
+    text = read_input_file(file, "");
+  } catch (const DataError& e) {
+    throw ConfigError(e.what());
+  }
+  std::istringstream in(text);
   std::string line;
   std::getline(in, line);
   if (line.rfind("kind,step,epoch,loss", 0) != 0) {

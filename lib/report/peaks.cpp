@@ -1,10 +1,14 @@
 #include "accel/report/peaks.h"
 
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
 #include <vector>
+
+#include "accel/build_info.h"
+#include "accel/util/errors.h"
 
 namespace fs = std::filesystem;
 
@@ -56,6 +60,20 @@ Json load_if(const fs::path& file) {
   return read_json_file(file);
 }
 
+[[noreturn]] void bad_field(const std::string& file, const std::string& field, const std::string& what,
+                            const Json& got) {
+  std::string shown = got.dump();
+  if (shown.size() > 40) shown = shown.substr(0, 40) + "...";
+  throw ConfigError(file + ": " + field + ": " + what + " (got " + shown + ")");
+}
+
+void positive(const Json& v, const std::string& file, const std::string& field, bool zero_ok = false) {
+  if (!v.is_number() || !(zero_ok ? v.get<double>() >= 0 : v.get<double>() > 0) ||
+      !std::isfinite(v.get<double>())) {
+    bad_field(file, field, zero_ok ? "must be a number >= 0" : "must be a number > 0", v);
+  }
+}
+
 }  // namespace
 
 std::string matmul_dtype(const std::string& precision) {
@@ -65,10 +83,88 @@ std::string matmul_dtype(const std::string& precision) {
   return "fp32";
 }
 
+void validate_calibration(const Json& doc, const std::string& file) {
+  if (!doc.is_object()) bad_field(file, "(the file)", "must be a JSON object", doc);
+  if (doc.contains("cpu")) {
+    const auto& cpu = doc["cpu"];
+    if (!cpu.is_object()) bad_field(file, "cpu", "must be an object of dtypes", cpu);
+    for (const auto& [dtype, table] : cpu.items()) {
+      if (!table.is_object()) bad_field(file, "cpu." + dtype, "must be an object of thread counts", table);
+      for (const auto& [threads, gflops] : table.items()) {
+        if (std::atoi(threads.c_str()) < 1) {
+          bad_field(file, "cpu." + dtype + "." + threads, "must be a thread count >= 1", threads);
+        }
+        positive(gflops, file, "cpu." + dtype + "." + threads);
+      }
+    }
+  }
+  if (!doc.contains("comm")) return;
+  const auto& comm = doc["comm"];
+  if (!comm.is_object()) bad_field(file, "comm", "must be an object", comm);
+  if (!comm.contains("ranks") || !comm["ranks"].is_number_integer() || comm["ranks"].get<int64_t>() < 2) {
+    bad_field(file, "comm.ranks", "must be an integer >= 2", comm.value("ranks", Json()));
+  }
+  if (comm.contains("backend") && !comm["backend"].is_string()) {
+    bad_field(file, "comm.backend", "must be a string", comm["backend"]);
+  }
+  if (comm.contains("threads_per_rank") && !comm["threads_per_rank"].is_number_integer()) {
+    bad_field(file, "comm.threads_per_rank", "must be an integer", comm["threads_per_rank"]);
+  }
+  const auto& cs = comm.value("collectives", Json());
+  if (!cs.is_object()) bad_field(file, "comm.collectives", "must be an object", cs);
+  for (const auto& [name, c] : cs.items()) {
+    const std::string at = "comm.collectives." + name;
+    if (!c.is_object()) bad_field(file, at, "must be an object", c);
+    for (const char* k : {"alpha_s", "beta_s_per_byte"}) {
+      if (c.contains(k)) positive(c[k], file, at + "." + k, /*zero_ok=*/true);
+    }
+    if (!c.contains("points")) continue;
+    if (!c["points"].is_array()) bad_field(file, at + ".points", "must be a list of [bytes, seconds]", c["points"]);
+    for (size_t i = 0; i < c["points"].size(); ++i) {
+      const auto& pt = c["points"][i];
+      const std::string pat = at + ".points[" + std::to_string(i) + "]";
+      if (!pt.is_array() || pt.size() != 2) bad_field(file, pat, "must be [bytes, seconds]", pt);
+      positive(pt[0], file, pat + "[0]");
+      positive(pt[1], file, pat + "[1]");
+    }
+  }
+  if (comm.contains("colocation")) {
+    const auto& co = comm["colocation"];
+    if (!co.is_object()) bad_field(file, "comm.colocation", "must be an object", co);
+    for (const char* k : {"compute", "memory"}) {
+      if (co.contains(k)) positive(co[k], file, std::string("comm.colocation.") + k);
+    }
+    if (co.contains("stream_bytes")) positive(co["stream_bytes"], file, "comm.colocation.stream_bytes", true);
+    if (co.contains("ranks") && !co["ranks"].is_number_integer()) {
+      bad_field(file, "comm.colocation.ranks", "must be an integer >= 2", co["ranks"]);
+    }
+    if (co.contains("seconds")) {
+      if (!co["seconds"].is_object()) bad_field(file, "comm.colocation.seconds", "must be an object", co["seconds"]);
+      for (const auto& [k, v] : co["seconds"].items()) positive(v, file, "comm.colocation.seconds." + k);
+    }
+  }
+}
+
+fs::path reference_file(const fs::path& rel) {
+  std::error_code ec;
+  if (rel.empty() || rel.is_absolute() || fs::exists(rel, ec)) return rel;
+  const auto exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    // build/accel-bench or build-cuda/accel-bench in a clone: the clone's copy.
+    for (const auto& root : {exe.parent_path().parent_path(), exe.parent_path()}) {
+      if (fs::exists(root / rel, ec)) return root / rel;
+    }
+  }
+  // A build folder outside the tree: the tree it was built from.
+  if (const fs::path tree = ACCEL_SOURCE_TREE; fs::exists(tree / rel, ec)) return tree / rel;
+  return rel;
+}
+
 PeakTable PeakTable::load(const fs::path& published, const fs::path& calibration) {
   PeakTable t;
   t.published_ = load_if(published);
   t.calibration_ = load_if(calibration);
+  if (!t.calibration_.is_null()) validate_calibration(t.calibration_, calibration.string());
   t.published_file_ = published.string();
   t.calibration_file_ = calibration.string();
   return t;

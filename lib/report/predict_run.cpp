@@ -32,8 +32,16 @@ PredictBase load_base(const PredictRequest& q, std::string& gpu_of_base, Json& a
   if (!q.result.empty() && !q.article.empty()) throw ConfigError("predict: give RESULT.json or --article, not both");
   if (!q.result.empty()) {
     const Json r = read_or_refuse(q.result, "RESULT");
-    gpu_of_base = r.value("env", Json::object()).value("gpu_name", "");
-    return base_from_result(r, q.result);
+    if (!r.is_object()) throw ConfigError(q.result + ": not an accel-bench result.json (not an object)");
+    try {
+      const auto& env = r.value("env", Json::object());
+      gpu_of_base = env.is_object() && env.value("gpu_name", Json()).is_string()
+                        ? env["gpu_name"].get<std::string>()
+                        : "";
+      return base_from_result(r, q.result);
+    } catch (const Json::exception& e) {  // a field of another type than a run writes
+      throw ConfigError(q.result + ": not an accel-bench result.json (" + e.what() + ")");
+    }
   }
   if (q.article.empty()) throw ConfigError("predict: give a one-device RESULT.json, or --article FILE --rung ID");
   if (q.rung.empty()) throw ConfigError("--article: also give --rung (the article's one-device rung)");
@@ -71,7 +79,7 @@ void compute_scaling(const PredictRequest& q, const PredictBase& b, const std::s
     o.compute_note = "--compute-scale, as given";
   } else if (q.threads_per_device > 0) {
     if (b.device_kind != "cpu") throw ConfigError("--threads-per-device: the base ran on a GPU");
-    const auto peaks = PeakTable::load("", q.calibration);
+    const auto peaks = PeakTable::load("", q.calibration);  // validated
     const int from = b.threads > 0 ? b.threads : 1;
     const auto p0 = peaks.calibrated_cpu(dtype, from), p1 = peaks.calibrated_cpu(dtype, q.threads_per_device);
     if (!p0 || !p1) {
@@ -84,7 +92,7 @@ void compute_scaling(const PredictRequest& q, const PredictBase& b, const std::s
                      std::to_string(q.threads_per_device) + " (" + format_double("%.0f", p0->flops_per_s / 1e9) + " / " +
                      format_double("%.0f", p1->flops_per_s / 1e9) + " GFLOP/s)";
   } else if (!q.gpu.empty()) {
-    const auto peaks = PeakTable::load(q.published_peaks, "");
+    const auto peaks = PeakTable::load(reference_file(q.published_peaks), "");
     const auto p0 = peaks.published(base_gpu, dtype), p1 = peaks.published(q.gpu, dtype);
     if (!p0) throw ConfigError("--gpu: the base's device (\"" + base_gpu + "\") has no " + dtype + " peak in " + q.published_peaks);
     if (!p1) throw ConfigError("--gpu: \"" + q.gpu + "\" has no " + dtype + " peak in " + q.published_peaks);
@@ -98,7 +106,12 @@ void compute_scaling(const PredictRequest& q, const PredictBase& b, const std::s
 PredictOutput run_predict(const PredictRequest& q) {
   std::string base_gpu;
   Json article;
-  PredictBase b = load_base(q, base_gpu, article);
+  PredictBase b;
+  try {
+    b = load_base(q, base_gpu, article);
+  } catch (const Json::exception& e) {  // a field of another type than the file's kind has
+    throw ConfigError((q.result.empty() ? q.article : q.result) + ": malformed (" + e.what() + ")");
+  }
   if (q.strategy == "single" || q.strategy == "auto") {
     throw ConfigError("--strategy: \"" + q.strategy + "\" runs one device; predict ddp, fsdp, deepspeed_stage_1 or deepspeed_stage_2");
   }
@@ -116,9 +129,12 @@ PredictOutput run_predict(const PredictRequest& q) {
   if (q.bucket_mb > 0) o.bucket_mb = q.bucket_mb;
   // The communication model.
   Json links, calibration;
-  if (!q.calibration.empty()) calibration = read_or_refuse(q.calibration, "--calibration");
+  if (!q.calibration.empty()) {
+    calibration = read_or_refuse(q.calibration, "--calibration");
+    validate_calibration(calibration, q.calibration);
+  }
   if (!q.link.empty()) {
-    links = read_or_refuse(q.links_file, "links");
+    links = read_or_refuse(reference_file(q.links_file).string(), "--links");
     o.intra = comm_model_from_links(links, q.link);
     if (b.device_kind == "cpu") {
       // CPU ranks on a faster link: still Gloo's collectives on the ranks' own cores.

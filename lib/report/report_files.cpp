@@ -1,5 +1,6 @@
 // `accel-bench report DIR`: the report and charts of each result set, as files.
 #include "accel/report/charts.h"
+#include "accel/report/peaks.h"
 #include "accel/report/report.h"
 #include "accel/metrics/metrics.h"
 #include "accel/util/errors.h"
@@ -26,7 +27,7 @@ std::vector<ReportFiles> write_reports(const fs::path& dir, const ReportOptions&
                         ? set_dir / "peaks.json"
                         : fs::path("results") / "peaks" / (set.machine_id + ".json");
     }
-    const auto peaks = PeakTable::load(opts.published_peaks, calibration);
+    const auto peaks = PeakTable::load(reference_file(opts.published_peaks), calibration);
     auto rep = build_report(set, peaks);
     if (opts.price_per_hour && !opts.prices.empty()) {
       throw ConfigError("report: give --price-per-hour or --prices, not both");
@@ -54,6 +55,7 @@ std::vector<ReportFiles> write_reports(const fs::path& dir, const ReportOptions&
     const auto charts = write_charts(rep, target / "charts", opts.gnuplot);
     f.files.insert(f.files.end(), charts.files.begin(), charts.files.end());
     f.notice = charts.notice;
+    f.failed = charts.failed;
     // A result.json that exists but does not read (truncated, not JSON) is
     // corruption, not a run still to come: say it beside the report.
     for (const auto& why : rep.unreadable) {

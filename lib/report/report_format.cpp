@@ -56,18 +56,46 @@ std::string ttt_cell(const RungRow& r, bool minutes) {
   return s;
 }
 
-std::string escape_md(std::string s) {
+}  // namespace
+
+// Text from a result set (ids, what a rung changes, notes with errors and CPU
+// names) as one Markdown table cell or line: a newline would end the row and
+// raw HTML would be markup, so control characters become spaces, '|' is
+// escaped and '<', which opens every tag, is "&lt;" (an entity renders as
+// text, so '&' and '>' may stay as written).
+std::string markdown_text(const std::string& s) {
   std::string out;
-  for (const char c : s) out += c == '|' ? std::string("\\|") : std::string(1, c);
+  for (const char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      out += ' ';
+    } else if (c == '|') {
+      out += "\\|";
+    } else if (c == '<') {
+      out += "&lt;";
+    } else {
+      out += c;
+    }
+  }
   return out;
 }
 
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+// A text cell of report.csv: quoted where it must be (RFC 4180), and never a
+// live spreadsheet formula: a cell starting with = + - @ (or a tab or CR)
+// gets a leading ' as the OWASP CSV-injection guidance says.
+std::string csv_text(const std::string& s) {
+  std::string v = s;
+  if (!v.empty() && std::string("=+-@\t\r").find(v.front()) != std::string::npos) v = "'" + v;
+  if (v.find_first_of(",\"\n\r") == std::string::npos) return v;
   std::string out = "\"";
-  for (const char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  for (const char c : v) out += c == '"' ? std::string("\"\"") : std::string(1, c);
   return out + "\"";
 }
+
+namespace {
+
+std::string escape_md(const std::string& s) { return markdown_text(s); }
+std::string csv_field(const std::string& s) { return csv_text(s); }
 
 std::string csv_num(OptNum v) { return v ? fmt_num(v, "%.6g") : ""; }
 
@@ -77,7 +105,8 @@ std::string report_markdown(const Report& r) {
   const bool minutes = any_minutes(r);
   std::ostringstream md;
   const auto& set = r.set;
-  md << "# " << (set.suite.empty() ? "results" : set.suite) << " on " << set.machine_id << "\n\n";
+  md << "# " << escape_md(set.suite.empty() ? "results" : set.suite) << " on "
+     << escape_md(set.machine_id) << "\n\n";
   const std::string target =
       set.target_accuracy ? "time to " + fmt_pct(set.target_accuracy) + " val" : "time to target";
   // Text sets count samples (texts) and tokens; image sets, images as the article.
@@ -94,10 +123,11 @@ std::string report_markdown(const Report& r) {
      << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|" << (text ? "---|" : "")
      << "---|---|---|---|---|---|---|\n";
   for (const auto& row : r.rungs) {
-    md << "| " << row.id << " | " << (row.article.empty() ? "-" : row.article) << " | "
-       << escape_md(row.changes) << " | " << (row.devices_threads.empty() ? "-" : row.devices_threads)
-       << " | " << (row.precision.empty() ? "-" : row.precision) << " | "
-       << (row.strategy.empty() ? "-" : row.strategy) << " | " << fmt_num(row.epochs, "%.0f")
+    md << "| " << escape_md(row.id) << " | " << (row.article.empty() ? "-" : escape_md(row.article))
+       << " | " << escape_md(row.changes) << " | "
+       << (row.devices_threads.empty() ? "-" : escape_md(row.devices_threads)) << " | "
+       << (row.precision.empty() ? "-" : escape_md(row.precision)) << " | "
+       << (row.strategy.empty() ? "-" : escape_md(row.strategy)) << " | " << fmt_num(row.epochs, "%.0f")
        << " | " << time_cell(row.time_s, minutes) << " | " << speedup(row.speedup_scratch) << " | "
        << speedup(row.speedup_prev) << " | " << speedup(row.speedup_base) << " | "
        << acc_cell(row.acc) << " | "
@@ -105,7 +135,7 @@ std::string report_markdown(const Report& r) {
        << fmt_num(row.ips_total.median, "%.1f") << " | "
        << (text ? fmt_num(row.tokens_total.median, "%.0f") + " | " : "")
        << (row.mfu.median ? fmt_num(*row.mfu.median * 100, "%.1f%%") : "n/a") << " | "
-       << (set.target_accuracy ? ttt_cell(row, minutes) : "-") << " | " << row.status << " | "
+       << (set.target_accuracy ? ttt_cell(row, minutes) : "-") << " | " << escape_md(row.status) << " | "
        << fmt_num(row.ref_time_min, "%.2f min") << " | " << speedup(row.ref_speedup_scratch)
        << " | " << speedup(row.ref_speedup_base) << " | " << fmt_num(row.ref_acc_pct, "%.2f%%") << " | "
        << fmt_num(row.ref_mem_gb, "%.2f GB") << " |\n";
@@ -116,23 +146,25 @@ std::string report_markdown(const Report& r) {
        << "| run | what it is | devices x threads | precision | epochs | train time | test acc "
           "| peak mem/rank | status |\n|---|---|---|---|---|---|---|---|---|\n";
     for (const auto& row : r.upstream) {
-      md << "| " << row.id << " | " << escape_md(row.changes) << " | "
-         << (row.devices_threads.empty() ? "-" : row.devices_threads) << " | "
-         << (row.precision.empty() ? "-" : row.precision) << " | " << fmt_num(row.epochs, "%.0f")
-         << " | " << time_cell(row.time_s, minutes) << " | " << acc_cell(row.acc) << " | "
-         << mem_cell(row.mem_per_rank) << " | " << row.status << " |\n";
+      md << "| " << escape_md(row.id) << " | " << escape_md(row.changes) << " | "
+         << (row.devices_threads.empty() ? "-" : escape_md(row.devices_threads)) << " | "
+         << (row.precision.empty() ? "-" : escape_md(row.precision)) << " | "
+         << fmt_num(row.epochs, "%.0f") << " | " << time_cell(row.time_s, minutes) << " | "
+         << acc_cell(row.acc) << " | " << mem_cell(row.mem_per_rank) << " | "
+         << escape_md(row.status) << " |\n";
     }
   }
   md << "\n";
-  for (const auto& n : r.notes) md << "- " << n << "\n";
+  for (const auto& n : r.notes) md << "- " << escape_md(n) << "\n";
   if (r.price_per_hour) {
     md << "\n## Cost\n\nAt " << fmt_num(r.price_per_hour, "%.4g") << " an hour for each billed unit ("
-       << r.price_note << "; a GPU run is billed by its GPUs, a CPU run by its machines). Cost per "
+       << escape_md(r.price_note) << "; a GPU run is billed by its GPUs, a CPU run by its machines). Cost per "
           "point: the run's cost over its test accuracy in percentage points.\n\n"
        << "| rung | devices | train time | billed units | cost | cost per accuracy point |\n"
           "|---|---|---|---|---|---|\n";
     for (const auto& row : r.rungs) {
-      md << "| " << row.id << " | " << (row.devices_threads.empty() ? "-" : row.devices_threads) << " | "
+      md << "| " << escape_md(row.id) << " | "
+         << (row.devices_threads.empty() ? "-" : escape_md(row.devices_threads)) << " | "
          << time_cell(row.time_s, minutes) << " | " << row.billed_units << " | "
          << fmt_num(row.cost, "%.4g") << " | " << fmt_num(row.cost_per_point, "%.4g") << " |\n";
     }
@@ -155,7 +187,8 @@ std::string report_csv(const Report& r) {
       for (const double b : row.mem_per_rank) mem += (mem.empty() ? "" : ";") + fmt_num(b, "%.0f");
       csv << (row.upstream ? "upstream" : "rung") << "," << csv_field(row.id) << ","
           << csv_field(row.article) << "," << csv_field(row.changes) << ","
-          << csv_field(row.devices_threads) << "," << row.precision << "," << row.strategy << ","
+          << csv_field(row.devices_threads) << "," << csv_field(row.precision) << ","
+          << csv_field(row.strategy) << ","
           << csv_num(row.epochs) << "," << row.runs << "," << row.ok_runs << ","
           << csv_num(row.time_s.median) << "," << csv_num(row.time_s.min) << ","
           << csv_num(row.time_s.max) << "," << csv_num(row.speedup_scratch) << ","

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "accel/util/errors.h"
+#include "accel/util/input_file.h"
 
 namespace fs = std::filesystem;
 
@@ -13,15 +14,14 @@ namespace accel::report {
 
 Json read_json_file(const fs::path& file) {
   // A FIFO or device in a result set would block the open or never end.
-  std::error_code ec;
-  const auto st = fs::status(file, ec);
-  if (fs::exists(st) && !fs::is_regular_file(st)) {
-    throw ConfigError(file.string() + ": not a regular file (a FIFO, socket, device or folder)");
-  }
-  std::ifstream in(file);
-  if (!in) throw ConfigError(file.string() + ": cannot open");
+  std::string text;
   try {
-    return Json::parse(in);
+    text = read_input_file(file, "");
+  } catch (const DataError& e) {
+    throw ConfigError(e.what());
+  }
+  try {
+    return Json::parse(text);
   } catch (const Json::exception& e) {
     throw ConfigError(file.string() + ": not JSON: " + e.what());
   }
@@ -146,9 +146,29 @@ const RungRuns* ResultSet::find(const std::string& id) const {
 
 namespace {
 
+[[noreturn]] void bad_manifest(const fs::path& set, const std::string& what) {
+  throw ConfigError((set / "sweep.json").string() + ": " + what);
+}
+
+// A run folder sweep.json names: relative, inside the set, of safe names.
+std::string run_dir(const fs::path& set, const Json& run, const std::string& id) {
+  const std::string dir = str_at(run, "dir", id);
+  const fs::path p(dir);
+  bool safe = !p.empty() && p.is_relative();
+  for (const auto& part : p) safe = safe && is_safe_id(part.string());
+  if (!safe) {
+    bad_manifest(set, "run folder \"" + dir + "\" of rung " + id +
+                          " is not a folder inside the set (letters, digits, '-', '_', '.')");
+  }
+  return dir;
+}
+
 RungRuns rung_from_manifest(const fs::path& set, const Json& entry, bool upstream) {
   RungRuns r;
   r.id = str_at(entry, "id");
+  if (!is_safe_id(r.id)) {
+    bad_manifest(set, "rung id \"" + r.id + "\" must be letters, digits, '-', '_' or '.'");
+  }
   r.article = str_at(entry, "article");
   r.changes = str_at(entry, "changes");
   r.needs = str_at(entry, "needs");
@@ -170,7 +190,7 @@ RungRuns rung_from_manifest(const fs::path& set, const Json& entry, bool upstrea
   }
   if (entry.contains("runs") && entry["runs"].is_array()) {
     for (const auto& run : entry["runs"]) {
-      r.repeats.push_back(read_run(set / str_at(run, "dir", r.id)));
+      r.repeats.push_back(read_run(set / run_dir(set, run, r.id)));
     }
   }
   return r;
@@ -218,6 +238,11 @@ ResultSet load_result_set(const fs::path& dir) {
     s.manifest = read_json_file(dir / "sweep.json");
     s.suite = str_at(s.manifest, "suite");
     s.machine_id = str_at(s.manifest, "machine_id");
+    for (const auto& [what, id] : {std::pair{"suite", s.suite}, std::pair{"machine_id", s.machine_id}}) {
+      if (!is_safe_id(id)) {
+        bad_manifest(dir, std::string(what) + " \"" + id + "\" must be letters, digits, '-', '_' or '.'");
+      }
+    }
     s.target_accuracy = num_at(s.manifest, "target_accuracy");
     if (s.manifest.contains("reference")) s.reference = s.manifest["reference"];
     for (const auto& [key, up] : {std::pair{"upstream", true}, std::pair{"rungs", false}}) {
@@ -266,6 +291,13 @@ fs::path single_result_set(const fs::path& dir) {
                       " result sets; name one of:" + names);
   }
   return sets.front();
+}
+
+bool is_safe_id(const std::string& id) {
+  return !id.empty() && id != "." && id != ".." &&
+         std::all_of(id.begin(), id.end(), [](char c) {
+           return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+         });
 }
 
 std::string json_hash(const Json& doc) {

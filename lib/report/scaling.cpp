@@ -129,14 +129,15 @@ std::string scaling_markdown(const std::vector<ScalingLine>& lines) {
     char row[512];
     const std::string off = l.measured_step_ms ? fmt_num(OptNum((it->step_ms / *l.measured_step_ms - 1) * 100), "%+.1f%%") : "n/a";
     std::snprintf(row, sizeof row, "| %s | %s | %s | %d | %s | %.1f ms | %s | %s | %s | %.0f%% |\n",
-                  l.rung.c_str(), l.base.c_str(), l.strategy.c_str(), l.measured_devices,
+                  markdown_text(l.rung).c_str(), markdown_text(l.base).c_str(),
+                  markdown_text(l.strategy).c_str(), l.measured_devices,
                   fmt_num(l.measured_step_ms, "%.1f ms").c_str(), it->step_ms, off.c_str(),
                   fmt_time(l.measured_time_s).c_str(), fmt_time(OptNum(it->train_time_s)).c_str(),
                   l.rows.back().efficiency * 100);
     md += row;
   }
-  md += "\nAssumptions (" + lines.front().rung + "):\n";
-  for (const auto& a : lines.front().assumptions) md += "- " + a + "\n";
+  md += "\nAssumptions (" + markdown_text(lines.front().rung) + "):\n";
+  for (const auto& a : lines.front().assumptions) md += "- " + markdown_text(a) + "\n";
   return md;
 }
 

@@ -40,12 +40,7 @@ std::string text(const Suite& s, const Json& obj, const std::string& where, cons
 
 // Ids become folder names: keep them to a safe alphabet.
 void check_id(const Suite& s, const std::string& where, const std::string& id) {
-  const bool safe = !id.empty() && id != "." && id != ".." &&
-                    std::all_of(id.begin(), id.end(), [](char c) {
-                      return std::isalnum(static_cast<unsigned char>(c)) || c == '-' ||
-                             c == '_' || c == '.';
-                    });
-  if (!safe) bad(s, where + ".id: \"" + id + "\" must be letters, digits, '-', '_' or '.'");
+  if (!is_safe_id(id)) bad(s, where + ".id: \"" + id + "\" must be letters, digits, '-', '_' or '.'");
 }
 
 // A list of --set values ("section.key=value"), checked for their shape here

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "accel/report/result_set.h"
 #include "accel/util/errors.h"
 
 namespace accel::report {
@@ -14,14 +15,7 @@ std::string summary_table(const std::vector<std::filesystem::path>& files) {
       "| run | status | loop | precision | epochs | train time | test acc | samples/s (step) | "
       "step ms (median) | peak RSS |\n|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& file : files) {
-    std::ifstream in(file);
-    if (!in) throw ConfigError(file.string() + ": cannot open");
-    nlohmann::json r;
-    try {
-      r = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
-      throw ConfigError(file.string() + ": not JSON: " + e.what());
-    }
+    const nlohmann::json r = read_json_file(file);
     if (!r.contains("schema_version") || !r.contains("config")) {
       throw ConfigError(file.string() + ": not an accel-bench result.json");
     }

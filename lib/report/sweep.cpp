@@ -101,6 +101,7 @@ class Sweep {
   double fraction_ = 1;
   std::map<std::string, std::vector<std::string>> budget_sets_;  // by rung id
   std::chrono::steady_clock::time_point started_;
+  metrics::DirLock lock_;  // on the set's folder while the sweep writes it
 };
 
 Json Sweep::plan_entry(const SuiteRung& r) const {
@@ -517,7 +518,10 @@ SweepSummary Sweep::run(const SweepPlan& planned, std::chrono::steady_clock::tim
   if (opts_.exe.empty()) opts_.exe = fs::read_symlink("/proc/self/exe");
   set_dir_ = sweep_set_dir(opts_.out, suite_.name, machine_["id"].get<std::string>());
   summary_.set_dir = set_dir_;
-  fs::create_directories(set_dir_);
+  // One sweep writes a set at a time (a second would truncate the first's
+  // run logs, rerun its rungs and race on sweep.json): refused naming the
+  // holder's pid, as `run` refuses a second run into its --out.
+  lock_ = metrics::DirLock(set_dir_, "sweep");
   manifest_ = {{"schema_version", 1},
                {"suite", suite_.name},
                {"suite_file", suite_.file.string()},

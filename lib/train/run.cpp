@@ -52,6 +52,17 @@ void Run::init_weights(models::Model& model) {
     const auto ckpt = read_checkpoint(m.init_path);
     report = models::apply_named_tensors(model, ckpt.model_tensors(), m.init_strict, m.init_path);
   } else {
+    // A config.json beside the weights that describes another network (a
+    // head count no tensor's shape shows) would train that one silently.
+    const auto differ = models::beside_config_disagreements(models::model_family(m.arch),
+                                                            m.init_path, built_.dims);
+    if (!differ.empty()) {
+      std::string list;
+      for (const auto& d : differ) list += (list.empty() ? "" : "; ") + d;
+      throw ConfigError("model.init_path: the config.json beside " + m.init_path +
+                        " describes another network than the model section builds: " + list +
+                        "; set the model fields (model.preset, model.heads, ...) to match it");
+    }
     report = models::load_pretrained(model, m.init_path, m.init_format, m.init_strict);
   }
   std::string line = report.summary();
@@ -222,6 +233,27 @@ void Run::resume() {
   }
   const auto& p = ckpt.progress;
   const auto& x = p.extra;
+  // Inside an epoch the loader's position is per rank (each rank's shard of
+  // the epoch's order): it resumes exactly on the rank count that wrote it.
+  // At an epoch's end any rank count continues.
+  const int world = fabric_->world_size();
+  int saved_world = world;
+  if (x.contains("world_size") && x["world_size"].is_number_integer()) {
+    saved_world = x["world_size"].get<int>();
+  } else if (const auto& rt = ckpt.config.value("runtime", nlohmann::json());
+             rt.is_object() && rt.value("devices", nlohmann::json()).is_number_integer()) {
+    saved_world = rt["devices"].get<int>() * std::max(1, rt.value("num_nodes", 1));
+  }
+  if (p.batch_in_epoch > 0 && saved_world != world) {
+    throw ConfigError("--resume " + opts_.resume.string() + ": the checkpoint stopped after " +
+                      std::to_string(p.batch_in_epoch) + " batches of epoch " +
+                      std::to_string(p.epoch + 1) + " on " + std::to_string(saved_world) +
+                      (saved_world == 1 ? " rank" : " ranks") + ", and this run has " +
+                      std::to_string(world) + ": inside an epoch each rank's place in it "
+                      "belongs to that rank count; resume with runtime.devices=" +
+                      std::to_string(saved_world) + " (x runtime.num_nodes), or from a "
+                      "checkpoint at an epoch's end");
+  }
   if (p.batch_in_epoch > train_loader_->num_batches()) {
     throw ConfigError("--resume " + opts_.resume.string() + ": the checkpoint stopped after " +
                       std::to_string(p.batch_in_epoch) + " batches of epoch " +
@@ -294,6 +326,7 @@ void Run::save(const std::filesystem::path& file, int epochs_done, const EpochSt
              {"epochs", epochs_to_json(result_.epochs)},
              {"best_val", best_json()},
              {"val_count", {val_count_.passes, val_count_.samples, val_count_.time_s}},
+             {"world_size", fabric_->world_size()},
              {"epoch_state",
               {{"correct", es.correct}, {"seen", es.seen}, {"loss_sum", es.loss_sum},
                {"elapsed_s", es.elapsed_s}}}};

@@ -349,3 +349,219 @@ TEST_CASE("cli inputs: threads, model size and batches beyond the machine are re
   CHECK(has(r.output, " of activations, more than a quarter of this machine's "));
 }
 
+
+namespace {
+
+// A result.json with the figures the report reads, `changes` aside.
+std::string fake_result(double time, double acc) {
+  return nlohmann::json{{"schema_version", 3}, {"status", "ok"}, {"train_time_s", time},
+                        {"test_acc", acc}, {"peak_memory_bytes", {1e9}}, {"samples_per_s", 100.0},
+                        {"config", {{"train", {{"epochs", 1}}}, {"runtime", {{"precision", "32-true"}}}}},
+                        {"env", {{"cpu_model", "x"}, {"threads", 1}}}}
+      .dump();
+}
+
+// Every double-quoted string of a gnuplot script is one of the script's own
+// literals: data reaches gnuplot only single-quoted (where backquotes and
+// '@' are plain text) or as the CSV it plots.
+void check_no_data_in_double_quotes(const fs::path& script) {
+  std::ifstream in(script);
+  const std::string gp((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::vector<std::string> literals = {
+      "sans,12", "white", "sans,11", "\\n", "%.2f", "%.1f", ",10", ",9", "n/a", "#555555", ""};
+  bool single = false;
+  for (size_t i = 0; i < gp.size(); ++i) {
+    const char c = gp[i];
+    if (single) {
+      if (c == '\'' && i + 1 < gp.size() && gp[i + 1] == '\'') {
+        ++i;  // '' is a quote inside the string
+      } else if (c == '\'') {
+        single = false;
+      } else {
+        CHECK_MESSAGE(c != '\n', script << ": a line break inside a single-quoted string");
+      }
+    } else if (c == '\'') {
+      single = true;
+    } else if (c == '"') {
+      const size_t close = gp.find('"', i + 1);
+      REQUIRE(close != std::string::npos);
+      const std::string lit = gp.substr(i + 1, close - i - 1);
+      INFO(script.string() << ": a double-quoted string that is not the script's own: \"" << lit << "\"");
+      CHECK(std::find(literals.begin(), literals.end(), lit) != literals.end());
+      i = close;
+    } else {
+      CHECK_MESSAGE(c != '`', script << ": a backquote outside a single-quoted string");
+    }
+  }
+  CHECK_FALSE(single);
+}
+
+// A word for sh: single-quoted, a quote inside as '\''.
+std::string shell_word(const std::string& s) {
+  std::string out = "'";
+  for (const char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+bool pwned(const TempDir& tmp) {
+  for (const auto& e : fs::recursive_directory_iterator(tmp.path)) {
+    if (e.path().filename().string().rfind("PWNED", 0) == 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("report: no string of a result set or a path reaches gnuplot or the tables as code" * doctest::test_suite("process")) {
+  TempDir tmp;
+  const auto mark = (tmp / "PWNED").string();
+  // Commands as gnuplot would run them: in backquotes, after a line break (`!`).
+  const std::string payload = "x`touch " + mark + "1`'\"\n!touch " + mark + "2\n@q";
+  const bool charts = run_cli("env").code == 0 && std::system("command -v gnuplot >/dev/null") == 0;
+
+  // 1. A plain folder of runs: the set's and the runs' folder names carry it.
+  // (Relative names: a folder's name holds no '/'; gnuplot runs in the charts folder.)
+  const std::string folder = "set `touch PWNED3` 'q\n!touch PWNED4";
+  tmp.write(folder + "/00-a `touch PWNED5`/result.json", fake_result(60, 0.8));
+  tmp.write(folder + "/01-b/result.json", fake_result(30, 0.7));
+  auto r = run_cli("report " + shell_word((tmp / folder).string()));
+  INFO(r.output);
+  CHECK(r.code == 0);
+  // 2. A sweep's set: the reference's hardware name and a rung's "changes"
+  // carry it; the report also goes to an --out whose name carries it.
+  nlohmann::json manifest = {
+      {"schema_version", 1}, {"suite", "s"}, {"machine_id", "m-2c"},
+      {"reference", {{"hardware_short", payload}, {"source", payload},
+                     {"rungs", {{"00", {{"time_min", 1.0}, {"acc_pct", 80.0}}}}}}},
+      {"upstream", nlohmann::json::array()},
+      {"rungs", {{{"id", "00-a"}, {"article", "00"}, {"status", "ok"},
+                  {"changes", "=HYPERLINK(\"http://x\")\n| <script>alert(1)</script>"},
+                  {"runs", {{{"dir", "00-a"}}}}},
+                 {{"id", "01-b"}, {"article", "01"}, {"status", "ok"}, {"changes", "@SUM(A1)"},
+                  {"runs", {{{"dir", "01-b"}}}}}}}};
+  tmp.write("sweep/sweep.json", manifest.dump());
+  tmp.write("sweep/00-a/result.json", fake_result(60, 0.8));
+  tmp.write("sweep/01-b/result.json", fake_result(30, 0.7));
+  const auto out = tmp / "out `touch PWNED6` '\"q";
+  r = run_cli("report " + (tmp / "sweep").string() + " --out " + shell_word(out.string()));
+  INFO(r.output);
+  CHECK(r.code == 0);
+  CHECK_FALSE(pwned(tmp));
+  if (charts) {
+    for (const auto& dir : {tmp / folder / "charts", out / "charts"}) {
+      CAPTURE(dir);
+      for (const char* name : {"runtime", "accuracy"}) {
+        CHECK(fs::file_size(dir / (std::string(name) + ".svg")) > 0);
+        CHECK(fs::file_size(dir / (std::string(name) + ".png")) > 0);
+        check_no_data_in_double_quotes(dir / (std::string(name) + ".gp"));
+      }
+    }
+  }
+  // The tables: one row per rung, no live formula, no raw HTML.
+  std::ifstream md_in(out / "report.md"), csv_in(out / "report.csv");
+  const std::string md((std::istreambuf_iterator<char>(md_in)), {});
+  const std::string csv((std::istreambuf_iterator<char>(csv_in)), {});
+  CHECK(md.find("<script>") == std::string::npos);
+  CHECK(md.find("&lt;script>") != std::string::npos);
+  CHECK(md.find("| 00-a | 00 | =HYPERLINK(\"http://x\") \\| &lt;script>") != std::string::npos);
+  CHECK(csv.find(",\"'=HYPERLINK(\"\"http://x\"\")\n| <script>alert(1)</script>\",") != std::string::npos);
+  CHECK(csv.find(",'@SUM(A1),") != std::string::npos);
+  // 3. Ids that become folder and chart names are held to the suite's rules.
+  for (const char* field : {"suite", "machine_id"}) {
+    auto bad = manifest;
+    bad[field] = payload;
+    tmp.write("bad/sweep.json", bad.dump());
+    tmp.write("bad/00-a/result.json", fake_result(60, 0.8));
+    r = run_cli("report " + (tmp / "bad").string());
+    CHECK(r.code == 2);
+    CHECK(r.output.find(std::string(field) + " \"x`touch") != std::string::npos);
+  }
+  auto bad = manifest;
+  bad["rungs"][0]["id"] = payload;
+  tmp.write("bad/sweep.json", bad.dump());
+  r = run_cli("report " + (tmp / "bad").string());
+  CHECK(r.code == 2);
+  CHECK(r.output.find("rung id \"x`touch") != std::string::npos);
+  bad = manifest;
+  bad["rungs"][0]["runs"][0]["dir"] = "../../sweep/00-a";
+  tmp.write("bad/sweep.json", bad.dump());
+  r = run_cli("report " + (tmp / "bad").string());
+  CHECK(r.code == 2);
+  CHECK(r.output.find("run folder \"../../sweep/00-a\" of rung 00-a is not a folder inside the set") !=
+        std::string::npos);
+  CHECK_FALSE(fs::exists(tmp / "bad" / "report.md"));
+  CHECK_FALSE(pwned(tmp));
+}
+
+TEST_CASE("report: a chart gnuplot leaves cut short replaces nothing, and the command names it and exits 1" * doctest::test_suite("process")) {
+  if (std::system("command -v gnuplot >/dev/null") != 0) {
+    MESSAGE("skipped: gnuplot not installed");
+    return;
+  }
+  TempDir tmp;
+  tmp.write("set/00-a/result.json", fake_result(60, 0.8));
+  auto r = run_cli("report " + (tmp / "set").string());
+  REQUIRE(r.code == 0);
+  const auto svg = tmp / "set" / "charts" / "runtime.svg";
+  std::ifstream before_in(svg);
+  const std::string before((std::istreambuf_iterator<char>(before_in)), {});
+  // A gnuplot that stops as a full disk stops it: half an SVG, an empty PNG.
+  const auto fake = tmp.write("gnuplot-full-disk",
+                              "#!/bin/sh\n"
+                              "f=$(basename \"$1\" .gp); printf '<svg><g>' > $f.svg.part; : > $f.png.part\n");
+  ::chmod(fake.c_str(), 0755);
+  r = run_cli("report " + (tmp / "set").string() + " --gnuplot " + fake.string());
+  INFO(r.output);
+  CHECK(r.code == 1);
+  CHECK(r.output.find("runtime.svg and runtime.png not written (cut short") != std::string::npos);
+  CHECK(r.output.find("error: report: runtime.svg and runtime.png, accuracy.svg and accuracy.png not written") !=
+        std::string::npos);
+  std::ifstream after_in(svg);
+  const std::string after((std::istreambuf_iterator<char>(after_in)), {});
+  CHECK(after == before);  // the previous chart stays
+  CHECK_FALSE(fs::exists(tmp / "set" / "charts" / "runtime.svg.part"));
+  CHECK(fs::exists(tmp / "set" / "report.md"));
+}
+
+TEST_CASE("predict: a calibration or result of the wrong shape or with impossible values exits 2 naming the file and field, and --link works from any folder") {
+  TempDir tmp;
+  const std::string base =
+      source("results/ladder-text-cpu/amd-epyc-2c-avx512bf16-lt1.13.0/t03b-one-core/result.json");
+  const std::string calib = source("results/ladder-text-cpu/amd-epyc-2c-avx512bf16-lt1.13.0/peaks.json");
+  std::ifstream in(calib);
+  const auto good = nlohmann::json::parse(in);
+  auto r = run_cli("predict " + base + " --strategy ddp --devices 2 --calibration " + calib);
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  struct Case {
+    std::string pointer, value, says;
+  };
+  for (const Case& c : {Case{"/comm/collectives/all_reduce/alpha_s", "-1", "comm.collectives.all_reduce.alpha_s: must be a number >= 0 (got -1"},
+                        Case{"/comm/collectives/all_gather/points/0/1", "-0.5", "comm.collectives.all_gather.points[0][1]: must be a number > 0"},
+                        Case{"/comm/ranks", "\"two\"", "comm.ranks: must be an integer >= 2 (got \"two\")"},
+                        Case{"/comm/collectives", "[]", "comm.collectives: must be an object"},
+                        Case{"/cpu/fp32/1", "-3", "cpu.fp32.1: must be a number > 0"}}) {
+    CAPTURE(c.pointer);
+    auto doc = good;
+    doc[nlohmann::json::json_pointer(c.pointer)] = nlohmann::json::parse(c.value);
+    const auto file = tmp.write("peaks.json", doc.dump());
+    r = run_cli("predict " + base + " --strategy ddp --devices 2 --calibration " + file.string());
+    INFO(r.output);
+    CHECK(r.code == 2);
+    CHECK(r.output.find(file.string() + ": " + c.says) != std::string::npos);
+  }
+  // A result.json whose fields have other types than a run writes.
+  std::ifstream rin(base);
+  auto result = nlohmann::json::parse(rin);
+  result["env"] = "a string";
+  result["step_split_ms"] = nlohmann::json::array({1, 2});
+  const auto odd = tmp.write("odd/result.json", result.dump());
+  r = run_cli("predict " + odd.string() + " --strategy ddp --devices 2 --calibration " + calib);
+  INFO(r.output);
+  CHECK(r.code == 2);
+  CHECK(r.output.find("accel-bench: error: " + odd.string() + ": ") != std::string::npos);
+  // The links table of the source tree, found from another folder.
+  const auto from_tmp = std::string("cd ") + tmp.path.string() + " && " + ACCEL_BENCH_EXE +
+                        " predict --article " + source("results/reference/cvpr2023-vit.json") +
+                        " --rung 04 --devices 1,4 --link nvlink3-a100 > " + (tmp / "o.txt").string() + " 2>&1";
+  CHECK(std::system(from_tmp.c_str()) == 0);
+}

@@ -715,3 +715,37 @@ TEST_CASE("cli: predict from an article's one-GPU rung sets the article's 4-GPU 
     CHECK(r.output.find(why) != std::string::npos);
   }
 }
+
+TEST_CASE("cli: a checkpoint from inside an epoch resumes only on its rank count, naming runtime.devices, and one from an epoch's end on any") {
+  REQUIRE_MESSAGE(have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
+  const auto base = fresh_dir("resume-count");
+  const std::string args = "run" + smoke(8, 4) + " --set runtime.strategy=ddp";
+  // Stopped after 2 of an epoch's 4 batches (train.max_steps) on 2 ranks,
+  // then on 1: each resumed on the other count.
+  for (const auto& [from, to] : {std::pair{2, 1}, std::pair{1, 2}}) {
+    const auto mid = base / ("mid" + std::to_string(from));
+    auto r = run_cli(args + " --set runtime.devices=" + std::to_string(from) +
+                     " --set train.max_steps=2 --out " + mid.string());
+    REQUIRE_MESSAGE(r.code == 0, r.output);
+    REQUIRE(fs::exists(mid / "checkpoint.ckpt"));
+    const auto again = base / ("again" + std::to_string(from));
+    r = run_cli(args + " --set runtime.devices=" + std::to_string(to) + " --resume " +
+                (mid / "checkpoint.ckpt").string() + " --out " + again.string());
+    INFO(r.output);
+    CHECK(r.code == 2);
+    CHECK(r.output.find("stopped after 2 batches of epoch 1 on " + std::to_string(from) +
+                        (from == 1 ? " rank" : " ranks") + ", and this run has " +
+                        std::to_string(to)) != std::string::npos);
+    CHECK(r.output.find("resume with runtime.devices=" + std::to_string(from)) != std::string::npos);
+    CHECK_FALSE(fs::exists(again / "result.json"));
+  }
+  // At an epoch's end the sampler starts afresh: any rank count continues.
+  const auto end = base / "end", again = base / "again";
+  auto r = run_cli(args + " --set runtime.devices=2 --out " + end.string());
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  r = run_cli(args + " --set runtime.devices=1 --set train.epochs=2 --resume " +
+              (end / "checkpoint.ckpt").string() + " --out " + again.string());
+  INFO(r.output);
+  CHECK(r.code == 0);
+  CHECK(result_of(again)["epochs"].size() == 2);
+}

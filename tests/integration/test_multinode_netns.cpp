@@ -246,3 +246,35 @@ TEST_CASE("multinode: rank 0's store listens on MASTER_ADDR only, a stalled clie
   CHECK(result.at("status") == "ok");
   CHECK(result.at("warnings").dump().find("trusted network") == std::string::npos);
 }
+
+TEST_CASE("multinode: a flood of connects to rank 0's store from the other node slows rendezvous but the job finishes" * doctest::test_suite("process")) {
+  accel_test::TempDir d;
+  NamespacePair pair;
+  if (!made_or_skipped(pair, d / "ip.log")) return;
+  const std::string cfg = write_config(d);
+  const std::string token = "ACCEL_STORE_TOKEN=netns-flood-secret-0123456789 ";
+  // From node 1: four loops that connect to the store's port and close, as
+  // fast as bash can, before and while the ranks meet.
+  const std::string loop = "while :; do exec 3<>/dev/tcp/" + std::string(kAddr0) +
+                           "/29500 && exec 3>&- && echo >> " + (d / "connects").string() + "; done";
+  REQUIRE(shell("ip netns exec " + pair.ns(1) + " bash -c '" + loop + "' >/dev/null 2>&1 & "
+                "ip netns exec " + pair.ns(1) + " bash -c '" + loop + "' >/dev/null 2>&1 & "
+                "ip netns exec " + pair.ns(1) + " bash -c '" + loop + "' >/dev/null 2>&1 & "
+                "ip netns exec " + pair.ns(1) + " bash -c '" + loop + "' >/dev/null 2>&1 &") == 0);
+  const auto n0 = d / "node0", n1 = d / "node1";
+  // Rank 0 first: its store waits for rank 1 under the flood for two seconds.
+  const int rc = shell("(" + node_command(pair, 0, cfg, n0, token) + ") & p0=$!; sleep 2; " +
+                       node_command(pair, 1, cfg, n1, token) + "; r1=$?; wait $p0; r0=$?; echo \"$r0 $r1\" > " +
+                       (d / "rc").string() + "; [ $r0 = 0 ] && [ $r1 = 0 ]");
+  shell("ip netns pids " + pair.ns(1) + " | xargs -r kill -9 2>/dev/null");
+  const std::string lines = slurp(d / "connects");
+  const auto connects = std::count(lines.begin(), lines.end(), '\n');
+  MESSAGE("connects from node 1 while the job ran: " << connects);
+  INFO("node 0:\n" << slurp(n0.string() + ".log"));
+  INFO("node 1:\n" << slurp(n1.string() + ".log"));
+  INFO("exit codes (node 0, node 1): " << slurp(d / "rc"));
+  CHECK(rc == 0);
+  CHECK(connects > 500);  // the store was under a flood while the ranks met
+  std::ifstream in(n0 / "result.json");
+  CHECK(nlohmann::json::parse(in).at("status") == "ok");
+}

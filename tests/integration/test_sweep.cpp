@@ -20,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "accel/metrics/metrics.h"
 #include "integration/cli_helpers.h"
 #include "support/temp_dir.h"
 
@@ -394,6 +395,21 @@ TEST_CASE("sweep --budget: when the estimate exceeds it, every run trains the sa
   CHECK(read(set / "00-scratch/result.json")["steps"] == 2);
   r = run_cli("report " + set.string());
   CHECK(has(r.output, "Scaled to the sweep's 0-minute budget"));
+}
+
+TEST_CASE("sweep: a second sweep into a set that another is writing is refused at once naming its pid" * doctest::test_suite("process")) {
+  accel_test::TempDir tmp;
+  const auto suite = write_tiny_suite(tmp);
+  std::string id = run_cli("sweep --machine-id").output;
+  id.erase(id.find_last_not_of("\n") + 1);
+  const auto set = tmp / "out" / "tiny" / id;
+  const accel::metrics::DirLock held(set, "sweep");  // as a running sweep holds it
+  const auto r = run_cli("sweep --suite " + suite.string() + " --out " + (tmp / "out").string());
+  INFO(r.output);
+  CHECK(r.code == 2);
+  CHECK(has(r.output, "another sweep (pid " + std::to_string(::getpid()) + ") is writing into this folder"));
+  CHECK_FALSE(fs::exists(set / "sweep.json"));
+  CHECK_FALSE(fs::exists(set / "00-scratch"));
 }
 
 TEST_CASE("sweep and compare: bad arguments exit 2 and write nothing" * doctest::test_suite("process")) {

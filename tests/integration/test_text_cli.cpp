@@ -9,6 +9,8 @@
 
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -45,6 +47,20 @@ nlohmann::json result_of(const fs::path& dir) {
 }
 
 bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// The CLI under timeout(1): a command that would wait for ever exits 124.
+Outcome run_within(int seconds, const std::string& args) {
+  const std::string cmd = "timeout " + std::to_string(seconds) + " " + ACCEL_BENCH_EXE + " " + args + " 2>&1";
+  Outcome o;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) o.output.append(buf, n);
+  const int status = pclose(pipe);
+  o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return o;
+}
 
 }  // namespace
 
@@ -150,7 +166,12 @@ TEST_CASE("cli text: bad text inputs exit 2 with one line naming the file or fie
   const auto vocab = tmp.write("vocab.txt", "[PAD]\n[UNK]\n[SEP]\nthe\n");
   const auto train = tmp.write("train.csv", "text,label\ngood film,pos\nbad film,neg\nok,pos\nmeh,neg\n");
   const auto test = tmp.write("test.csv", "text,label\nfine,pos\nodd,neutral\n");
+  const auto bad_label = tmp.write("bad-label.csv", "text,label\ngood film,pos\nbad film,n\xff\xfeg\n");
   const Case cases[] = {
+      {" --set data.dataset=text-csv --set data.train_file=" + bad_label.string() +
+           " --set data.test_file=" + test.string(),
+       bad_label.string() + ":3: the label (column \"label\") is not valid UTF-8"},
+      {" --set data.vocab=/dev/zero", "vocab file /dev/zero: not a regular file"},
       {" --set data.root=" + corrupt.parent_path().string(), corrupt.string() + ": "},
       {" --set data.vocab=" + vocab.string(), vocab.string() + ": the vocab has no [CLS]"},
       {" --set data.dataset=text-csv --set data.train_file=" + train.string() + " --set data.test_file=" +
@@ -171,6 +192,64 @@ TEST_CASE("cli text: bad text inputs exit 2 with one line naming the file or fie
     CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 1);
     CHECK_FALSE(fs::exists(out));
   }
+}
+
+TEST_CASE("cli text: a FIFO as the vocab is refused at once, and a BOM and the whitespace around labels are not part of the names") {
+  REQUIRE_MESSAGE(have_text_data(), "text data missing: run scripts/setup.sh");
+  accel_test::TempDir tmp;
+  const auto fifo = tmp / "vocab.txt";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  for (const std::string cmd : {"run" + tiny(8, 2) + " --set data.vocab=" + fifo.string() +
+                                    " --out " + (tmp / "o").string(),
+                                "tokenize --vocab " + fifo.string() + " --text x",
+                                "summary " + fifo.string(),
+                                "compare-losses " + fifo.string() + " " + fifo.string()}) {
+    CAPTURE(cmd);
+    const auto r = run_within(60, cmd);
+    INFO(r.output);
+    CHECK(r.code == 2);  // not 124: nothing waited for a writer
+    CHECK(has(r.output, fifo.string() + ": not a regular file"));
+  }
+  CHECK_FALSE(fs::exists(tmp / "o"));
+  // A spreadsheet's CSV: a byte-order mark before the header, " pos" beside "pos".
+  const auto train = tmp.write("train.csv", "\xEF\xBB\xBFtext,label\ngood film,pos\nbad film, neg\n"
+                                            "fine film,pos \nawful film,neg\n");
+  const auto test = tmp.write("test.csv", "text,label\nnice,pos\ndull,\tneg\n");
+  const auto out = tmp / "csv";
+  const auto r = run_cli("run" + tiny(2, 1) + " --set data.dataset=text-csv --set data.train_file=" +
+                         train.string() + " --set data.test_file=" + test.string() +
+                         " --set data.val_fraction=0 --set train.test_weights=last --out " + out.string());
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  CHECK(result_of(out)["data"]["class_names"] == nlohmann::json::array({"neg", "pos"}));
+}
+
+TEST_CASE("cli text: a config.json beside the weights that describes another network is refused, naming what differs") {
+  REQUIRE_MESSAGE(have_text_data(), "text data missing: run scripts/setup.sh");
+  accel_test::TempDir tmp;
+  const auto minilm = accel::data::default_vocab().parent_path();
+  fs::create_symlink(minilm / "model.safetensors", tmp / "model.safetensors");
+  std::ifstream in(minilm / "config.json");
+  auto cfg = nlohmann::json::parse(in);
+  const std::string run = "run -q --dry-run -c " + source("configs/ladder/text-cpu/t01-plain.json") +
+                          " --set model.init_path=" + (tmp / "model.safetensors").string() + " --out " +
+                          (tmp / "o").string();
+  // MiniLM's own config.json agrees with the preset.
+  tmp.write("config.json", cfg.dump());
+  auto r = run_cli(run);
+  INFO(r.output);
+  CHECK(r.code == 0);
+  // The same tensors said to be 6 heads (no shape shows it) and relu: refused.
+  cfg["num_attention_heads"] = 6;
+  cfg["hidden_act"] = "relu";
+  tmp.write("config.json", cfg.dump());
+  r = run_cli(run);
+  INFO(r.output);
+  CHECK(r.code == 2);
+  CHECK(has(r.output, "model.init_path: the config.json beside " + (tmp / "model.safetensors").string() +
+                          " describes another network than the model section builds: "
+                          "num_attention_heads 6 (the model: heads 12); hidden_act \"relu\""));
+  CHECK_FALSE(fs::exists(tmp / "o"));
 }
 
 TEST_CASE("cli text: tokenize prints each line's ids and names a line that is not UTF-8") {

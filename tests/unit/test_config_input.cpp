@@ -108,8 +108,8 @@ TEST_CASE("config input: malformed JSON keeps its line and column after the shap
   check_message(load_error(utf), {utf.string() + ": malformed JSON"});
 }
 
-TEST_CASE("config input: an endless or huge config file is refused by size") {
-  check_message(load_error("/dev/zero"), {"/dev/zero: cannot read config file", "larger than 16 MiB"});
+TEST_CASE("config input: an endless or huge config file is refused, a device before reading it and a file by size") {
+  check_message(load_error("/dev/zero"), {"/dev/zero: cannot read config file", "not a regular file"});
   TempDir dir;
   const auto big = dir.write("big.json", "{\"name\": \"" + std::string((16 << 20) + 10, 'x') + "\"}");
   check_message(load_error(big), {big.string(), "larger than 16 MiB"});

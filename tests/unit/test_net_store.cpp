@@ -9,7 +9,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <deque>
 #include <cstring>
 #include <future>
 #include <string>
@@ -227,11 +229,11 @@ TEST_CASE("net store: with a shared secret, clients without it or with another a
   CHECK(text(good.get("job")) == "keys");
 
   const auto wrong = error_of([&] { NetStoreClient c(client_of(server, opts("another-secret-0123456"))); });
-  CHECK(wrong.find("refused this connection") != std::string::npos);
+  CHECK(wrong.find("refused this rank's shared secret") != std::string::npos);
   CHECK(wrong.find("ACCEL_STORE_TOKEN") != std::string::npos);
   const auto none = error_of([&] { NetStoreClient c(client_of(server, opts())); });
   CHECK(none.find("requires a shared secret") != std::string::npos);
-  // A raw client that skips the proof reads nothing: the server drops it.
+  // A raw client that skips the proof reads the refusal byte, then the close.
   const int raw = raw_connect(server.port());
   uint8_t hello[wire::kServerHello];
   REQUIRE(::recv(raw, hello, sizeof hello, MSG_WAITALL) == ssize_t(sizeof hello));
@@ -241,6 +243,9 @@ TEST_CASE("net store: with a shared secret, clients without it or with another a
   reply.push_back(1);
   reply.resize(wire::kClientHello, 0);
   send_all(raw, reply);
+  uint8_t refusal[wire::kServerAccept];
+  REQUIRE(::recv(raw, refusal, sizeof refusal, MSG_WAITALL) == ssize_t(sizeof refusal));
+  CHECK(refusal[0] == wire::kRefused);
   CHECK(closed_within(raw, 5s));
   ::close(raw);
   CHECK(server.dropped() >= 2);
@@ -294,7 +299,9 @@ TEST_CASE("net store: a client waits for a server that starts late, and names wh
 }
 
 TEST_CASE("net store: idle connects beyond the greeting limit evict the oldest instead of locking ranks out") {
-  NetStoreServer server(opts());
+  auto o = opts();
+  o.max_greeting = 32;
+  NetStoreServer server(o);
   std::vector<int> idle;
   for (int i = 0; i < 80; ++i) {  // more than the 32 connections allowed to be greeting at once
     const int fd = raw_connect(server.port());
@@ -368,4 +375,68 @@ TEST_CASE("net store: a server that cannot prove the shared secret is refused by
         std::string::npos);
   ::close(fake.get());
   ::close(lfd);
+}
+
+TEST_CASE("net store: a flood of connects slows the ranks' rendezvous but never fails it, and a wrong secret is still refused at once") {
+  const std::string secret = "flood-secret-0123456789abc";
+  NetStoreServer server(opts(secret));
+  std::atomic<bool> stop{false};
+  std::atomic<long> connects{0};
+  // Three threads opening connections as fast as they can (without waiting
+  // for the server, as a flood does not), each held 50 ms and closed, and
+  // 64 more that connect and say nothing: the greetings in flight are always
+  // as many as the server allows.
+  std::vector<std::thread> flood;
+  for (int t = 0; t < 3; ++t) {
+    flood.emplace_back([&] {
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_port = htons(uint16_t(server.port()));
+      ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+      std::deque<std::pair<int, std::chrono::steady_clock::time_point>> open;
+      while (!stop) {
+        const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+        if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 || errno == EINPROGRESS) {
+          ++connects;
+          open.emplace_back(fd, std::chrono::steady_clock::now());
+        } else {
+          ::close(fd);
+          std::this_thread::sleep_for(1ms);  // out of ports or descriptors: let some close
+        }
+        while (!open.empty() && (open.size() > 400 ||
+                                 std::chrono::steady_clock::now() - open.front().second > 50ms)) {
+          ::close(open.front().first);
+          open.pop_front();
+        }
+      }
+      for (const auto& [fd, when] : open) ::close(fd);
+    });
+  }
+  std::vector<int> idle;
+  for (int i = 0; i < 64; ++i) {
+    if (const int fd = raw_connect(server.port()); fd >= 0) idle.push_back(fd);
+  }
+  std::this_thread::sleep_for(1s);
+  const long before = connects.load();
+  // Four ranks meet in it during the flood.
+  std::vector<std::future<std::string>> ranks;
+  for (int r = 0; r < 4; ++r) {
+    ranks.push_back(std::async(std::launch::async, [&, r] {
+      NetStoreClient c(client_of(server, opts(secret, 30s)));
+      c.set("rank" + std::to_string(r), bytes("here"));
+      c.wait({"rank0", "rank1", "rank2", "rank3"}, 30s);
+      return text(c.get("rank" + std::to_string((r + 1) % 4)));
+    }));
+  }
+  for (auto& f : ranks) CHECK(f.get() == "here");
+  // A rank with another secret is told so, not left to retry until its deadline.
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto wrong = error_of([&] { NetStoreClient c(client_of(server, opts("another-secret-0123456", 30s))); });
+  CHECK(wrong.find("refused this rank's shared secret") != std::string::npos);
+  CHECK(std::chrono::steady_clock::now() - t0 < 15s);
+  stop = true;
+  for (auto& t : flood) t.join();
+  for (int fd : idle) ::close(fd);
+  MESSAGE("connects in the second before the ranks came: " << before << ", in all: " << connects.load());
+  CHECK(before > 1000);  // it was a flood
 }

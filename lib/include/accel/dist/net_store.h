@@ -42,8 +42,15 @@ struct NetStoreOptions {
   std::chrono::milliseconds timeout{std::chrono::seconds(180)};
   // Server: frames larger than this drop their connection.
   std::size_t max_frame_bytes = 16u << 20;
-  // Server: connections at once (the job's ranks, a few clones each).
-  int max_connections = 1024;
+  // Server: connections at once (the job's ranks, a few clones each, and
+  // whatever else is connecting).
+  int max_connections = 4096;
+  // Server: connections still in their greeting at once. A new one beyond
+  // this evicts the oldest, so idle connects cannot lock the ranks out; the
+  // many it allows keep a flood of connects from evicting a rank's greeting
+  // before its answer (a round trip) arrives: at 24,000 connects a second,
+  // 2048 greetings take 85 ms to cycle.
+  int max_greeting = 2048;
 };
 
 // The server side, run by rank 0: a thread serving every connection until

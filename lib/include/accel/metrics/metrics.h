@@ -77,7 +77,8 @@ std::vector<std::filesystem::path> remove_stale_temp_files(const std::filesystem
 class DirLock {
  public:
   DirLock() = default;
-  explicit DirLock(const std::filesystem::path& dir);
+  // `holder`: what holds such locks, for the refusal ("run", "sweep").
+  explicit DirLock(const std::filesystem::path& dir, const std::string& holder = "run");
   DirLock(DirLock&& o) noexcept : fd_(o.fd_), dir_(std::move(o.dir_)), made_(o.made_) {
     o.fd_ = -1;
   }

@@ -116,6 +116,12 @@ nlohmann::json text_hf_config(const std::string& arch, const nlohmann::json& mod
                               const NamedTensors& tensors,
                               const std::vector<std::string>& class_names);
 
+// What the config.json beside pretrained weights says that the built model
+// (its dims) does not: "num_attention_heads 6 (the model: heads 12)", ...
+std::vector<std::string> text_config_disagreements(const std::string& arch,
+                                                   const nlohmann::json& hf_config,
+                                                   const nlohmann::json& dims);
+
 // The families' registry rows.
 ModelFamily bert_family();
 ModelFamily distilbert_family();

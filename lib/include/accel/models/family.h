@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
@@ -88,7 +89,20 @@ struct ModelFamily {
   std::function<nlohmann::json(const nlohmann::json& model_section, const NamedTensors& tensors,
                                const std::vector<std::string>& class_names)>
       hf_config;
+  // Where pretrained weights come with a Hugging Face config.json beside
+  // them: what it says that the built model (its BuiltModel::dims) does not,
+  // as "num_attention_heads 6 (the model: heads 12)"; empty when they agree.
+  // Unset for families whose files carry no such config (vit).
+  std::function<std::vector<std::string>(const nlohmann::json& hf_config, const nlohmann::json& dims)>
+      config_disagreements;
 };
+
+// The disagreements of the config.json beside `weights` (none when there is
+// no such file or the family reads none); ConfigError naming it when it is
+// not a JSON object.
+std::vector<std::string> beside_config_disagreements(const ModelFamily& family,
+                                                     const std::filesystem::path& weights,
+                                                     const nlohmann::json& dims);
 
 // Before a family builds its module: a model whose parameters, gradients and
 // Adam's two moments (16 bytes a parameter in fp32) exceed this machine's

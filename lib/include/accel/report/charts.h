@@ -28,7 +28,14 @@ std::vector<ChartData> chart_data(const Report& r);
 struct ChartOutput {
   std::vector<std::filesystem::path> files;  // written
   std::string notice;                        // "" when the images were drawn
+  // Charts gnuplot did not write whole ("runtime.svg and runtime.png"): the
+  // previous files of that name are left as they were.
+  std::vector<std::string> failed;
 };
+
+// A string from data as a gnuplot script must hold it: single-quoted, '' for
+// a quote, control characters as spaces (never run, never a new command).
+std::string gnuplot_string(const std::string& s);
 
 // Writes DIR/<name>.csv, .gp and, with gnuplot, .svg and .png. `gnuplot` is
 // a program name looked up on PATH or a path.

@@ -20,6 +20,19 @@ struct Peak {
 // The matmul dtype a precision runs its matmuls in: fp32, bf16, fp16, fp64.
 std::string matmul_dtype(const std::string& precision);
 
+// Checks a calibration file (`accel-bench calibrate`'s peaks.json) field by
+// field: cpu.<dtype>.<threads> positive numbers; comm.ranks an integer >= 2,
+// comm.collectives.<op> with alpha_s and beta_s_per_byte numbers >= 0 and
+// points [bytes > 0, seconds > 0]; comm.colocation's factors positive.
+// ConfigError "FILE: comm.collectives.all_reduce.alpha_s: ..." otherwise.
+void validate_calibration(const Json& doc, const std::string& file);
+
+// A file of results/reference/ (links.json, dense-peaks.json) given by its
+// relative name: as named where it exists from the current folder, else
+// found beside this accel-bench's source tree (the binary in build/ or
+// build-*/ of a clone), so the commands work from any folder.
+std::filesystem::path reference_file(const std::filesystem::path& rel);
+
 class PeakTable {
  public:
   // Either file may be absent (empty path or missing file): its peaks are then unknown.

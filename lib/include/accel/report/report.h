@@ -84,6 +84,11 @@ Report build_report(const ResultSet& set, const PeakTable& peaks);
 
 std::string report_markdown(const Report& r);
 std::string report_csv(const Report& r);
+// Text from a result set as a Markdown table cell or line (no line break,
+// no raw HTML, '|' escaped), and as a report.csv cell (quoted where needed,
+// never a live spreadsheet formula: OWASP's leading ' before = + - @).
+std::string markdown_text(const std::string& s);
+std::string csv_text(const std::string& s);
 
 // "12.3 s" / "4.56 min" / "n/a"; "77.08%"; "0.64 GB"; used by compare too.
 std::string fmt_time(OptNum seconds);
@@ -118,6 +123,7 @@ struct ReportFiles {
   std::string markdown;
   std::vector<std::filesystem::path> files;
   std::string notice;  // charts without images, ...
+  std::vector<std::string> failed;  // charts not written (the previous ones kept)
 };
 
 std::vector<ReportFiles> write_reports(const std::filesystem::path& dir, const ReportOptions& opts);

@@ -89,7 +89,9 @@ struct ResultSet {
 };
 
 // Loads SET (a folder with sweep.json, or a folder of run folders with
-// result.json, in name order). ConfigError when it holds neither.
+// result.json, in name order). ConfigError when it holds neither, and when
+// its sweep.json names a suite, machine or rung outside is_safe_id or a run
+// folder outside the set (an absolute path, or one with "..").
 ResultSet load_result_set(const std::filesystem::path& dir);
 
 // Folders with a sweep.json at DIR, DIR/* or DIR/*/* (sorted); DIR itself
@@ -98,6 +100,11 @@ std::vector<std::filesystem::path> find_result_sets(const std::filesystem::path&
 
 // One set under DIR: ConfigError when there are none or several.
 std::filesystem::path single_result_set(const std::filesystem::path& dir);
+
+// Ids that become folder names and chart labels (suites, machines, rungs):
+// letters, digits, '-', '_' and '.', not "." or "..". A suite file's and a
+// result set's sweep.json are held to it.
+bool is_safe_id(const std::string& id);
 
 // FNV-1a 64 over the canonical dump of a JSON value, as 16 hex digits.
 std::string json_hash(const Json& doc);
