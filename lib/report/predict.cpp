@@ -61,7 +61,7 @@ void read_settings(PredictBase& b, const Json& cfg, const std::string& file) {
   const auto& train = cfg.at("train");
   const auto& rt = cfg.at("runtime");
   b.precision = rt.value("precision", "32-true");
-  b.batch_per_device = train.value("batch_size", int64_t(1));
+  b.batch_per_device = train.at("batch_size").get<int64_t>();
   if (b.batch_per_device < 1) throw ConfigError(file + ": train.batch_size " + std::to_string(b.batch_per_device));
   if (train.value("accumulate", 1) > 1) {
     throw ConfigError(file + ": train.accumulate " + std::to_string(train.value("accumulate", 1)) +
@@ -140,47 +140,45 @@ struct Timeline {
 
 }  // namespace
 
-PredictBase base_from_result(const Json& r, const std::string& file) {
+PredictBase base_from_result(const train::RunRecord& r, const std::string& file) {
   return reading(file, [&] {
     PredictBase b;
-    b.name = r.value("name", file);
-    if (r.value("status", "") != "ok") {
-      throw ConfigError(file + ": the run did not finish (status " + r.value("status", "?") + ")");
+    b.name = r.name.empty() ? file : r.name;
+    if (r.status != "ok") {
+      throw ConfigError(file + ": the run did not finish (status " + r.status + ")");
     }
-    const int world = r.value("world_size", 1);
-    if (world != 1) {
-      throw ConfigError(file + ": a run of " + std::to_string(world) +
+    if (r.world_size != 1) {
+      throw ConfigError(file + ": a run of " + std::to_string(r.world_size) +
                         " ranks; predict starts from a one-device run (its compute, unmixed with communication)");
     }
-    const auto& split = r.value("step_split_ms", Json());
+    const auto& split = r.step_split_ms;
     if (!split.is_object()) {
       throw ConfigError(file + ": no step_split_ms (a result from before accel-bench recorded it, or a "
                         "replayed CUDA Graph): rerun it with this accel-bench");
     }
-    const auto& layout = r.value("model_layout", Json());
-    if (!layout.is_object()) throw ConfigError(file + ": no model_layout (rerun it with this accel-bench)");
-    read_settings(b, r.at("config"), file);
-    b.device_kind = r.value("device", "cpu").rfind("cuda", 0) == 0 ? "cuda" : "cpu";
-    b.threads = r.value("threads", 0);
+    if (!r.model_layout.is_object()) throw ConfigError(file + ": no model_layout (rerun it with this accel-bench)");
+    if (!r.config.is_object()) throw ConfigError(file + ": no resolved config");
+    if (!r.batch_size) throw ConfigError(file + ": no train.batch_size in its config");
+    read_settings(b, r.config, file);
+    b.device_kind = r.device.rfind("cuda", 0) == 0 ? "cuda" : "cpu";
+    b.threads = r.threads;
     b.forward_ms = split.value("forward", 0.0);
     b.backward_ms = split.value("backward", 0.0);
     b.optimizer_ms = split.value("optimizer", 0.0);
     b.other_ms = split.value("other", 0.0) + split.value("comm_wait", 0.0);
-    b.measured_step_ms = r.value("step_time_ms", Json::object()).value("mean", split.value("total", 0.0));
-    b.epochs = int(r.value("epochs", Json::array()).size());
-    if (b.epochs == 0) b.epochs = r.at("config").at("train").value("epochs", 1);
-    const auto& data = r.value("data", Json::object());
-    b.train_samples = data.value("train", int64_t(0));
-    b.val_samples = data.value("val", int64_t(0));
-    b.steps = r.value("steps", int64_t(0));
-    b.train_time_s = r.value("train_time_s", 0.0);
+    b.measured_step_ms = r.step_ms_mean.value_or(split.value("total", 0.0));
+    b.epochs = r.epochs_done;
+    if (b.epochs == 0) b.epochs = r.config.at("train").value("epochs", 1);
+    b.train_samples = int64_t(num_at(r.data, "train").value_or(0));
+    b.val_samples = int64_t(num_at(r.data, "val").value_or(0));
+    b.steps = r.steps;
+    b.train_time_s = r.train_time_s.value_or(0.0);
     b.outside_steps_s = std::max(0.0, b.train_time_s - double(b.steps) * b.measured_step_ms / 1e3);
-    read_layout(b, layout, file);
-    const auto& ranks = r.value("ranks", Json::array());
-    if (!ranks.empty()) {
-      b.param_bytes = ranks[0].value("param_bytes", int64_t(0));
-      b.grad_bytes = ranks[0].value("grad_bytes", int64_t(0));
-      b.optimizer_bytes = ranks[0].value("optimizer_bytes", int64_t(0));
+    read_layout(b, r.model_layout, file);
+    if (!r.ranks.empty()) {
+      b.param_bytes = r.ranks[0].param_bytes;
+      b.grad_bytes = r.ranks[0].grad_bytes;
+      b.optimizer_bytes = r.ranks[0].optimizer_bytes;
     }
     return b;
   });

@@ -33,15 +33,9 @@ PredictBase load_base(const PredictRequest& q, std::string& gpu_of_base, Json& a
   if (!q.result.empty()) {
     const Json r = read_or_refuse(q.result, "RESULT");
     if (!r.is_object()) throw ConfigError(q.result + ": not an accel-bench result.json (not an object)");
-    try {
-      const auto& env = r.value("env", Json::object());
-      gpu_of_base = env.is_object() && env.value("gpu_name", Json()).is_string()
-                        ? env["gpu_name"].get<std::string>()
-                        : "";
-      return base_from_result(r, q.result);
-    } catch (const Json::exception& e) {  // a field of another type than a run writes
-      throw ConfigError(q.result + ": not an accel-bench result.json (" + e.what() + ")");
-    }
+    const auto record = train::run_record_of(r, fs::path(q.result).parent_path());
+    gpu_of_base = str_at(record.env, "gpu_name");
+    return base_from_result(record, q.result);
   }
   if (q.article.empty()) throw ConfigError("predict: give a one-device RESULT.json, or --article FILE --rung ID");
   if (q.rung.empty()) throw ConfigError("--article: also give --rung (the article's one-device rung)");

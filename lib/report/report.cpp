@@ -59,7 +59,7 @@ void describe_config(RungRow& row, const RungRuns& r) {
     row.billed_units = accel == "cuda" ? run.world_size
                                        : int(num_at(run.config, "runtime/num_nodes").value_or(1));
     row.precision = str_at(run.config, "runtime/precision", "?");
-    row.strategy = str_at(run.config, "runtime/strategy", "?");
+    row.strategy = run.strategy.empty() ? "?" : run.strategy;  // as the run resolved it
     row.epochs = num_at(run.config, "train/epochs");
     const auto init = run.config.contains("model") ? run.config["model"].value("init", Json("random"))
                                                    : Json("random");

@@ -43,19 +43,6 @@ const Json* at(const Json& doc, const std::string& path) {
   return cur;
 }
 
-std::vector<double> numbers(const Json& doc, const char* key) {
-  std::vector<double> out;
-  if (!doc.is_object() || !doc.contains(key)) return out;
-  const Json& v = doc[key];
-  if (v.is_number()) out.push_back(v.get<double>());
-  if (v.is_array()) {
-    for (const auto& x : v) {
-      if (x.is_number()) out.push_back(x.get<double>());
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 OptNum num_at(const Json& doc, const std::string& path) {
@@ -70,69 +57,6 @@ std::string str_at(const Json& doc, const std::string& path, const std::string& 
   if (v->is_string()) return v->get<std::string>();
   if (v->is_number() || v->is_boolean()) return v->dump();
   return fallback;
-}
-
-OptNum RunRecord::per_device_samples_per_s() const {
-  if (samples_per_s_per_device) return samples_per_s_per_device;
-  if (samples_per_s) return *samples_per_s / std::max(1, world_size);
-  return std::nullopt;
-}
-
-RunRecord read_run(const fs::path& dir) {
-  RunRecord r;
-  r.dir = dir;
-  r.status = "missing";
-  const auto file = dir / "result.json";
-  if (!fs::exists(file)) return r;
-  Json doc;
-  try {
-    doc = read_json_file(file);
-  } catch (const ConfigError& e) {
-    r.status = "unreadable";
-    r.error = e.what();
-    return r;
-  }
-  r.present = true;
-  r.status = str_at(doc, "status", "unknown");
-  r.error = str_at(doc, "error");
-  if (doc.contains("config")) r.config = doc["config"];
-  if (doc.contains("env")) r.env = doc["env"];
-  r.test_acc = num_at(doc, "test_acc");
-  r.train_time_s = num_at(doc, "train_time_s");
-  // Schema 3 names first, then schema 2's (image runs), so committed sets read.
-  r.samples_per_s = num_at(doc, "samples_per_s");
-  if (!r.samples_per_s) r.samples_per_s = num_at(doc, "images_per_s");
-  r.samples_per_s_per_device = num_at(doc, "samples_per_s_per_device");
-  if (!r.samples_per_s_per_device) r.samples_per_s_per_device = num_at(doc, "images_per_s_per_device");
-  r.tokens_per_s = num_at(doc, "tokens_per_s");
-  r.data_kind = str_at(doc, "data_kind", "image");
-  r.flops_per_sample = num_at(doc, "flops_per_sample");
-  r.step_ms_median = num_at(doc, "step_time_ms/median");
-  r.init_time_s = num_at(doc, "init_time_s");
-  r.threads = int(num_at(doc, "threads").value_or(num_at(doc, "env/threads").value_or(0)));
-  r.precision_support = str_at(doc, "precision_support", "native");
-  if (doc.contains("data")) r.data = doc["data"];
-  if (doc.contains("warnings") && doc["warnings"].is_array()) {
-    for (const auto& w : doc["warnings"]) {
-      if (w.is_string()) r.warnings.push_back(w.get<std::string>());
-    }
-  }
-  if (auto w = num_at(doc, "world_size")) {
-    r.world_size = std::max(1, int(*w));
-  } else {
-    const auto devices = num_at(doc, "config/runtime/devices").value_or(1);
-    const auto nodes = num_at(doc, "config/runtime/num_nodes").value_or(1);
-    r.world_size = std::max(1, int(devices * nodes));
-  }
-  r.peak_memory_bytes = numbers(doc, "peak_memory_bytes");
-  if (doc.contains("epochs") && doc["epochs"].is_array()) {
-    for (const auto& e : doc["epochs"]) {
-      ++r.epochs_done;
-      r.epoch_time_s.push_back(num_at(e, "time_s").value_or(0.0));
-      r.epoch_val_acc.push_back(num_at(e, "val_acc").value_or(-1.0));
-    }
-  }
-  return r;
 }
 
 const RungRuns* ResultSet::find(const std::string& id) const {
@@ -298,17 +222,6 @@ bool is_safe_id(const std::string& id) {
          std::all_of(id.begin(), id.end(), [](char c) {
            return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
          });
-}
-
-std::string json_hash(const Json& doc) {
-  uint64_t h = 1469598103934665603ull;
-  for (const unsigned char c : doc.dump()) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  char buf[17];
-  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(h));
-  return buf;
 }
 
 }  // namespace accel::report

@@ -13,10 +13,9 @@
 namespace accel::report {
 namespace {
 
-std::string model_key(const Json& cfg) {
-  const auto& m = cfg.value("model", Json::object());
-  return m.value("arch", "") + "/" + m.value("preset", "") + "/" +
-         cfg.value("train", Json::object()).value("batch_size", Json(0)).dump();
+std::string model_key(const RunRecord& r) {
+  return str_at(r.config, "model/arch") + "/" + str_at(r.config, "model/preset") + "/" +
+         (r.batch_size ? std::to_string(*r.batch_size) : "?");
 }
 
 const RunRecord* first_ok(const RungRuns& r) {
@@ -44,19 +43,18 @@ std::vector<ScalingLine> predict_scaling(const ResultSet& set, const Json& calib
     // The one-device rung before it with the same model, batch and precision:
     // the nearest whose threads are a rank's (its compute is a rank's own),
     // else the nearest (its compute scaled by the calibrated peaks).
-    const auto measured = read_json_file(run->dir / "result.json");
-    const int rank_threads = measured.value("threads", 0);
-    const std::string strategy = measured.value("strategy", rt.value("strategy", "ddp"));  // auto resolved
+    const int rank_threads = run->threads;
+    const std::string strategy = run->strategy.empty() ? "ddp" : run->strategy;  // auto resolved
     const RunRecord* base = nullptr;
     std::string base_id;
     for (size_t j = i; j-- > 0;) {
       const auto* b = first_ok(set.rungs[j]);
       if (b == nullptr || b->world_size != 1 || !b->config.is_object()) continue;
-      if (model_key(b->config) != model_key(run->config) ||
+      if (model_key(*b) != model_key(*run) ||
           b->config["runtime"].value("precision", "") != rt.value("precision", "")) {
         continue;
       }
-      const bool same_device = int(num_at(b->env, "threads").value_or(0)) == rank_threads;
+      const bool same_device = b->threads == rank_threads;
       if (base == nullptr || same_device) {
         base = b;
         base_id = set.rungs[j].id;
@@ -70,11 +68,10 @@ std::vector<ScalingLine> predict_scaling(const ResultSet& set, const Json& calib
     line.strategy = strategy;
     line.measured_devices = run->world_size;
     line.measured_samples_per_s = run->samples_per_s;
-    line.measured_step_ms = num_at(measured, "step_time_ms/mean");
+    line.measured_step_ms = run->step_ms_mean;
     line.measured_time_s = run->train_time_s;
     try {
-      const auto base_doc = read_json_file(base->dir / "result.json");
-      const PredictBase b = base_from_result(base_doc, (base->dir / "result.json").string());
+      const PredictBase b = base_from_result(*base, (base->dir / "result.json").string());
       // The rung's own settings (its config may differ from the base's).
       PredictOptions o = options_for(b, strategy);
       o.fsdp_sharding = rt.value("fsdp_sharding", o.fsdp_sharding);

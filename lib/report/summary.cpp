@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "accel/report/report.h"
 #include "accel/report/result_set.h"
 #include "accel/util/errors.h"
 
@@ -15,26 +16,22 @@ std::string summary_table(const std::vector<std::filesystem::path>& files) {
       "| run | status | loop | precision | epochs | train time | test acc | samples/s (step) | "
       "step ms (median) | peak RSS |\n|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& file : files) {
-    const nlohmann::json r = read_json_file(file);
-    if (!r.contains("schema_version") || !r.contains("config")) {
+    const nlohmann::json doc = read_json_file(file);
+    if (!doc.is_object() || !doc.contains("schema_version") || !doc.contains("config")) {
       throw ConfigError(file.string() + ": not an accel-bench result.json");
     }
-    auto num = [&](const char* key) {
-      auto it = r.find(key);
-      return it != r.end() && it->is_number() ? it->get<double>() : 0.0;
+    const RunRecord r = train::run_record_of(doc, file.parent_path());
+    auto text = [](const nlohmann::json& cfg, const char* section, const char* key, const char* fallback) {
+      return str_at(cfg, std::string(section) + "/" + key, fallback);
     };
-    // samples_per_s from schema 3 on, images_per_s before it.
-    const double samples = r.contains("samples_per_s") ? num("samples_per_s") : num("images_per_s");
-    const auto peak = r.value("peak_memory_bytes", nlohmann::json::array({0}));
     char row[512];
-    std::snprintf(row, sizeof(row), "| %s | %s | %s | %s | %zu | %.2f min | %.2f%% | %.1f | %.1f | %.2f GB |\n",
-                  r.value("name", file.parent_path().filename().string()).c_str(),
-                  r.value("status", "?").c_str(), r["config"]["train"].value("loop", "plain").c_str(),
-                  r["config"]["runtime"].value("precision", "?").c_str(),
-                  r.value("epochs", nlohmann::json::array()).size(), num("train_time_s") / 60.0,
-                  num("test_acc") * 100.0, samples,
-                  r.contains("step_time_ms") ? r["step_time_ms"].value("median", 0.0) : 0.0,
-                  (peak.empty() ? 0.0 : peak[0].get<double>()) / 1e9);
+    std::snprintf(row, sizeof(row), "| %s | %s | %s | %s | %d | %s | %s | %s | %s | %s |\n",
+                  r.name.c_str(), r.status.c_str(), text(r.config, "train", "loop", "plain").c_str(),
+                  text(r.config, "runtime", "precision", "?").c_str(), r.epochs_done,
+                  fmt_num(r.train_time_s ? OptNum(*r.train_time_s / 60.0) : OptNum(), "%.2f min").c_str(),
+                  fmt_pct(r.test_acc).c_str(), fmt_num(r.samples_per_s, "%.1f").c_str(),
+                  fmt_num(r.step_ms_median, "%.1f").c_str(),
+                  fmt_gb(r.peak_memory_bytes.empty() ? OptNum() : OptNum(r.peak_memory_bytes.front())).c_str());
     out += row;
   }
   return out;

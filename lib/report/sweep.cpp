@@ -192,7 +192,7 @@ bool Sweep::committed_matches(const SuiteRung& r, const Json& resolved, std::str
   } catch (const ConfigError&) {
     committed_config = prior.config;  // a field since removed: not the same config
   }
-  if (json_hash(committed_config) != json_hash(resolved)) {
+  if (config::config_hash(committed_config) != config::config_hash(resolved)) {
     if (why) *why = "the committed run in " + c.string() + " was made by another config";
     return false;
   }
@@ -302,9 +302,9 @@ Json Sweep::run_one(const SuiteRung& r, const std::vector<std::string>& sets,
                     const std::string& rel, const std::string& label, bool need_checkpoint) {
   const fs::path dir = set_dir_ / rel;
   const Json resolved = config::load_config(r.config.string(), sets);
-  Json rec = {{"dir", rel}, {"config_hash", json_hash(resolved)}, {"sets", sets}};
+  Json rec = {{"dir", rel}, {"config_hash", config::config_hash(resolved)}, {"sets", sets}};
   const auto prior = read_run(dir);
-  if (opts_.resume && prior.ok() && json_hash(prior.config) == json_hash(resolved) &&
+  if (opts_.resume && prior.ok() && config::config_hash(prior.config) == config::config_hash(resolved) &&
       (!need_checkpoint || fs::exists(dir / "checkpoint.ckpt"))) {
     rec["status"] = "reused";
     progress_.note(label + ": reused (resolved config unchanged), test acc " +
@@ -314,7 +314,7 @@ Json Sweep::run_one(const SuiteRung& r, const std::vector<std::string>& sets,
   }
   // A rung a signal stopped continues from its checkpoint under --resume.
   const bool continue_it = opts_.resume && prior.present && prior.status == "interrupted" &&
-                           json_hash(prior.config) == json_hash(resolved) &&
+                           config::config_hash(prior.config) == config::config_hash(resolved) &&
                            fs::exists(dir / "checkpoint.ckpt");
   fs::create_directories(dir);
   fs::remove(dir / "result.json");  // a crash must not leave an older result in place

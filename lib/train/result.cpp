@@ -1,9 +1,12 @@
-// RunResult -> result.json and metrics.csv.
+// RunResult -> result.json and metrics.csv; result.json -> RunRecord.
 #include "accel/train/result.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <iomanip>
 #include <sstream>
+
+#include "accel/util/input_file.h"
 
 namespace accel::train {
 namespace {
@@ -90,6 +93,142 @@ json to_json(const RunResult& r) {
   if (!r.error.empty()) j["error"] = r.error;
   if (!r.finished_at.empty()) j["finished_at"] = r.finished_at;
   return j;
+}
+
+namespace {
+
+const json* field(const json& doc, const char* key) {
+  if (!doc.is_object()) return nullptr;
+  const auto it = doc.find(key);
+  return it == doc.end() ? nullptr : &*it;
+}
+
+Opt number(const json& doc, const char* key) {
+  const json* v = field(doc, key);
+  return v != nullptr && v->is_number() ? Opt(v->get<double>()) : Opt();
+}
+
+std::string text(const json& doc, const char* key, const std::string& fallback) {
+  const json* v = field(doc, key);
+  return v != nullptr && v->is_string() ? v->get<std::string>() : fallback;
+}
+
+json object_or_null(const json& doc, const char* key) {
+  const json* v = field(doc, key);
+  return v != nullptr && v->is_object() ? *v : json();
+}
+
+std::vector<double> numbers(const json& doc, const char* key) {
+  std::vector<double> out;
+  const json* v = field(doc, key);
+  if (v == nullptr) return out;
+  if (v->is_number()) out.push_back(v->get<double>());
+  if (v->is_array()) {
+    for (const auto& x : *v) {
+      if (x.is_number()) out.push_back(x.get<double>());
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Opt RunRecord::per_device_samples_per_s() const {
+  if (samples_per_s_per_device) return samples_per_s_per_device;
+  if (samples_per_s) return *samples_per_s / std::max(1, world_size);
+  return std::nullopt;
+}
+
+RunRecord run_record_of(const json& doc, const std::filesystem::path& dir) {
+  RunRecord r;
+  r.dir = dir;
+  r.present = true;
+  r.status = text(doc, "status", "unknown");
+  r.error = text(doc, "error", "");
+  r.config = object_or_null(doc, "config");
+  r.env = object_or_null(doc, "env");
+  r.data = object_or_null(doc, "data");
+  r.model_layout = object_or_null(doc, "model_layout");
+  r.step_split_ms = object_or_null(doc, "step_split_ms");
+  r.comm_per_step = object_or_null(doc, "comm_per_step");
+  r.work = object_or_null(doc, "work");
+  r.name = text(doc, "name", dir.filename().string());
+  const json runtime = object_or_null(r.config, "runtime");
+  // "strategy" is what the run resolved; the config may say "auto".
+  r.strategy = text(doc, "strategy", text(runtime, "strategy", ""));
+  r.device = text(doc, "device", text(runtime, "accelerator", "cpu") == "cuda" ? "cuda" : "cpu");
+  r.data_kind = text(doc, "data_kind", "image");
+  r.precision_support = text(doc, "precision_support", "native");
+  if (const Opt w = number(doc, "world_size")) {
+    r.world_size = std::max(1, int(*w));
+  } else {
+    const double devices = number(runtime, "devices").value_or(1);
+    const double nodes = number(runtime, "num_nodes").value_or(1);
+    r.world_size = std::max(1, int(devices * nodes));
+  }
+  r.threads = int(number(doc, "threads").value_or(number(r.env, "threads").value_or(0)));
+  r.steps = int64_t(number(doc, "steps").value_or(0));
+  if (const Opt b = number(object_or_null(r.config, "train"), "batch_size")) r.batch_size = int64_t(*b);
+  r.test_acc = number(doc, "test_acc");
+  r.test_loss = number(doc, "test_loss");
+  r.train_time_s = number(doc, "train_time_s");
+  r.init_time_s = number(doc, "init_time_s");
+  r.samples_per_s = number(doc, "samples_per_s");
+  if (!r.samples_per_s) r.samples_per_s = number(doc, "images_per_s");
+  r.samples_per_s_per_device = number(doc, "samples_per_s_per_device");
+  if (!r.samples_per_s_per_device) r.samples_per_s_per_device = number(doc, "images_per_s_per_device");
+  r.tokens_per_s = number(doc, "tokens_per_s");
+  r.flops_per_sample = number(doc, "flops_per_sample");
+  r.model_flops_per_s = number(doc, "model_flops_per_s");
+  const json step = object_or_null(doc, "step_time_ms");
+  r.step_ms_median = number(step, "median");
+  r.step_ms_mean = number(step, "mean");
+  r.peak_memory_bytes = numbers(doc, "peak_memory_bytes");
+  if (const json* e = field(doc, "epochs"); e != nullptr && e->is_array()) {
+    for (const auto& x : *e) {
+      ++r.epochs_done;
+      r.epoch_time_s.push_back(number(x, "time_s").value_or(0.0));
+      r.epoch_val_acc.push_back(number(x, "val_acc").value_or(-1.0));
+    }
+  }
+  if (const json* k = field(doc, "ranks"); k != nullptr && k->is_array()) {
+    for (const auto& x : *k) {
+      RankResult rr;
+      rr.rank = int(number(x, "rank").value_or(double(r.ranks.size())));
+      rr.peak_memory_bytes = int64_t(number(x, "peak_memory_bytes").value_or(0));
+      rr.param_bytes = int64_t(number(x, "param_bytes").value_or(0));
+      rr.grad_bytes = int64_t(number(x, "grad_bytes").value_or(0));
+      rr.optimizer_bytes = int64_t(number(x, "optimizer_bytes").value_or(0));
+      rr.host_peak_rss_bytes = int64_t(number(x, "host_peak_rss_bytes").value_or(0));
+      rr.cuda_max_allocated_bytes = int64_t(number(x, "cuda_max_allocated_bytes").value_or(0));
+      rr.cuda_max_reserved_bytes = int64_t(number(x, "cuda_max_reserved_bytes").value_or(0));
+      r.ranks.push_back(rr);
+    }
+  }
+  if (const json* w = field(doc, "warnings"); w != nullptr && w->is_array()) {
+    for (const auto& x : *w) {
+      if (x.is_string()) r.warnings.push_back(x.get<std::string>());
+    }
+  }
+  return r;
+}
+
+RunRecord read_run_record(const std::filesystem::path& dir) {
+  RunRecord r;
+  r.dir = dir;
+  const auto file = dir / "result.json";
+  std::error_code ec;
+  if (!std::filesystem::exists(file, ec)) return r;
+  json doc;
+  try {
+    doc = json::parse(read_input_file(file, ""));
+  } catch (const std::exception& e) {  // not a regular file, too large, not JSON
+    r.status = "unreadable";
+    r.error = std::string(e.what()).find(file.string()) == 0 ? e.what()
+                                                              : file.string() + ": not JSON: " + e.what();
+    return r;
+  }
+  return run_record_of(doc, dir);
 }
 
 std::string metrics_csv(const std::vector<MetricRow>& rows) {

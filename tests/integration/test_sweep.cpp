@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "accel/metrics/metrics.h"
+#include "accel/config/run_config.h"
 #include "integration/cli_helpers.h"
 #include "support/temp_dir.h"
 
@@ -136,6 +137,9 @@ TEST_CASE("sweep: a failing rung is recorded and the sweep goes on with exit 1 t
   CHECK(ft["config"]["model"]["init_path"] == (set / "up/checkpoint.ckpt").string());
   CHECK(fs::exists(set / "00-scratch/run.log"));
   CHECK(has(r.output, "sweep: 00-scratch: Epoch: 0002/0002"));  // plain lines: not a terminal
+  // The config hash the sweep records is the one its ranks compare.
+  CHECK(manifest["rungs"][0]["runs"][0]["config_hash"] ==
+        accel::config::config_hash(read(set / "00-scratch/result.json")["config"]));
 
   r = run_cli("report " + out.string());
   INFO(r.output);

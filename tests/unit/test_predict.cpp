@@ -345,11 +345,11 @@ TEST_CASE("predict: refuses what it cannot model, naming the flag or file") {
   o.nodes = 3;
   CHECK(has(config_error([&] { predict(b, o, {4}); }), "does not split over --nodes 3"));
   nlohmann::json r = {{"name", "x"}, {"status", "ok"}, {"world_size", 2}};
-  CHECK(has(config_error([&] { base_from_result(r, "r.json"); }), "a run of 2 ranks"));
+  CHECK(has(config_error([&] { base_from_result(accel::train::run_record_of(r, "."), "r.json"); }), "a run of 2 ranks"));
   r["world_size"] = 1;
-  CHECK(has(config_error([&] { base_from_result(r, "r.json"); }), "no step_split_ms"));
+  CHECK(has(config_error([&] { base_from_result(accel::train::run_record_of(r, "."), "r.json"); }), "no step_split_ms"));
   r["status"] = "failed";
-  CHECK(has(config_error([&] { base_from_result(r, "r.json"); }), "did not finish"));
+  CHECK(has(config_error([&] { base_from_result(accel::train::run_record_of(r, "."), "r.json"); }), "did not finish"));
   CHECK(has(config_error([] { comm_model_from_links({{"links", nlohmann::json::object()}}, "nvlink9"); }),
             "--link: \"nvlink9\""));
 

@@ -576,3 +576,15 @@ TEST_CASE("budget: every scalable run keeps the share of its training that makes
   CHECK(budget_fraction(runs, 100, 0.3) == doctest::Approx(0.3));  // never below the floor
   CHECK(budget_fraction({{10, 0, 5, true}}, 1, 0.3) == doctest::Approx(1.0));  // nothing to scale
 }
+
+TEST_CASE("report: the strategy column is the one the run resolved, not the config's auto") {
+  accel_test::TempDir tmp;
+  report_test::FakeRun f;
+  f.config_patch = {{"runtime", {{"strategy", "auto"}}}};
+  report_test::SetBuilder(tmp.path).rung("00", "00", {f}).write();
+  auto doc = report_test::read_json(tmp / "00" / "result.json");
+  doc["strategy"] = "single";
+  report_test::write_json(tmp / "00" / "result.json", doc);
+  const auto rep = build_report(load_result_set(tmp.path), PeakTable{});
+  CHECK(row(rep, "00").strategy == "single");
+}

@@ -151,8 +151,10 @@ RunConfig to_run_config(const nlohmann::json& resolved);
 // One line per field: path, type, default, doc (what `config --explain` prints).
 std::string explain_schema();
 
-// A short hash of a resolved config (FNV-1a of its compact dump), which every
-// rank compares at rendezvous.
+// A short hash of a resolved config (FNV-1a 64 of its compact dump, 16 hex
+// digits): what every rank compares at rendezvous, the sweep records per run
+// (sweep.json "config_hash") and compares to reuse a run. The one hash of a
+// config.
 std::string config_hash(const nlohmann::json& resolved);
 
 }  // namespace accel::config

@@ -35,6 +35,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "accel/train/result.h"
+
 namespace accel::report {
 
 using Json = nlohmann::json;
@@ -162,7 +164,7 @@ struct PredictBase {
 
 // A base from a measured one-device run's result.json (ConfigError naming
 // what it lacks: a run of several ranks, no step split, no model layout).
-PredictBase base_from_result(const Json& result, const std::string& file);
+PredictBase base_from_result(const train::RunRecord& result, const std::string& file);
 
 // A base from an article's one-device rung (results/reference/*.json with a
 // "workload" block: samples, batch, the GPU's memory bandwidth), the rung's

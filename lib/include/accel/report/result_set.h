@@ -17,6 +17,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "accel/train/result.h"
+
 namespace accel::report {
 
 using Json = nlohmann::json;
@@ -30,35 +32,9 @@ Json read_json_file(const std::filesystem::path& file);
 OptNum num_at(const Json& doc, const std::string& path);
 std::string str_at(const Json& doc, const std::string& path, const std::string& fallback = "");
 
-// One run's result.json, read defensively.
-struct RunRecord {
-  std::filesystem::path dir;
-  bool present = false;   // a result.json was found
-  std::string status;     // "ok", "failed", ... ("missing" when !present)
-  std::string error;
-  Json config;            // resolved config (object, or null)
-  Json env;
-  // samples_per_s (schema 3), or images_per_s in the result sets written
-  // before it; tokens_per_s for text runs.
-  OptNum test_acc, train_time_s, samples_per_s, samples_per_s_per_device, tokens_per_s,
-      flops_per_sample;
-  std::string data_kind = "image";  // schema 3's data_kind; earlier sets are all images
-  OptNum step_ms_median;
-  OptNum init_time_s;     // data and model set-up before training
-  int epochs_done = 0;
-  int world_size = 1;
-  int threads = 0;        // per rank; 0 = not recorded
-  std::string precision_support = "native";  // "emulated": this CPU has no kernels for it
-  Json data;              // result.json's "data": split sizes, kind, classes
-  std::vector<double> peak_memory_bytes;  // one per rank; empty = n/a
-  std::vector<double> epoch_time_s, epoch_val_acc;
-  std::vector<std::string> warnings;  // printed before the run (e.g. emulated precision)
-  bool ok() const { return present && status == "ok"; }
-  // samples/s of one device: the field when present, else total / world size.
-  OptNum per_device_samples_per_s() const;
-};
-
-RunRecord read_run(const std::filesystem::path& dir);
+// One run's result.json, read by the one typed reader (train/result.h).
+using RunRecord = train::RunRecord;
+inline RunRecord read_run(const std::filesystem::path& dir) { return train::read_run_record(dir); }
 
 // A rung (or upstream run) of a set: its manifest entry and its repeats.
 struct RungRuns {
@@ -106,7 +82,5 @@ std::filesystem::path single_result_set(const std::filesystem::path& dir);
 // result set's sweep.json are held to it.
 bool is_safe_id(const std::string& id);
 
-// FNV-1a 64 over the canonical dump of a JSON value, as 16 hex digits.
-std::string json_hash(const Json& doc);
 
 }  // namespace accel::report

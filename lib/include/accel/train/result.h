@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -102,6 +103,47 @@ struct RunResult {
 };
 
 nlohmann::json to_json(const RunResult& r);
+
+// result.json as every reader sees it (result sets and their report, compare,
+// summary, predict, the sweep's estimate): one name, one type and one
+// fallback per field, here beside the writer. Read defensively: a field that
+// is missing, null or of another type is nullopt ("n/a"), never 0, so the
+// results of older schemas (images_per_s before samples_per_s, no
+// step_split_ms) and failed runs read too.
+struct RunRecord {
+  std::filesystem::path dir;       // the run's folder
+  bool present = false;            // a result.json was found
+  std::string status = "missing";  // ok | failed | interrupted | ... | missing | unreadable
+  std::string error;
+  nlohmann::json config;           // the resolved config (an object, or null)
+  nlohmann::json env, data, model_layout, step_split_ms, comm_per_step, work;  // or null
+  std::string name;
+  std::string strategy;            // as the run resolved it ("auto" -> "single", ...)
+  std::string device = "cpu";      // "cpu", "cuda:0"
+  std::string data_kind = "image";  // schema 3's data_kind; earlier sets are all images
+  std::string precision_support = "native";  // "emulated": the CPU has no kernels for it
+  int world_size = 1;
+  int threads = 0;                 // per rank; 0 = not recorded
+  int64_t steps = 0;
+  std::optional<int64_t> batch_size;  // train.batch_size of the resolved config, per device
+  // samples_per_s (schema 3), or images_per_s in results written before it.
+  Opt test_acc, test_loss, train_time_s, init_time_s, samples_per_s, samples_per_s_per_device,
+      tokens_per_s, flops_per_sample, model_flops_per_s, step_ms_median, step_ms_mean;
+  int epochs_done = 0;
+  std::vector<double> peak_memory_bytes;  // one per rank; empty = n/a
+  std::vector<double> epoch_time_s, epoch_val_acc;
+  std::vector<RankResult> ranks;          // what each rank held (where recorded)
+  std::vector<std::string> warnings;      // printed before the run (e.g. emulated precision)
+  bool ok() const { return present && status == "ok"; }
+  // samples/s of one device: the field when present, else total / world size.
+  Opt per_device_samples_per_s() const;
+};
+
+// DIR/result.json ("missing" when there is none, "unreadable" with the
+// reason when it is not a regular file or not JSON).
+RunRecord read_run_record(const std::filesystem::path& dir);
+// A result.json's document as a record of the run in `dir`.
+RunRecord run_record_of(const nlohmann::json& doc, const std::filesystem::path& dir);
 std::string metrics_csv(const std::vector<MetricRow>& rows);
 
 // For checkpoints: the running record (rows, epochs) as JSON and back.
