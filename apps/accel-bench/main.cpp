@@ -19,18 +19,18 @@
 #include "accel/data/catalog.h"
 #include "accel/models/family.h"
 #include "accel/models/model.h"
-#include "accel/report/losses.h"
+#include "accel/results/losses.h"
 #include "accel/metrics/hardware.h"
 #include "accel/metrics/metrics.h"
-#include "accel/report/calibrate.h"
-#include "accel/report/compare.h"
-#include "accel/report/machine.h"
-#include "accel/report/predict.h"
-#include "accel/report/result_set.h"
-#include "accel/report/report.h"
-#include "accel/report/estimate.h"
-#include "accel/report/sweep.h"
-#include "accel/report/summary.h"
+#include "accel/machine/calibrate.h"
+#include "accel/results/compare.h"
+#include "accel/machine/machine.h"
+#include "accel/machine/predict.h"
+#include "accel/results/result_set.h"
+#include "accel/results/report.h"
+#include "accel/ladder/estimate.h"
+#include "accel/ladder/sweep.h"
+#include "accel/results/summary.h"
 #include "accel/dist/launcher.h"
 #include "accel/train/checkpoint.h"
 #include "accel/train/fabric.h"
@@ -397,15 +397,15 @@ int cmd_compare_losses(const std::string& a, const std::string& b, double tolera
                        size_t first) {
   if (!(tolerance >= 0))  // also NaN, with which every comparison would pass
     throw accel::ConfigError("--tolerance: must be a number >= 0, got " + std::to_string(tolerance));
-  auto ta = accel::report::read_loss_trace(a);
-  auto tb = accel::report::read_loss_trace(b);
+  auto ta = accel::results::read_loss_trace(a);
+  auto tb = accel::results::read_loss_trace(b);
   for (auto* t : {&ta, &tb}) {
     if (first > 0 && t->steps.size() > first) {
       t->steps.resize(first);
       t->losses.resize(first);
     }
   }
-  const auto d = accel::report::compare_losses(ta, tb);
+  const auto d = accel::results::compare_losses(ta, tb);
   std::cout << d.summary() << " (tolerance " << tolerance << ")\n";
   if (!d.same_steps || d.compared == 0) {
     std::cerr << "accel-bench: error: the two runs' loss traces do not line up\n";
@@ -416,22 +416,22 @@ int cmd_compare_losses(const std::string& a, const std::string& b, double tolera
 
 // --- sweep, report, compare, calibrate (logic in lib/report) -------------------
 struct LadderArgs {
-  accel::report::SweepOptions sweep;
+  accel::ladder::SweepOptions sweep;
   std::vector<std::string> suites;
   bool plan = false, plan_json = false;
   std::string seeds;
   bool machine_id = false;
   std::string report_dir;
-  accel::report::ReportOptions report;
+  accel::results::ReportOptions report;
   std::vector<std::string> compare_sets;
-  accel::report::CompareBounds bounds;
-  accel::report::CalibrateOptions calibrate;
+  accel::results::CompareBounds bounds;
+  accel::machine::CalibrateOptions calibrate;
   std::string calibrate_out;
   bool calibrate_comm = false;
   int comm_ranks = 2;
   std::string comm_backend = "gloo";
   int64_t comm_max_bytes = int64_t(64) << 20;
-  accel::report::PredictRequest predict;
+  accel::machine::PredictRequest predict;
   std::string predict_json;
   std::string predict_devices;
   double predict_price = -1;
@@ -440,26 +440,26 @@ struct LadderArgs {
 
 int cmd_sweep(LadderArgs& a) {
   if (a.machine_id) {
-    std::cout << accel::report::this_machine()["id"].get<std::string>() << "\n";
+    std::cout << accel::machine::this_machine()["id"].get<std::string>() << "\n";
     return 0;
   }
   if (a.suites.empty()) throw accel::ConfigError("sweep: --suite FILE is required");
-  if (!a.seeds.empty()) a.sweep.seeds = accel::report::parse_seeds(a.seeds);
-  if (!a.sweep.peaks.empty()) accel::report::read_json_file(a.sweep.peaks);  // names a bad file
+  if (!a.seeds.empty()) a.sweep.seeds = accel::ladder::parse_seeds(a.seeds);
+  if (!a.sweep.peaks.empty()) accel::read_json_file(a.sweep.peaks);  // names a bad file
   const std::vector<std::filesystem::path> suites(a.suites.begin(), a.suites.end());
   if (a.plan) {
-    const auto plans = accel::report::plan_sweeps(a.sweep, suites);
+    const auto plans = accel::ladder::plan_sweeps(a.sweep, suites);
     if (a.plan_json) {
-      std::cout << accel::report::plans_json(plans).dump(2) << "\n";
+      std::cout << accel::ladder::plans_json(plans).dump(2) << "\n";
     } else {
-      std::cout << accel::report::plans_text(plans);
+      std::cout << accel::ladder::plans_text(plans);
     }
     return 0;
   }
   a.sweep.log = &std::cout;
   a.sweep.terminal = ::isatty(STDOUT_FILENO) != 0;
   bool failed = false;
-  for (const auto& s : accel::report::run_sweeps(a.sweep, suites)) {
+  for (const auto& s : accel::ladder::run_sweeps(a.sweep, suites)) {
     if (s.stop_signal != 0) return accel::kInterruptedExitCode;  // resumable, as a run's
     failed = failed || s.failed > 0;
   }
@@ -469,7 +469,7 @@ int cmd_sweep(LadderArgs& a) {
 int cmd_report(LadderArgs& a) {
   if (a.report_price >= 0) a.report.price_per_hour = a.report_price;
   std::vector<std::string> failed;
-  for (const auto& f : accel::report::write_reports(a.report_dir, a.report)) {
+  for (const auto& f : accel::results::write_reports(a.report_dir, a.report)) {
     std::cout << f.markdown << "\n";
     if (!f.notice.empty()) std::cerr << f.notice << "\n";
     std::cerr << "report: wrote " << f.files.size() << " files under "
@@ -492,13 +492,13 @@ int cmd_compare(const LadderArgs& a) {
     if (b && !(*b >= 0)) throw accel::ConfigError("compare: bounds must be numbers >= 0");
   }
   if (a.compare_sets.size() < 2) throw accel::ConfigError("compare: give BASE and at least one OTHER");
-  const auto base = accel::report::load_result_set(
-      accel::report::single_result_set(a.compare_sets.front()));
+  const auto base = accel::results::load_result_set(
+      accel::results::single_result_set(a.compare_sets.front()));
   int regressions = 0;
   for (size_t i = 1; i < a.compare_sets.size(); ++i) {
     const auto other =
-        accel::report::load_result_set(accel::report::single_result_set(a.compare_sets[i]));
-    const auto out = accel::report::compare_sets(base, other, a.bounds);
+        accel::results::load_result_set(accel::results::single_result_set(a.compare_sets[i]));
+    const auto out = accel::results::compare_sets(base, other, a.bounds);
     std::cout << out.markdown << "\n";
     regressions += out.regressions;
   }
@@ -507,7 +507,7 @@ int cmd_compare(const LadderArgs& a) {
 
 std::filesystem::path calibrate_file(const LadderArgs& a) {
   return a.calibrate_out.empty()
-             ? accel::report::default_peaks_file(accel::report::this_machine()["id"].get<std::string>())
+             ? accel::machine::default_peaks_file(accel::machine::this_machine()["id"].get<std::string>())
              : std::filesystem::path(a.calibrate_out);
 }
 
@@ -551,16 +551,16 @@ int cmd_calibrate_comm(LadderArgs& a, int argc, char** argv) {
   if (env.local_world_size <= accel::metrics::available_cores()) o.spin = std::chrono::milliseconds(20);
   if (o.backend == "nccl") o.device = torch::Device(torch::kCUDA, int8_t(env.local_rank));
   auto comm = accel::dist::connect(o);
-  accel::report::CommCalibrateOptions c;
+  accel::machine::CommCalibrateOptions c;
   c.log = &std::cerr;
   c.device = o.device;
   c.max_bytes = a.comm_max_bytes;
-  const auto block = accel::report::calibrate_comm(*comm, c);
+  const auto block = accel::machine::calibrate_comm(*comm, c);
   if (env.rank != 0) return 0;
   const auto out = calibrate_file(a);
   nlohmann::json doc = nlohmann::json::object();
-  if (std::filesystem::exists(out)) doc = accel::report::read_json_file(out);
-  if (!doc.contains("machine_id")) doc["machine_id"] = accel::report::this_machine()["id"];
+  if (std::filesystem::exists(out)) doc = accel::read_json_file(out);
+  if (!doc.contains("machine_id")) doc["machine_id"] = accel::machine::this_machine()["id"];
   doc["comm"] = block;
   if (out.has_parent_path()) std::filesystem::create_directories(out.parent_path());
   accel::metrics::write_json_atomic(out, doc);
@@ -571,11 +571,11 @@ int cmd_calibrate_comm(LadderArgs& a, int argc, char** argv) {
 int cmd_calibrate(LadderArgs& a, int argc, char** argv) {
   if (a.calibrate_comm) return cmd_calibrate_comm(a, argc, argv);
   a.calibrate.log = &std::cerr;
-  auto doc = accel::report::calibrate(a.calibrate);
+  auto doc = accel::machine::calibrate(a.calibrate);
   const auto out = calibrate_file(a);
   // A comm fit already there stays (calibrate --comm wrote it).
   if (std::filesystem::exists(out)) {
-    const auto old = accel::report::read_json_file(out);
+    const auto old = accel::read_json_file(out);
     if (old.contains("comm")) doc["comm"] = old["comm"];
   }
   if (out.has_parent_path()) std::filesystem::create_directories(out.parent_path());
@@ -617,7 +617,7 @@ int cmd_predict(LadderArgs& a) {
   if (a.predict_price >= 0) q.price_per_device_hour = a.predict_price;
   q.load_config = [](const std::string& file) { return accel::config::load_config(file, {}); };
   q.model_layout = model_layout_of;
-  const auto out = accel::report::run_predict(q);
+  const auto out = accel::machine::run_predict(q);
   std::cout << out.text;
   if (!a.predict_json.empty()) {
     accel::metrics::write_json_atomic(a.predict_json, out.json);
@@ -816,7 +816,7 @@ int main(int argc, char** argv) {
     if (presets->parsed()) return cmd_presets();
     if (tokenize->parsed()) return cmd_tokenize(tokenize_args);
     if (summary->parsed()) {
-      std::cout << accel::report::summary_table({summary_files.begin(), summary_files.end()});
+      std::cout << accel::results::summary_table({summary_files.begin(), summary_files.end()});
       return 0;
     }
     if (compare_losses->parsed()) return cmd_compare_losses(loss_a, loss_b, tolerance, first_steps);

@@ -15,7 +15,7 @@
 
 #include "accel/dist/comm.h"
 #include "accel/dist/launcher.h"
-#include "accel/report/calibrate.h"
+#include "accel/machine/calibrate.h"
 
 int main(int argc, char** argv) {
   const int ranks = argc > 1 ? std::atoi(argv[1]) : 2;
@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
     auto shard = torch::ones({n / N}, opts);
     auto full = torch::ones({(n / N) * N}, opts);
     // calibrate --comm's timing (the best of five loops), about 0.4 s a collective and size.
-    const auto time = [&](const std::function<void()>& op) { return accel::report::time_collective(*comm, op, 0.4); };
+    const auto time = [&](const std::function<void()>& op) { return accel::machine::time_collective(*comm, op, 0.4); };
     const double ar = time([&] { comm->all_reduce(buf, accel::dist::ReduceOp::Sum).wait(); });
     const double ag = time([&] { comm->all_gather(shard, full).wait(); });
     const double rs = time([&] { comm->reduce_scatter(full, shard, accel::dist::ReduceOp::Sum).wait(); });

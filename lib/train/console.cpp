@@ -1,12 +1,14 @@
 // The console reporter and the run's environment block.
 #include "console.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 
 #include "accel/kernels/adam.h"
 #include "accel/metrics/metrics.h"
 #include "accel/models/attention.h"
+#include "accel/util/child_process.h"
 
 namespace accel::train {
 
@@ -15,6 +17,15 @@ void Console::line(const std::string& text) const {
 }
 
 void Console::step(int epoch, int epochs, int64_t batch, int64_t batches, double loss) const {
+  if (progress_fd_ >= 0) {
+    util::send_progress(progress_fd_, nlohmann::json{{"event", "step"},
+                                                     {"epoch", epoch},
+                                                     {"epochs", epochs},
+                                                     {"batch", batch},
+                                                     {"batches", batches},
+                                                     {"loss", std::isfinite(loss) ? nlohmann::json(loss) : nlohmann::json()}}
+                                          .dump());
+  }
   if (!out_) return;
   char line[128];
   std::snprintf(line, sizeof(line), "Epoch: %04d/%04d | Batch %04lld/%04lld | Loss: %.4f", epoch,
@@ -24,6 +35,16 @@ void Console::step(int epoch, int epochs, int64_t batch, int64_t batches, double
 
 void Console::epoch(int epoch, int epochs, const Opt& train_acc, const Opt& val_acc,
                     double train_time_s) const {
+  if (progress_fd_ >= 0) {
+    auto frac = [](const Opt& v) { return v ? nlohmann::json(*v) : nlohmann::json(); };
+    util::send_progress(progress_fd_, nlohmann::json{{"event", "epoch"},
+                                                     {"epoch", epoch},
+                                                     {"epochs", epochs},
+                                                     {"train_acc", frac(train_acc)},
+                                                     {"val_acc", frac(val_acc)},
+                                                     {"train_time_s", train_time_s}}
+                                          .dump());
+  }
   if (!out_) return;
   char line[160];
   std::snprintf(line, sizeof(line), "Epoch: %04d/%04d | Train acc.: %s | Val acc.: %s", epoch,

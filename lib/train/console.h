@@ -15,14 +15,19 @@ namespace accel::train {
 
 class Console {
  public:
-  explicit Console(std::ostream* out) : out_(out) {}
+  // `progress_fd`: the sweep's progress channel (util/child_process.h), -1 for none;
+  // step and epoch lines go there as JSON events too, even with no stream.
+  explicit Console(std::ostream* out, int progress_fd = -1) : out_(out), progress_fd_(progress_fd) {}
   bool on() const { return out_ != nullptr; }
   void line(const std::string& text) const;
   // The resolved-config banner before a run: versions, hardware, ranks, config.
   void banner(const nlohmann::json& env, const nlohmann::json& resolved, const Fabric& fabric) const;
-  // "Epoch: 0001/0003 | Batch 0000/0125 | Loss: 2.3026", as the article's scripts log.
+  // "Epoch: 0001/0003 | Batch 0000/0125 | Loss: 2.3026", as the article's scripts log;
+  // on the channel {"event":"step","epoch","epochs","batch","batches","loss"}.
   void step(int epoch, int epochs, int64_t batch, int64_t batches, double loss) const;
-  // "Epoch: 0001/0003 | Train acc.: 51.23% | Val acc.: 60.00%" and the time so far.
+  // "Epoch: 0001/0003 | Train acc.: 51.23% | Val acc.: 60.00%" and the time so far;
+  // on the channel {"event":"epoch","epoch","epochs","train_acc","val_acc","train_time_s"}
+  // (accuracies as fractions, null when not measured).
   void epoch(int epoch, int epochs, const Opt& train_acc, const Opt& val_acc,
              double train_time_s) const;
   // Memory, step time and throughput lines.
@@ -30,6 +35,7 @@ class Console {
 
  private:
   std::ostream* out_;
+  int progress_fd_ = -1;
 };
 
 // metrics::environment plus the distributed layout, the device and the

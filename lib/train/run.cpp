@@ -1,6 +1,7 @@
 // One run end to end on every rank (run_state.h): the Fabric (process
 // context, precision, strategy), data, the model from its family, resume,
 // the closing figures and (rank 0) the outputs. The epoch loop is loop.cpp.
+#include "accel/util/child_process.h"
 #include "accel/train/run.h"
 
 
@@ -472,7 +473,7 @@ RunResult Run::execute() {
   fabric_ = std::make_unique<Fabric>(cfg_.runtime, opts_.log);
   fabric_->launch(config::config_hash(resolved_));
   zero_ = fabric_->is_global_zero();
-  console_ = Console(zero_ ? opts_.log : nullptr);
+  console_ = Console(zero_ ? opts_.log : nullptr, zero_ ? util::progress_channel_from_env() : -1);
   result_.name = cfg_.name;
   result_.started_at = metrics::utc_now();
   result_.config = resolved_;

@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "accel/report/losses.h"
+#include "accel/results/losses.h"
 #include "integration/cli_helpers.h"
 
 namespace fs = std::filesystem;
@@ -83,7 +83,7 @@ TEST_CASE("cli: a one-epoch scratch run writes result config and metrics and its
   std::string line;
   std::getline(csv, line);
   CHECK(line == "kind,step,epoch,loss,train_acc,val_acc,step_time_ms");
-  const auto losses = accel::report::read_loss_trace(out).losses;
+  const auto losses = accel::results::read_loss_trace(out).losses;
   REQUIRE(losses.size() == 22);  // 360 / 16, drop_last
   const double first = (losses[0] + losses[1] + losses[2]) / 3;
   const double last = (losses[19] + losses[20] + losses[21]) / 3;

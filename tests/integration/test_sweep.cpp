@@ -136,7 +136,7 @@ TEST_CASE("sweep: a failing rung is recorded and the sweep goes on with exit 1 t
   const auto ft = read(set / "03-finetune/result.json");
   CHECK(ft["config"]["model"]["init_path"] == (set / "up/checkpoint.ckpt").string());
   CHECK(fs::exists(set / "00-scratch/run.log"));
-  CHECK(has(r.output, "sweep: 00-scratch: Epoch: 0002/0002"));  // plain lines: not a terminal
+  CHECK(has(r.output, "sweep: 00-scratch: epoch 2/2 | train acc. "));  // plain lines: not a terminal
   // The config hash the sweep records is the one its ranks compare.
   CHECK(manifest["rungs"][0]["runs"][0]["config_hash"] ==
         accel::config::config_hash(read(set / "00-scratch/result.json")["config"]));

@@ -8,11 +8,11 @@
 #include <cmath>
 #include <string>
 
-#include "accel/report/losses.h"
+#include "accel/results/losses.h"
 
 namespace {
 
-using namespace accel::report;
+using namespace accel::results;
 using accel_test::config_error;
 using accel_test::has;
 using accel_test::TempDir;

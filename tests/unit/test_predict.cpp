@@ -1,4 +1,4 @@
-// `accel-bench predict`'s model (accel/report/predict.h): the alpha-beta fit,
+// `accel-bench predict`'s model (accel/machine/predict.h): the alpha-beta fit,
 // ring collectives, the strategies' schedules and state, and what it refuses.
 #include <doctest/doctest.h>
 
@@ -7,11 +7,13 @@
 #include <string>
 #include <vector>
 
-#include "accel/report/predict.h"
+#include "accel/machine/predict.h"
 #include "support/config_error.h"
 #include "support/temp_dir.h"
 
-using namespace accel::report;
+using accel::Json;
+using accel::OptNum;
+using namespace accel::machine;
 using accel_test::config_error;
 using accel_test::has;
 

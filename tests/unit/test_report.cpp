@@ -8,17 +8,22 @@
 
 #include "accel/metrics/hardware.h"
 #include "accel/config/run_config.h"
-#include "accel/report/charts.h"
-#include "accel/report/estimate.h"
-#include "accel/report/machine.h"
-#include "accel/report/peaks.h"
-#include "accel/report/progress.h"
-#include "accel/report/report.h"
+#include "accel/results/charts.h"
+#include "accel/ladder/estimate.h"
+#include "accel/machine/machine.h"
+#include "accel/machine/peaks.h"
+#include "accel/ladder/progress.h"
+#include "accel/util/child_process.h"
+#include "accel/results/report.h"
 #include "accel/train/work.h"
 #include "support/temp_dir.h"
 #include "unit/test_report_fixtures.h"
 
-using namespace accel::report;
+using accel::Json;
+using accel::OptNum;
+using namespace accel::results;
+using namespace accel::machine;
+using namespace accel::ladder;
 using report_test::FakeRun;
 using report_test::SetBuilder;
 
@@ -349,12 +354,47 @@ TEST_CASE("progress: the bar shows epoch, step, ETA and images/s") {
   std::ostringstream plain;
   Progress p(plain, /*terminal=*/false);
   p.start("00-scratch", 16, 2);
-  p.line("Epoch: 0001/0002 | Batch 0010/0020 | Loss: 1.0");
-  p.line("Epoch: 0001/0002 | Train acc.: 50.00% | Val acc.: 40.00%");
+  p.event(R"({"event":"step","epoch":1,"epochs":2,"batch":10,"batches":20,"loss":1.0})");
+  p.event("Epoch: 0001/0002 | Train acc.: 99.00% | Val acc.: 99.00%");  // console text: not an event
+  p.event(R"({"event":"epoch","epoch":1,"epochs":2,"train_acc":0.5,"val_acc":null,"train_time_s":3})");
   p.finish("ok");
-  CHECK(has(plain.str(), "sweep: 00-scratch: Epoch: 0001/0002 | Train acc.: 50.00%"));
+  CHECK(has(plain.str(), "sweep: 00-scratch: epoch 1/2 | train acc. 50.00% | val acc. n/a"));
+  CHECK_FALSE(has(plain.str(), "99.00"));
   CHECK_FALSE(has(plain.str(), "Batch"));  // no per-step lines in CI logs
   CHECK_FALSE(has(plain.str(), "\r"));
+}
+
+TEST_CASE("progress channel: a child's event lines reach on_event apart from its output") {
+  accel_test::TempDir tmp;
+  std::vector<std::string> lines, events;
+  // The child writes to its channel by the number its environment names.
+  const auto out = accel::util::run_child(
+      {"/bin/sh", "-c",
+       "echo console; printf '{\"event\":\"step\"}\\n{\"event\":' >&$ACCEL_PROGRESS_FD; "
+       "echo more; printf '\"epoch\"}\\n' >&$ACCEL_PROGRESS_FD"},
+      tmp.path / "log", [&](const std::string& l) { lines.push_back(l); }, {},
+      [&](const std::string& e) { events.push_back(e); });
+  CHECK(out.exit_code == 0);
+  CHECK(lines == std::vector<std::string>{"console", "more"});
+  CHECK(events == std::vector<std::string>{R"({"event":"step"})", R"({"event":"epoch"})"});
+}
+
+TEST_CASE("progress channel: without on_event the child gets no channel, and a stray value is no channel") {
+  accel_test::TempDir tmp;
+  std::vector<std::string> lines;
+  ::setenv(accel::util::kProgressFdEnv, "1", 1);  // ours, inherited: must not reach the child
+  const auto out = accel::util::run_child({"/bin/sh", "-c", "echo \"[${ACCEL_PROGRESS_FD-unset}]\""},
+                                          tmp.path / "log", [&](const std::string& l) { lines.push_back(l); });
+  CHECK(out.exit_code == 0);
+  CHECK(lines == std::vector<std::string>{"[unset]"});
+  // fd 1 here is no pipe under ctest's capture in every case; a number that is
+  // not an open pipe, or not a number, is never a channel.
+  ::setenv(accel::util::kProgressFdEnv, "987", 1);
+  CHECK(accel::util::progress_channel_from_env() == -1);
+  ::setenv(accel::util::kProgressFdEnv, "3x", 1);
+  CHECK(accel::util::progress_channel_from_env() == -1);
+  ::unsetenv(accel::util::kProgressFdEnv);
+  CHECK(accel::util::progress_channel_from_env() == -1);
 }
 
 TEST_CASE("report: a gpu's float32 peak is tf32 when the run allowed tf32 matmuls") {

@@ -10,11 +10,14 @@
 #include <string>
 #include <vector>
 
-#include "accel/report/charts.h"
+#include "accel/results/charts.h"
 #include "support/temp_dir.h"
 #include "unit/test_report_fixtures.h"
 
-using namespace accel::report;
+using accel::Json;
+using accel::OptNum;
+using namespace accel::results;
+using namespace accel::machine;
 using report_test::FakeRun;
 using report_test::SetBuilder;
 
@@ -87,7 +90,7 @@ std::vector<double> bar_heights(const std::string& svg, int plot) {
   return heights;
 }
 
-accel::report::Report sample_report(const std::filesystem::path& dir) {
+accel::results::Report sample_report(const std::filesystem::path& dir) {
   FakeRun a, b, c;
   a.time_s = 600, b.time_s = 300, c.time_s = 150;
   a.acc = 0.60, b.acc = 0.90, c.acc = 0.85;

@@ -4,13 +4,16 @@
 
 #include <string>
 
-#include "accel/report/compare.h"
-#include "accel/report/peaks.h"
-#include "accel/report/report.h"
+#include "accel/results/compare.h"
+#include "accel/machine/peaks.h"
+#include "accel/results/report.h"
 #include "support/temp_dir.h"
 #include "unit/test_report_fixtures.h"
 
-using namespace accel::report;
+using accel::Json;
+using accel::OptNum;
+using namespace accel::results;
+using namespace accel::machine;
 using report_test::FakeRun;
 using report_test::SetBuilder;
 

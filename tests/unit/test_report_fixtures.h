@@ -9,9 +9,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "accel/util/json_doc.h"
+
 namespace report_test {
 
-using Json = nlohmann::json;
+using accel::Json;
 namespace fs = std::filesystem;
 
 struct FakeRun {

@@ -1,0 +1,92 @@
+// A suite file: the ladder as an ordered list of rungs, the upstream runs
+// they start from, the article's figures to show beside them and an optional
+// target accuracy. `accel-bench sweep --suite FILE` runs it.
+//
+// {
+//   "suite": "ladder-cpu",                      folder name of the result set
+//   "description": "...",                      optional
+//   "reference": "../../../results/reference/cvpr2023-vit.json",  optional, relative to this file
+//   "target_accuracy": 0.85,                    optional, val accuracy (fraction) for time-to-target
+//   "results": "../../../results/ladder-cpu",   optional, its committed result sets (one
+//                                               folder per machine): what `sweep --plan`
+//                                               scales its estimate of this machine from
+//   "set": ["train.limit_train_batches=3"],     optional, --set for every run of the suite
+//   "upstream": [ {"id": "pretrain", "config": "pretrain.json", "changes": "...",
+//                  "committed": "../../../results/upstream/NAME"} ],  committed: optional
+//   "rungs": [
+//     {"id": "00-scratch", "article": "00", "config": "00-scratch.json", "changes": "..."},
+//     {"id": "01-finetune", "article": "01", "config": "01-finetune.json", "changes": "...",
+//      "init_from": "pretrain", "set": ["train.limit_eval_batches=1"]},  set: optional,
+//                                               --set for this rung's runs (after the suite's)
+//     {"id": "05-ddp", ..., "where_emulated": {"set": ["runtime.precision=32-true"],
+//                                              "note": "...", "comparable": true}},  optional
+//     {"id": "02-compile", "article": "02", "changes": "torch.compile", "needs": "CUDA"}
+//   ]
+// }
+//
+// Config paths are relative to the suite file. A rung without "config" is
+// listed (shown as "needs <needs>") but never run. "init_from" names an
+// upstream run whose checkpoint the rung starts from: the sweep passes
+// `--set model.init_path=<that run's folder>/checkpoint.ckpt`. A rung whose
+// config inits from a checkpoint in a folder named like an upstream id
+// (runs/ladder/pretrain/checkpoint.ckpt) gets the same without "init_from".
+//
+// "committed" names a folder (relative to the suite file) holding an upstream
+// run made once by the same config and committed: its config.json,
+// result.json, metrics.csv and model.safetensors (`accel-bench export`). When
+// its config (resolved again by today's schema, so fields added since take
+// their defaults) equals the resolved upstream config, the sweep does not
+// rerun it: it copies the record into the result set and the rungs start from
+// model.safetensors (`--set model.init=safetensors`). `sweep --rerun-upstream`
+// runs it anyway.
+//
+// "where_emulated": where this machine only emulates the rung's precision
+// (bf16 on a CPU without AVX512-BF16/AMX, see accel/metrics/hardware.h), the
+// sweep adds these --set values to the rung's runs and the report shows the
+// note; rungs that are not about the precision use it to stay fast there. On
+// an upstream run it applies only when the run is made (not when a committed
+// run is used: that is compared with the config as written).
+// "comparable": false says the settings cut the run short (fewer steps, to
+// measure the emulated precision's speed within the budget): the report then
+// gives that rung no speedup and no time to target.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace accel::ladder {
+
+struct SuiteRung {
+  std::string id;
+  std::string article;
+  std::filesystem::path config;  // absolute or relative to the cwd; empty = not runnable here
+  std::string changes;
+  std::string init_from;  // upstream id, or ""
+  std::string needs;      // "CUDA", ... or ""
+  std::filesystem::path committed;            // upstream: committed run folder, or empty
+  std::vector<std::string> sets;              // --set values for this rung's runs
+  std::vector<std::string> where_emulated;    // --set values where the precision is emulated
+  std::string where_emulated_note;
+  bool where_emulated_comparable = true;  // false: the settings cut the run short
+};
+
+struct Suite {
+  std::filesystem::path file;
+  std::string name, description;
+  std::optional<double> target_accuracy;
+  nlohmann::json reference;  // the article's figures, or null
+  std::filesystem::path results;  // committed result sets of the suite, or empty
+  std::vector<std::string> sets;
+  std::vector<SuiteRung> upstream, rungs;
+};
+
+// Reads and validates a suite file. Throws accel::ConfigError (file and
+// field in the message) on unknown keys, missing fields, duplicate or
+// unsafe ids, missing config files or an unknown init_from.
+Suite load_suite(const std::filesystem::path& file);
+
+}  // namespace accel::ladder

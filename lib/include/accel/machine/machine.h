@@ -1,0 +1,32 @@
+// The machine id that names a result set: what makes two runs of the same
+// config comparable for speed. Hardware (GPU model and count, else CPU model
+// and core count), the CPU's precision-relevant instruction sets (AMX,
+// AVX512-BF16, AVX-512, AVX2: they decide whether bf16 is native or
+// emulated), the LibTorch version and, with a GPU, the CUDA version.
+// Examples: intel-xeon-processor-2c-amx-lt1.13.0, nvidia-h200-x8-lt2.6.0-cu12.4
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace accel::machine {
+
+// The precision-relevant ISA tag of a /proc/cpuinfo "flags" line:
+// "amx" > "avx512bf16" > "avx512" > "avx2" > "" (first present wins).
+std::string isa_tag(const std::string& cpu_flags);
+
+// Lower-case words joined by '-', vendor marks ("(R)", "(TM)", "CPU",
+// "@ 2.20GHz", "Processor" is kept) dropped: "Intel(R) Xeon(R) Processor" ->
+// "intel-xeon-processor".
+std::string slug(const std::string& text);
+
+// The id from facts: an environment block as result.json's "env" (cpu_model,
+// cores, libtorch_version, gpu_count, and when present gpu_name / gpu_model /
+// gpus[0].name / cuda_version) plus the ISA tag.
+std::string machine_id(const nlohmann::json& env, const std::string& isa);
+
+// This machine: {"id", "env" (accel::metrics::environment), "isa", "cpu_flags_of_note"}.
+nlohmann::json this_machine();
+
+}  // namespace accel::machine

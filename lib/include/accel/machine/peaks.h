@@ -1,0 +1,63 @@
+// Hardware peaks for MFU: published dense figures for GPUs (a data file,
+// results/reference/dense-peaks.json) and this machine's measured matmul
+// rate for CPUs (`accel-bench calibrate`, results/peaks/<machine-id>.json).
+// MFU = flops_per_sample x 3 (forward + backward) x images/s per device / peak.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "accel/train/result.h"
+#include "accel/util/json_doc.h"
+
+namespace accel::machine {
+
+struct Peak {
+  double flops_per_s = 0;
+  std::string source;  // what the figure is and where it comes from
+};
+
+// The matmul dtype a precision runs its matmuls in: fp32, bf16, fp16, fp64.
+std::string matmul_dtype(const std::string& precision);
+
+// Checks a calibration file (`accel-bench calibrate`'s peaks.json) field by
+// field: cpu.<dtype>.<threads> positive numbers; comm.ranks an integer >= 2,
+// comm.collectives.<op> with alpha_s and beta_s_per_byte numbers >= 0 and
+// points [bytes > 0, seconds > 0]; comm.colocation's factors positive.
+// ConfigError "FILE: comm.collectives.all_reduce.alpha_s: ..." otherwise.
+void validate_calibration(const Json& doc, const std::string& file);
+
+// A file of results/reference/ (links.json, dense-peaks.json) given by its
+// relative name: as named where it exists from the current folder, else
+// found beside this accel-bench's source tree (the binary in build/ or
+// build-*/ of a clone), so the commands work from any folder.
+std::filesystem::path reference_file(const std::filesystem::path& rel);
+
+class PeakTable {
+ public:
+  // Either file may be absent (empty path or missing file): its peaks are then unknown.
+  static PeakTable load(const std::filesystem::path& published,
+                        const std::filesystem::path& calibration);
+
+  // The peak of one device of this run: a GPU's published figure by its name
+  // in env (gpu_name, ...), a CPU's measured figure at the run's thread count.
+  std::optional<Peak> for_run(const train::RunRecord& run) const;
+
+  // The published peak of a GPU by name ("NVIDIA H100 80GB HBM3") and dtype.
+  std::optional<Peak> published(const std::string& gpu_name, const std::string& dtype) const;
+  // The calibrated CPU peak for a dtype at this many threads (the largest
+  // measured count not above it).
+  std::optional<Peak> calibrated_cpu(const std::string& dtype, int threads) const;
+  // The calibration file's document (null when none): its "comm" fit too.
+  const Json& calibration() const { return calibration_; }
+
+ private:
+  Json published_, calibration_;
+  std::string published_file_, calibration_file_;
+};
+
+// MFU of one run, or nullopt when a figure is missing.
+std::optional<double> run_mfu(const train::RunRecord& run, const PeakTable& peaks);
+
+}  // namespace accel::machine

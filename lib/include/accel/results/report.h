@@ -1,0 +1,133 @@
+// The ladder report of one result set: per rung what changed, devices x
+// threads, precision, strategy, epochs, train time (median and min-max over
+// repeats), speedup vs scratch and vs the rung before, test accuracy, peak
+// memory per rank, images/s per device and in total, MFU, time to the
+// suite's target accuracy, status, and the article's figures beside them.
+// Only ok repeats enter the figures; a missing figure is "n/a", never 0.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "accel/machine/peaks.h"
+#include "accel/machine/predict.h"
+#include "accel/results/result_set.h"
+
+namespace accel::results {
+
+struct Stat {
+  OptNum median, min, max;
+  int n = 0;
+};
+Stat stat_of(std::vector<double> values);
+
+// Time until val accuracy first reaches `target` (sum of epoch times, as
+// MLPerf times to a target); nullopt when never reached.
+OptNum time_to_target(const RunRecord& run, double target);
+
+struct RungRow {
+  std::string id, article, changes, status;
+  bool upstream = false;
+  int ok_runs = 0, runs = 0;
+  std::string devices_threads, precision, strategy;
+  OptNum epochs;
+  Stat time_s, acc, ips_total, ips_device, mfu, ttt_s;
+  Stat tokens_total;  // text: real tokens per second, all ranks
+  int ttt_reached = 0;
+  std::vector<double> mem_per_rank;  // median over ok repeats, per rank
+  OptNum speedup_scratch, speedup_prev;
+  // Training time relative to the ladder's first pretrained rung (the
+  // reference's "speedup_base" rung, else the first rung not from random
+  // init): the ladder's shape, comparable across machines of any speed.
+  OptNum speedup_base;
+  bool pretrained = false;   // the rung's model does not start from random init
+  // What a run is billed by: its GPUs, or a CPU run's machines (its ranks share them).
+  int billed_units = 1;
+  OptNum cost, cost_per_point;  // report --price-per-hour: the median run's, and per test-accuracy point
+  bool comparable = true;  // false: cut short on this machine; no speedup, no time to target
+  std::string peak_source;
+  // The article's figures for the same rung (nullopt when it has none).
+  OptNum ref_time_min, ref_acc_pct, ref_mem_gb, ref_speedup_scratch, ref_speedup_base;
+};
+
+// A multi-rank rung predicted from the one-device rung before it.
+struct ScalingLine {
+  std::string rung, base, strategy;
+  int measured_devices = 0;
+  OptNum measured_samples_per_s, measured_step_ms, measured_time_s;
+  std::vector<machine::Prediction> rows;  // 1..8 devices
+  std::vector<std::string> assumptions;
+};
+// Needs the set's comm fit (calibration's "comm"); notes say why a rung has none.
+std::vector<ScalingLine> predict_scaling(const ResultSet& set, const Json& calibration,
+                                         std::vector<std::string>& notes);
+std::string scaling_markdown(const std::vector<ScalingLine>& lines);
+
+struct Report {
+  ResultSet set;
+  std::vector<RungRow> upstream, rungs;
+  std::string speedup_base;  // the rung speedup_base is relative to ("" when none)
+  std::vector<std::string> notes;  // peaks used, failures, machine facts
+  std::vector<std::string> unreadable;  // result.json files that exist but do not read: why
+  std::vector<ScalingLine> scaling;     // predicted scaling of the multi-rank rungs
+  OptNum price_per_hour;                // of one billed unit (a GPU, or a CPU machine)
+  std::string price_note;
+};
+
+// report --price-per-hour: each rung's cost (price x units x median hours)
+// and cost per point of test accuracy.
+void add_costs(Report& r, double price_per_hour, const std::string& note);
+
+Report build_report(const ResultSet& set, const machine::PeakTable& peaks);
+
+std::string report_markdown(const Report& r);
+std::string report_csv(const Report& r);
+// Text from a result set as a Markdown table cell or line (no line break,
+// no raw HTML, '|' escaped), and as a report.csv cell (quoted where needed,
+// never a live spreadsheet formula: OWASP's leading ' before = + - @).
+std::string markdown_text(const std::string& s);
+std::string csv_text(const std::string& s);
+
+// "12.3 s" / "4.56 min" / "n/a"; "77.08%"; "0.64 GB"; used by compare too.
+std::string fmt_time(OptNum seconds);
+std::string fmt_pct(OptNum fraction);
+std::string fmt_gb(OptNum bytes);
+std::string fmt_num(OptNum v, const char* format);
+// A number for a CSV cell: "%.6g", empty when missing.
+std::string csv_num(OptNum v);
+
+}  // namespace accel::results
+
+namespace accel::results {
+
+// `accel-bench report DIR`: for each result set under DIR, report.md,
+// report.csv and charts/ (runtime and accuracy: CSV, and SVG + PNG with
+// gnuplot) written into the set's folder (or `out` when given, for one set).
+struct ReportOptions {
+  std::filesystem::path out;
+  // Published GPU peaks; and a CPU calibration file (default: SET/peaks.json,
+  // else results/peaks/<machine-id>.json).
+  std::filesystem::path published_peaks = "results/reference/dense-peaks.json";
+  std::filesystem::path calibration;
+  // The article's figures for a set whose manifest has none (a plain folder of runs).
+  std::filesystem::path reference;
+  std::string gnuplot = "gnuplot";
+  // What a GPU (or a CPU machine) costs an hour: one price, or a JSON file of
+  // {"<machine-id>": price} for sets of several machines.
+  std::optional<double> price_per_hour;
+  std::filesystem::path prices;
+};
+
+struct ReportFiles {
+  std::filesystem::path set_dir;
+  std::string markdown;
+  std::vector<std::filesystem::path> files;
+  std::string notice;  // charts without images, ...
+  std::vector<std::string> failed;  // charts not written (the previous ones kept)
+};
+
+std::vector<ReportFiles> write_reports(const std::filesystem::path& dir, const ReportOptions& opts);
+
+}  // namespace accel::results

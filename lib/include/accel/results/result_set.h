@@ -1,0 +1,76 @@
+// A result set: the runs of one suite on one machine, as `accel-bench sweep`
+// lays them out:
+//   SET/sweep.json                 the manifest (suite, machine, rung order, statuses)
+//   SET/<upstream>/result.json     upstream runs (pretrain), once
+//   SET/<rung>/result.json         one repeat, or
+//   SET/<rung>/r1/result.json ...  several repeats
+// Reading is defensive: a field that is missing or null is "n/a"
+// (std::nullopt), never 0, so result.json files of older or newer schemas
+// and failed runs still load.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "accel/train/result.h"
+#include "accel/util/json_doc.h"
+
+namespace accel::results {
+
+// One run's result.json, read by the one typed reader (train/result.h).
+using RunRecord = train::RunRecord;
+inline RunRecord read_run(const std::filesystem::path& dir) { return train::read_run_record(dir); }
+
+// A rung (or upstream run) of a set: its manifest entry and its repeats.
+struct RungRuns {
+  std::string id;
+  std::string article;   // the article's rung id ("00", "01", ...), may be empty
+  std::string changes;   // what changed from the rung before
+  std::string needs;     // set when this machine cannot run it ("CUDA")
+  std::string sweep_status;  // what the sweep recorded, "" when not in a manifest
+  bool upstream = false;
+  // Set when the sweep changed the rung because this machine only emulates
+  // its precision (suite "where_emulated"): the note and the --set values.
+  std::string emulated_note;
+  std::vector<std::string> emulated_sets;
+  bool comparable = true;  // false: the where_emulated settings cut it short
+  std::string committed;  // upstream: the committed run folder it came from
+  std::vector<RunRecord> repeats;
+};
+
+struct ResultSet {
+  std::filesystem::path dir;
+  Json manifest;  // sweep.json, or null for a plain folder of runs
+  std::string suite, machine_id;
+  OptNum target_accuracy;
+  Json reference;  // the article's figures (manifest copy), or null
+  std::vector<RungRuns> upstream, rungs;
+  // The rung with this id, or nullptr.
+  const RungRuns* find(const std::string& id) const;
+};
+
+// Loads SET (a folder with sweep.json, or a folder of run folders with
+// result.json, in name order). ConfigError when it holds neither, and when
+// its sweep.json names a suite, machine or rung outside is_safe_id or a run
+// folder outside the set (an absolute path, or one with "..").
+ResultSet load_result_set(const std::filesystem::path& dir);
+
+// Folders with a sweep.json at DIR, DIR/* or DIR/*/* (sorted); DIR itself
+// when none but it holds run folders.
+std::vector<std::filesystem::path> find_result_sets(const std::filesystem::path& dir);
+
+// One set under DIR: ConfigError when there are none or several.
+std::filesystem::path single_result_set(const std::filesystem::path& dir);
+
+// Ids that become folder names and chart labels (suites, machines, rungs):
+// letters, digits, '-', '_' and '.', not "." or "..". A suite file's and a
+// result set's sweep.json are held to it.
+bool is_safe_id(const std::string& id);
+
+
+}  // namespace accel::results

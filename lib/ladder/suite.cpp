@@ -1,0 +1,164 @@
+#include "accel/ladder/suite.h"
+
+#include <algorithm>
+#include <cctype>
+#include <set>
+
+#include "accel/results/result_set.h"
+#include "accel/util/errors.h"
+
+namespace fs = std::filesystem;
+
+namespace accel::ladder {
+
+using machine::PeakTable;
+using machine::matmul_dtype;
+using results::find_result_sets;
+using results::is_safe_id;
+using results::load_result_set;
+using results::read_run;
+using results::ResultSet;
+using results::RungRuns;
+using results::RunRecord;
+namespace {
+
+[[noreturn]] void bad(const Suite& s, const std::string& what) {
+  throw ConfigError(s.file.string() + ": " + what);
+}
+
+void only_keys(const Suite& s, const Json& obj, const std::string& where,
+               const std::set<std::string>& allowed) {
+  if (!obj.is_object()) bad(s, where + ": expected an object");
+  for (const auto& [key, value] : obj.items()) {
+    if (allowed.count(key) == 0) {
+      std::string list;
+      for (const auto& k : allowed) list += (list.empty() ? "" : ", ") + k;
+      bad(s, where + ": unknown key \"" + key + "\" (valid: " + list + ")");
+    }
+  }
+}
+
+std::string text(const Suite& s, const Json& obj, const std::string& where, const char* key,
+                 bool required) {
+  if (!obj.contains(key)) {
+    if (required) bad(s, where + ": missing \"" + key + "\"");
+    return "";
+  }
+  if (!obj[key].is_string()) bad(s, where + "." + key + ": expected a string");
+  return obj[key].get<std::string>();
+}
+
+// Ids become folder names: keep them to a safe alphabet.
+void check_id(const Suite& s, const std::string& where, const std::string& id) {
+  if (!is_safe_id(id)) bad(s, where + ".id: \"" + id + "\" must be letters, digits, '-', '_' or '.'");
+}
+
+// A list of --set values ("section.key=value"), checked for their shape here
+// and as config fields when the sweep resolves each run.
+std::vector<std::string> set_list(const Suite& s, const Json& v, const std::string& where,
+                                  bool non_empty) {
+  const std::string want = std::string("expected a ") + (non_empty ? "non-empty " : "") +
+                           "list of \"section.key=value\" strings";
+  if (!v.is_array() || (non_empty && v.empty())) bad(s, where + ": " + want);
+  std::vector<std::string> out;
+  for (const auto& x : v) {
+    if (!x.is_string() || x.get<std::string>().find('=') == std::string::npos) {
+      bad(s, where + ": " + want);
+    }
+    out.push_back(x.get<std::string>());
+  }
+  return out;
+}
+
+SuiteRung read_rung(const Suite& s, const Json& obj, const std::string& where, bool upstream) {
+  if (upstream) {
+    only_keys(s, obj, where, {"id", "config", "changes", "committed", "set", "where_emulated"});
+  } else {
+    only_keys(s, obj, where, {"id", "article", "config", "changes", "init_from", "needs", "set",
+                              "where_emulated"});
+  }
+  SuiteRung r;
+  r.id = text(s, obj, where, "id", true);
+  check_id(s, where, r.id);
+  r.changes = text(s, obj, where, "changes", false);
+  r.article = upstream ? "" : text(s, obj, where, "article", false);
+  r.init_from = upstream ? "" : text(s, obj, where, "init_from", false);
+  r.needs = upstream ? "" : text(s, obj, where, "needs", false);
+  const auto cfg = text(s, obj, where, "config", upstream || r.needs.empty());
+  if (!cfg.empty()) {
+    r.config = s.file.parent_path() / cfg;
+    if (!fs::exists(r.config)) bad(s, where + ".config: " + r.config.string() + ": no such file");
+  }
+  if (const auto dir = upstream ? text(s, obj, where, "committed", false) : ""; !dir.empty()) {
+    r.committed = (s.file.parent_path() / dir).lexically_normal();
+    if (!fs::is_directory(r.committed)) {
+      bad(s, where + ".committed: " + r.committed.string() + ": no such folder");
+    }
+  }
+  if (obj.contains("set")) r.sets = set_list(s, obj["set"], where + ".set", /*non_empty=*/false);
+  if (obj.contains("where_emulated")) {
+    const std::string w = where + ".where_emulated";
+    const auto& we = obj["where_emulated"];
+    only_keys(s, we, w, {"set", "note", "comparable"});
+    if (we.contains("comparable")) {
+      if (!we["comparable"].is_boolean()) bad(s, w + ".comparable: expected true or false");
+      r.where_emulated_comparable = we["comparable"].get<bool>();
+    }
+    r.where_emulated = set_list(s, we.contains("set") ? we["set"] : Json(), w + ".set",
+                                /*non_empty=*/true);
+    r.where_emulated_note = text(s, we, w, "note", false);
+  }
+  return r;
+}
+
+}  // namespace
+
+Suite load_suite(const fs::path& file) {
+  Suite s;
+  s.file = file;
+  const Json doc = read_json_file(file);
+  only_keys(s, doc, "suite", {"suite", "description", "reference", "results", "target_accuracy",
+                              "set", "upstream", "rungs"});
+  s.name = text(s, doc, "suite", "suite", true);
+  check_id(s, "suite", s.name);
+  s.description = text(s, doc, "suite", "description", false);
+  if (doc.contains("target_accuracy")) {
+    const auto& t = doc["target_accuracy"];
+    if (!t.is_number() || t.get<double>() <= 0 || t.get<double>() > 1) {
+      bad(s, "target_accuracy: expected a fraction in (0, 1], e.g. 0.85");
+    }
+    s.target_accuracy = t.get<double>();
+  }
+  const auto ref = text(s, doc, "suite", "reference", false);
+  if (!ref.empty()) s.reference = read_json_file(file.parent_path() / ref);
+  if (doc.contains("set")) s.sets = set_list(s, doc["set"], "set", /*non_empty=*/false);
+  if (const auto res = text(s, doc, "suite", "results", false); !res.empty()) {
+    s.results = (file.parent_path() / res).lexically_normal();
+    if (!fs::is_directory(s.results)) bad(s, "results: " + s.results.string() + ": no such folder");
+  }
+  std::set<std::string> ids;
+  for (const auto& [key, upstream] : {std::pair{"upstream", true}, std::pair{"rungs", false}}) {
+    if (!doc.contains(key)) {
+      if (!upstream) bad(s, "missing \"rungs\"");
+      continue;
+    }
+    if (!doc[key].is_array()) bad(s, std::string(key) + ": expected a list");
+    for (size_t i = 0; i < doc[key].size(); ++i) {
+      const std::string where = std::string(key) + "[" + std::to_string(i) + "]";
+      auto r = read_rung(s, doc[key][i], where, upstream);
+      if (!ids.insert(r.id).second) bad(s, where + ".id: \"" + r.id + "\" used twice");
+      (upstream ? s.upstream : s.rungs).push_back(std::move(r));
+    }
+  }
+  if (s.rungs.empty()) bad(s, "rungs: the list is empty");
+  for (const auto& r : s.rungs) {
+    const bool known = std::any_of(s.upstream.begin(), s.upstream.end(),
+                                   [&](const SuiteRung& u) { return u.id == r.init_from; });
+    if (!r.init_from.empty() && !known) {
+      bad(s, "rung " + r.id + ": init_from \"" + r.init_from + "\" is not an upstream id");
+    }
+  }
+  return s;
+}
+
+}  // namespace accel::ladder

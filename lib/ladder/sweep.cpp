@@ -1,0 +1,872 @@
+#include "accel/ladder/sweep.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+
+#include "accel/config/run_config.h"
+#include "accel/metrics/hardware.h"
+#include "accel/metrics/metrics.h"
+#include "accel/ladder/estimate.h"
+#include "accel/machine/machine.h"
+#include "accel/ladder/progress.h"
+#include "accel/ladder/suite.h"
+#include "accel/train/work.h"
+#include "accel/util/errors.h"
+#include "accel/util/child_process.h"
+
+namespace fs = std::filesystem;
+
+namespace accel::ladder {
+
+using machine::PeakTable;
+using machine::matmul_dtype;
+using machine::this_machine;
+using results::find_result_sets;
+using results::is_safe_id;
+using results::load_result_set;
+using results::read_run;
+using results::ResultSet;
+using results::RungRuns;
+using results::RunRecord;
+namespace {
+
+std::string percent(OptNum v) {
+  if (!v) return "n/a";
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2f%%", *v * 100);
+  return buf;
+}
+
+// A rung as this machine will run it: the --set values (the suite's, the
+// rung's, the command line's; then the where_emulated ones), its resolved
+// config, or why it will not run.
+struct Prepared {
+  std::string error;  // a config the sets made invalid
+  std::string skip;   // what this machine lacks ("CUDA"), or ""
+  Json resolved;      // without the where_emulated values
+  std::vector<std::string> sets, emulated_sets;
+  std::vector<std::string> budget_sets;  // --budget: the share of its training batches it keeps
+  Json emulated;      // the manifest's where_emulated record, or null
+  std::string precision;
+  // What a run gets (init: the upstream's weights).
+  std::vector<std::string> run_sets(const std::vector<std::string>& init) const {
+    auto all = sets;
+    all.insert(all.end(), init.begin(), init.end());
+    all.insert(all.end(), emulated_sets.begin(), emulated_sets.end());
+    all.insert(all.end(), budget_sets.begin(), budget_sets.end());
+    return all;
+  }
+};
+
+// One suite's sweep. Several suites of one command share the progress
+// output, the ETA and the budget (run_sweeps).
+class Sweep {
+ public:
+  Sweep(const SweepOptions& o, const fs::path& suite, Progress& progress, EtaTracker& eta,
+        const Json& machine)
+      : opts_(o), suite_(load_suite(suite)), progress_(progress), eta_(eta), machine_(machine) {}
+
+  // What each rung will do here (nothing run, nothing written); its runs are
+  // added to the ETA. fraction < 1: every run whose steps are not capped
+  // keeps that share of its training batches per epoch (--budget).
+  SweepPlan make_plan(double fraction);
+  // Runs the suite as planned by the last make_plan.
+  SweepSummary run(const SweepPlan& plan, std::chrono::steady_clock::time_point started);
+
+ private:
+  bool excluded(const SuiteRung& r) const;  // not among --only
+  Json plan_entry(const SuiteRung& r) const;
+  Prepared prepare(const SuiteRung& r) const;
+  // The rung's work and estimate; its "planned" record for sweep.json.
+  Json plan_rung(const SuiteRung& r, const Prepared& p, bool upstream);
+  bool committed_matches(const SuiteRung& r, const Json& resolved, std::string* why) const;
+  int repeats_of(bool upstream) const;
+  void run_rung(const SuiteRung& r, Json& entry, bool upstream);
+  // An upstream run committed with the suite: copied in when its config matches.
+  bool use_committed(const SuiteRung& r, const Json& resolved, Json& entry);
+  // One run: reuse it (--resume, same config) or spawn it. Returns its record.
+  Json run_one(const SuiteRung& r, const std::vector<std::string>& sets, const std::string& rel,
+               const std::string& label, bool need_checkpoint);
+  std::string skip_reason(const SuiteRung& r, const Json& resolved) const;
+  std::string upstream_for(const SuiteRung& r, const Json& resolved) const;
+  void save() { metrics::write_json_atomic(set_dir_ / "sweep.json", manifest_); }
+
+  std::string eta_label(const std::string& label) const { return suite_.name + ":" + label; }
+
+  SweepOptions opts_;
+  Suite suite_;
+  Progress& progress_;
+  EtaTracker& eta_;
+  Json machine_, manifest_;
+  fs::path set_dir_;
+  SweepSummary summary_;
+  std::optional<Estimator> estimator_;
+  std::map<std::string, train::SplitSizes> sizes_;  // by data section and seed
+  double fraction_ = 1;
+  std::map<std::string, std::vector<std::string>> budget_sets_;  // by rung id
+  std::chrono::steady_clock::time_point started_;
+  metrics::DirLock lock_;  // on the set's folder while the sweep writes it
+};
+
+Json Sweep::plan_entry(const SuiteRung& r) const {
+  Json e = {{"id", r.id}, {"changes", r.changes}, {"config", r.config.string()},
+            {"status", "pending"}, {"runs", Json::array()}};
+  if (!r.article.empty()) e["article"] = r.article;
+  if (!r.init_from.empty()) e["init_from"] = r.init_from;
+  if (!r.needs.empty()) e["needs"] = r.needs;
+  return e;
+}
+
+std::string Sweep::skip_reason(const SuiteRung& r, const Json& resolved) const {
+  const bool cuda = machine_["env"].value("cuda_available", false);
+  const int gpus = machine_["env"].value("gpu_count", 0);
+  std::string needs = r.needs;
+  std::transform(needs.begin(), needs.end(), needs.begin(), ::toupper);
+  if (r.config.empty()) return r.needs.empty() ? "no config" : r.needs;
+  if (needs == "CUDA" && !cuda) return "CUDA";
+  if (resolved["runtime"].value("accelerator", "cpu") == "cuda") {
+    if (!cuda) return "CUDA";
+    // "auto" takes the GPUs there are (at least one, checked above).
+    const auto& d = resolved["runtime"].value("devices", Json(1));
+    const int devices = d.is_number_integer() ? d.get<int>() : 1;
+    if (devices > gpus) return std::to_string(devices) + " GPUs";
+  }
+  return "";
+}
+
+std::string Sweep::upstream_for(const SuiteRung& r, const Json& resolved) const {
+  if (!r.init_from.empty()) return r.init_from;
+  if (resolved["model"].value("init", "random") != "checkpoint") return "";
+  const auto folder = fs::path(resolved["model"].value("init_path", "")).parent_path().filename();
+  for (const auto& u : suite_.upstream) {
+    if (u.id == folder.string()) return u.id;
+  }
+  return "";
+}
+
+Prepared Sweep::prepare(const SuiteRung& r) const {
+  Prepared p;
+  if (const auto it = budget_sets_.find(r.id); it != budget_sets_.end()) p.budget_sets = it->second;
+  p.sets = suite_.sets;
+  p.sets.insert(p.sets.end(), r.sets.begin(), r.sets.end());
+  p.sets.insert(p.sets.end(), opts_.sets.begin(), opts_.sets.end());
+  if (!r.config.empty()) {
+    try {
+      p.resolved = config::load_config(r.config.string(), p.sets);
+    } catch (const ConfigError& e) {
+      p.error = e.what();
+      return p;
+    }
+  }
+  p.skip = skip_reason(r, p.resolved);
+  if (!p.skip.empty()) return p;
+  const auto& rt = p.resolved["runtime"];
+  p.precision = rt.value("precision", "32-true");
+  if (!r.where_emulated.empty()) {
+    const bool cuda = rt.value("accelerator", "cpu") == "cuda" ||
+                      (rt.value("accelerator", "cpu") == "auto" &&
+                       machine_["env"].value("cuda_available", false));
+    const auto support =
+        metrics::precision_support(p.precision, cuda ? "cuda" : "cpu", metrics::cpu_features());
+    if (support.emulated()) {
+      p.emulated_sets = r.where_emulated;
+      p.emulated = {{"precision", p.precision},
+                    {"set", r.where_emulated},
+                    {"note", r.where_emulated_note},
+                    {"comparable", r.where_emulated_comparable}};
+    }
+  }
+  return p;
+}
+
+bool Sweep::committed_matches(const SuiteRung& r, const Json& resolved, std::string* why) const {
+  if (r.committed.empty() || opts_.rerun_upstream) return false;
+  const auto& c = r.committed;
+  const auto prior = read_run(c);
+  if (!fs::exists(c / "model.safetensors") || !prior.ok()) {
+    if (why) *why = "the committed run in " + c.string() + " lacks model.safetensors or an ok result.json";
+    return false;
+  }
+  // The committed config resolved again by today's schema: fields added since
+  // it was made take their defaults, so a new field does not invalidate it
+  // (a default that changed, or an edited config, does).
+  Json committed_config;
+  try {
+    committed_config = config::resolve_config(prior.config, c);
+  } catch (const ConfigError&) {
+    committed_config = prior.config;  // a field since removed: not the same config
+  }
+  if (config::config_hash(committed_config) != config::config_hash(resolved)) {
+    if (why) *why = "the committed run in " + c.string() + " was made by another config";
+    return false;
+  }
+  return true;
+}
+
+int Sweep::repeats_of(bool upstream) const {
+  if (upstream) return 1;
+  return opts_.repeats > 0 ? opts_.repeats : std::max<int>(1, int(opts_.seeds.size()));
+}
+
+Json Sweep::plan_rung(const SuiteRung& r, const Prepared& prepared, bool upstream) {
+  Json out = {{"id", r.id}};
+  Prepared p = prepared;
+  if (!p.error.empty()) {
+    out["status"] = "failed";
+    out["error"] = p.error;
+    return out;
+  }
+  if (!p.skip.empty()) {
+    out["status"] = "skipped";
+    out["needs"] = p.skip;
+    return out;
+  }
+  if (upstream && committed_matches(r, p.resolved, nullptr)) {
+    out["status"] = "committed";
+    return out;
+  }
+  out["status"] = "run";
+  out["runs"] = repeats_of(upstream);
+  try {
+    RunShape shape;
+    train::SplitSizes sizes;
+    int world = 1;
+    // The work of the run as configured, then (--budget) with its share of
+    // the training batches.
+    for (int pass = 0; pass < 2; ++pass) {
+      const Json resolved = config::load_config(r.config.string(), p.run_sets({}));
+      const auto cfg = config::to_run_config(resolved);
+      shape.rung = r.id;
+      shape.precision = cfg.runtime.precision;
+      // Priced apart in the ETA: a precision this CPU emulates (not a rung
+      // where_emulated moved to 32-true).
+      const auto& rt = resolved["runtime"];
+      const bool cuda = rt.value("accelerator", "cpu") == "cuda" ||
+                        (rt.value("accelerator", "cpu") == "auto" &&
+                         machine_["env"].value("cuda_available", false));
+      shape.emulated = metrics::precision_support(shape.precision, cuda ? "cuda" : "cpu",
+                                                  metrics::cpu_features())
+                           .emulated();
+      shape.threads = train::planned_threads(cfg);
+      world = train::planned_world(cfg);
+      const std::string key = resolved["data"].dump() + "|" + std::to_string(cfg.train.seed);
+      auto it = sizes_.find(key);
+      if (it == sizes_.end()) {
+        it = sizes_.emplace(key, train::split_sizes(cfg.data, cfg.train.seed)).first;
+      }
+      sizes = it->second;
+      shape.work = train::plan_work(cfg, sizes, world);
+      // A run whose steps train.max_steps caps is cut already: not scaled.
+      const bool scalable = cfg.train.max_steps == 0 ||
+                            cfg.train.max_steps >= int64_t(cfg.train.epochs) * shape.work.batches_per_epoch;
+      out["scalable"] = scalable;
+      if (pass == 1 || fraction_ >= 1 || !scalable || shape.work.batches_per_epoch <= 0) break;
+      const auto keep = std::max<int64_t>(
+          1, int64_t(std::floor(fraction_ * double(shape.work.batches_per_epoch))));
+      p.budget_sets = {"train.limit_train_batches=" + std::to_string(keep)};
+      budget_sets_[r.id] = p.budget_sets;
+      out["scaled"] = {{"fraction", fraction_},
+                       {"batches_per_epoch", shape.work.batches_per_epoch},
+                       {"set", p.budget_sets}};
+    }
+    const auto& w = shape.work;
+    out["precision"] = shape.precision;
+    out["emulated"] = shape.emulated;              // the precision runs emulated here
+    out["where_emulated"] = !p.emulated.is_null();  // the rung's where_emulated settings apply
+    out["ranks"] = world;
+    out["threads"] = shape.threads;
+    out["work"] = {{"steps", w.steps},
+                   {"batches_per_epoch", w.batches_per_epoch},
+                   {"train_samples", w.train_samples},
+                   {"val_passes", w.val_passes},
+                   {"val_samples", w.val_samples()},
+                   {"test_passes_max", w.test_passes},
+                   {"test_samples_per_pass", w.test_samples_per_pass},
+                   {"forward_units", w.forward_units()}};
+    out["estimate_s"] = nullptr;
+    if (estimator_) {
+      std::string from;
+      if (const std::optional<Estimate> est = estimator_->estimate(shape, &from); est.has_value()) {
+        const Estimate e = est.value();
+        out["estimate_from"] = from;
+        out["estimate_s"] = e.seconds(w);
+        out["estimate"] = {{"fixed_s", e.fixed_s},
+                           {"train_s", e.train_s(w)},
+                           {"eval_s", e.seconds(w) - e.fixed_s - e.train_s(w)}};
+      }
+    }
+  } catch (const std::exception& e) {  // data missing or unreadable: the run will say so
+    out["status"] = "failed";
+    out["error"] = e.what();
+  }
+  return out;
+}
+
+Json Sweep::run_one(const SuiteRung& r, const std::vector<std::string>& sets,
+                    const std::string& rel, const std::string& label, bool need_checkpoint) {
+  const fs::path dir = set_dir_ / rel;
+  const Json resolved = config::load_config(r.config.string(), sets);
+  Json rec = {{"dir", rel}, {"config_hash", config::config_hash(resolved)}, {"sets", sets}};
+  const auto prior = read_run(dir);
+  if (opts_.resume && prior.ok() && config::config_hash(prior.config) == config::config_hash(resolved) &&
+      (!need_checkpoint || fs::exists(dir / "checkpoint.ckpt"))) {
+    rec["status"] = "reused";
+    progress_.note(label + ": reused (resolved config unchanged), test acc " +
+                   percent(prior.test_acc));
+    ++summary_.reused;
+    return rec;
+  }
+  // A rung a signal stopped continues from its checkpoint under --resume.
+  const bool continue_it = opts_.resume && prior.present && prior.status == "interrupted" &&
+                           config::config_hash(prior.config) == config::config_hash(resolved) &&
+                           fs::exists(dir / "checkpoint.ckpt");
+  fs::create_directories(dir);
+  fs::remove(dir / "result.json");  // a crash must not leave an older result in place
+  std::vector<std::string> argv = {opts_.exe.string(), "run", "-c", r.config.string(),
+                                   "--out", dir.string()};
+  if (continue_it) {
+    argv.insert(argv.end(), {"--resume", "auto"});
+    progress_.note(label + ": continuing the interrupted run from its checkpoint");
+  } else {
+    argv.push_back("--force");
+  }
+  for (const auto& s : sets) {
+    argv.push_back("--set");
+    argv.push_back(s);
+  }
+  progress_.start(label, resolved["train"].value("batch_size", 1),
+                  resolved["train"].value("epochs", 1));
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto child = util::run_child(
+      argv, dir / "run.log", [](const std::string&) {}, {},
+      [&](const std::string& ev) { progress_.event(ev); });
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const auto result = read_run(dir);
+  rec["exit_code"] = child.exit_code;
+  rec["wall_s"] = wall;
+  char took[64];
+  std::snprintf(took, sizeof(took), "%.1f s", wall);
+  if (child.stop_signal != 0) {
+    // Stopped on request: the run checkpointed (exit 3) or was killed by a
+    // second signal; either way the sweep stops after recording it.
+    summary_.stop_signal = child.stop_signal;
+    summary_.stopped_rung = label;
+    rec["status"] = "interrupted";
+    rec["signal"] = child.stop_signal;
+    rec["checkpoint"] = fs::exists(dir / "checkpoint.ckpt");
+    progress_.finish("interrupted by signal " + std::to_string(child.stop_signal) + " after " +
+                     took + (child.exit_code == 3 ? " (checkpoint written)" : "") +
+                     "; continue with sweep --resume");
+  } else if (child.exit_code == 0 && result.ok()) {
+    rec["status"] = "ok";
+    ++summary_.ok;
+    progress_.finish(std::string("ok in ") + took + ", test acc " + percent(result.test_acc));
+  } else {
+    rec["status"] = "failed";
+    rec["error"] = !result.error.empty() ? result.error : child.last_line;
+    ++summary_.failed;
+    progress_.finish("FAILED (exit " + std::to_string(child.exit_code) + ") after " + took +
+                     ": " + rec["error"].get<std::string>() + " [log: " +
+                     (dir / "run.log").string() + "]");
+  }
+  return rec;
+}
+
+bool Sweep::use_committed(const SuiteRung& r, const Json& resolved, Json& entry) {
+  if (r.committed.empty() || opts_.rerun_upstream) return false;
+  std::string why;
+  if (!committed_matches(r, resolved, &why)) {
+    progress_.note(r.id + ": " + why + "; running it");
+    return false;
+  }
+  const auto& c = r.committed;
+  const auto prior = read_run(c);
+  const fs::path dir = set_dir_ / r.id;
+  fs::create_directories(dir);
+  for (const char* f : {"config.json", "result.json", "metrics.csv"}) {
+    if (fs::exists(c / f)) fs::copy_file(c / f, dir / f, fs::copy_options::overwrite_existing);
+  }
+  entry["status"] = "committed";
+  entry["committed"] = c.string();
+  entry["weights"] = fs::absolute(c / "model.safetensors").lexically_normal().string();
+  entry["runs"].push_back({{"dir", r.id}, {"status", "committed"}});
+  progress_.note(r.id + ": committed run " + c.string() + " (same config; test acc " +
+                 percent(prior.test_acc) + "), not rerun; --rerun-upstream runs it");
+  ++summary_.reused;
+  return true;
+}
+
+void Sweep::run_rung(const SuiteRung& r, Json& entry, bool upstream) {
+  auto fail = [&](const std::string& why) {
+    entry["status"] = "failed";
+    entry["error"] = why;
+    ++summary_.failed;
+    progress_.note(r.id + ": FAILED: " + why);
+  };
+  const Prepared p = prepare(r);
+  if (!p.error.empty()) return fail(p.error);
+  if (!p.skip.empty()) {
+    entry["status"] = "skipped";
+    entry["needs"] = p.skip;
+    ++summary_.skipped;
+    progress_.note(r.id + ": skipped (needs " + p.skip + ")");
+    return;
+  }
+  if (upstream && use_committed(r, p.resolved, entry)) return;
+  std::vector<std::string> init;
+  if (const auto up = upstream_for(r, p.resolved); !up.empty()) {
+    const Json* up_entry = nullptr;
+    for (const auto& u : manifest_["upstream"]) {
+      if (u["id"] == up) up_entry = &u;
+    }
+    const auto up_status = up_entry ? (*up_entry)["status"].get<std::string>() : "";
+    if (up_status == "committed") {
+      init.push_back("model.init=safetensors");
+      init.push_back("model.init_path=" + (*up_entry)["weights"].get<std::string>());
+    } else if (up_status == "ok") {
+      init.push_back("model.init=checkpoint");
+      init.push_back("model.init_path=" + (set_dir_ / up / "checkpoint.ckpt").string());
+    } else {
+      return fail("upstream run " + up + " did not finish");
+    }
+  }
+  if (!p.budget_sets.empty()) entry["budget_sets"] = p.budget_sets;
+  if (!p.emulated.is_null()) {
+    entry["where_emulated"] = p.emulated;
+    std::string added;
+    for (const auto& v : p.emulated_sets) added += (added.empty() ? "" : " ") + v;
+    progress_.note(r.id + ": " + p.precision + " is emulated on this CPU; running with " + added);
+  }
+  const auto sets = p.run_sets(init);
+  const int repeats = repeats_of(upstream);
+  bool all_ok = true;
+  for (int i = 0; i < repeats; ++i) {
+    auto run_sets = sets;
+    if (!upstream && !opts_.seeds.empty()) {
+      run_sets.push_back("train.seed=" + std::to_string(opts_.seeds[size_t(i) % opts_.seeds.size()]));
+    }
+    const std::string rel = repeats > 1 ? r.id + "/r" + std::to_string(i + 1) : r.id;
+    const std::string label = repeats > 1 ? r.id + " r" + std::to_string(i + 1) : r.id;
+    Json rec;
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      rec = run_one(r, run_sets, rel, label, upstream);
+    } catch (const std::exception& e) {  // a config the --set made invalid, spawn failure
+      rec = {{"dir", rel}, {"status", "failed"}, {"error", e.what()}};
+      ++summary_.failed;
+      progress_.note(label + ": FAILED: " + e.what());
+    }
+    // Only a run that ran to its end says how fast this machine is.
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    eta_.done(eta_label(label), rec["status"] == "ok" ? std::optional<double>(took) : std::nullopt);
+    all_ok = all_ok && rec["status"] != "failed";
+    entry["runs"].push_back(rec);
+    if (summary_.stop_signal != 0) {
+      entry["status"] = "interrupted";
+      save();
+      return;
+    }
+    save();
+    if (eta_.total() > 1) {
+      progress_.note(eta_.line(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count()));
+    }
+  }
+  entry["status"] = all_ok ? "ok" : "failed";
+}
+
+bool Sweep::excluded(const SuiteRung& r) const {
+  return !opts_.only.empty() &&
+         std::find(opts_.only.begin(), opts_.only.end(), r.id) == opts_.only.end();
+}
+
+SweepPlan Sweep::make_plan(double fraction) {
+  fraction_ = fraction;
+  budget_sets_.clear();
+  SweepPlan out;
+  out.suite = suite_.name;
+  out.machine_id = machine_["id"].get<std::string>();
+  if (!estimator_) estimator_.emplace(suite_.results, opts_.peaks, out.machine_id);
+  out.basis = estimator_->basis();
+  out.total_s = 0.0;
+  for (const auto& [list, up] : {std::pair{&suite_.upstream, true}, std::pair{&suite_.rungs, false}}) {
+    for (const auto& r : *list) {
+      if (!up && excluded(r)) {
+        out.rungs.push_back({{"id", r.id}, {"status", "excluded"}});
+        continue;
+      }
+      const Json pl = plan_rung(r, prepare(r), up);
+      out.rungs.push_back(pl);
+      if (pl["status"] != "run") continue;
+      const int n = pl["runs"].get<int>();
+      for (int i = 0; i < n; ++i) {
+        const std::string label = n > 1 ? r.id + " r" + std::to_string(i + 1) : r.id;
+        const auto est = pl["estimate_s"].is_number()
+                             ? std::optional<double>(pl["estimate_s"].get<double>())
+                             : std::nullopt;
+        eta_.plan(eta_label(label), est, pl.value("emulated", false));
+        ++out.runs;
+        if (est) {
+          *out.total_s += *est;
+        } else {
+          ++out.unestimated;
+        }
+      }
+    }
+  }
+  if (out.unestimated == out.runs) out.total_s.reset();
+  return out;
+}
+
+SweepSummary Sweep::run(const SweepPlan& planned, std::chrono::steady_clock::time_point started) {
+  started_ = started;
+  if (opts_.exe.empty()) opts_.exe = fs::read_symlink("/proc/self/exe");
+  set_dir_ = sweep_set_dir(opts_.out, suite_.name, machine_["id"].get<std::string>());
+  summary_.set_dir = set_dir_;
+  // One sweep writes a set at a time (a second would truncate the first's
+  // run logs, rerun its rungs and race on sweep.json): refused naming the
+  // holder's pid, as `run` refuses a second run into its --out.
+  lock_ = metrics::DirLock(set_dir_, "sweep");
+  manifest_ = {{"schema_version", 1},
+               {"suite", suite_.name},
+               {"suite_file", suite_.file.string()},
+               {"description", suite_.description},
+               {"machine_id", machine_["id"]},
+               {"machine", machine_},
+               {"repeats", opts_.repeats},
+               {"seeds", opts_.seeds},
+               {"sets", opts_.sets},
+               {"suite_sets", suite_.sets},
+               {"started_at", metrics::utc_now()},
+               {"upstream", Json::array()},
+               {"rungs", Json::array()}};
+  manifest_["target_accuracy"] =
+      suite_.target_accuracy ? Json(*suite_.target_accuracy) : Json(nullptr);
+  manifest_["reference"] = suite_.reference;
+  for (const auto& u : suite_.upstream) manifest_["upstream"].push_back(plan_entry(u));
+  for (const auto& r : suite_.rungs) manifest_["rungs"].push_back(plan_entry(r));
+  progress_.note("suite " + suite_.name + " on " + machine_["id"].get<std::string>() + " -> " +
+                 set_dir_.string());
+  // What each rung will do here and, where a committed set says, about how long.
+  for (const auto& [key, up] : {std::pair{"upstream", true}, std::pair{"rungs", false}}) {
+    for (size_t i = 0; i < manifest_[key].size(); ++i) {
+      const Json& pl = planned.rungs[(up ? 0 : suite_.upstream.size()) + i];
+      manifest_[key][i]["planned"] = pl;
+    }
+  }
+  manifest_["estimate_basis"] = planned.basis;
+  if (planned.budget_s > 0) {
+    manifest_["budget"] = {{"minutes", planned.budget_s / 60},
+                           {"fraction", planned.fraction},
+                           {"estimate_unscaled_s", planned.unscaled_s ? Json(*planned.unscaled_s) : Json(nullptr)}};
+  }
+  save();
+  for (size_t i = 0; i < suite_.upstream.size() && summary_.stop_signal == 0; ++i) {
+    run_rung(suite_.upstream[i], manifest_["upstream"][i], true);
+    save();
+  }
+  for (size_t i = 0; i < suite_.rungs.size() && summary_.stop_signal == 0; ++i) {
+    if (excluded(suite_.rungs[i])) {
+      manifest_["rungs"][i]["status"] = "excluded";
+      continue;
+    }
+    run_rung(suite_.rungs[i], manifest_["rungs"][i], false);
+    save();
+  }
+  if (summary_.stop_signal != 0) {
+    manifest_["stopped_at"] = metrics::utc_now();
+    manifest_["stopped_by_signal"] = summary_.stop_signal;
+    save();
+    progress_.note("stopped by signal " + std::to_string(summary_.stop_signal) + " during " +
+                   summary_.stopped_rung + "; sweep --resume continues it from its checkpoint");
+    return summary_;
+  }
+  manifest_["finished_at"] = metrics::utc_now();
+  save();
+  progress_.note(std::to_string(summary_.ok) + " ran ok, " + std::to_string(summary_.reused) +
+                 " reused, " + std::to_string(summary_.failed) + " failed, " +
+                 std::to_string(summary_.skipped) + " skipped; results in " + set_dir_.string());
+  return summary_;
+}
+
+}  // namespace
+
+fs::path sweep_set_dir(const fs::path& out, const std::string& suite,
+                       const std::string& machine_id) {
+  return out / suite / machine_id;
+}
+
+std::vector<uint64_t> parse_seeds(const std::string& text) {
+  std::vector<uint64_t> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    size_t used = 0;
+    try {
+      out.push_back(std::stoull(item, &used));
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size() || item[0] == '-') {
+      throw ConfigError("--seeds: \"" + text + "\": expected numbers separated by commas");
+    }
+  }
+  if (out.empty()) throw ConfigError("--seeds: give at least one seed");
+  return out;
+}
+
+namespace {
+
+// A run may keep no less than this share of its training batches under a
+// budget: below it the ladder's rungs would learn too little to say anything.
+constexpr double kBudgetFloor = 0.3;
+
+// --only names rungs of the suites.
+void check_only(const SweepOptions& opts, const std::vector<fs::path>& suites) {
+  for (const auto& id : opts.only) {
+    std::string ids;
+    bool known = false;
+    for (const auto& file : suites) {
+      for (const auto& r : load_suite(file).rungs) {
+        known = known || r.id == id;
+        ids += (ids.empty() ? "" : ", ") + r.id;
+      }
+    }
+    if (!known) throw ConfigError("--only: \"" + id + "\" is not a rung of the suite (its rungs: " + ids + ")");
+  }
+}
+
+// The suites of one command: their plans, one budget, one ETA, one progress output.
+class Sweeps {
+ public:
+  Sweeps(const SweepOptions& o, const std::vector<fs::path>& suites)
+      : opts_(o), progress_(o.log ? *o.log : null_, o.terminal) {
+    if (opts_.repeats < 0) throw ConfigError("--repeats: must be at least 1");
+    if (!(opts_.budget_minutes >= 0)) throw ConfigError("--budget: minutes must be a number > 0");
+    if (suites.empty()) throw ConfigError("sweep: --suite FILE is required");
+    check_only(opts_, suites);
+    machine_ = this_machine();
+    for (const auto& file : suites) {
+      sweeps_.push_back(std::make_unique<Sweep>(opts_, file, progress_, eta_, machine_));
+    }
+  }
+
+  SweepPlans plan() {
+    SweepPlans plans = plan_all(1.0);
+    plans.unscaled_s = plans.total_s;
+    if (opts_.budget_minutes > 0) {
+      plans.budget_s = opts_.budget_minutes * 60;
+      std::vector<RunCost> costs;
+      for (const auto& suite : plans.suites) {
+        for (const auto& r : suite.rungs) {
+          if (r.value("status", "") != "run" || !r.contains("estimate")) continue;
+          RunCost c;
+          c.fixed_s = r["estimate"].value("fixed_s", 0.0);
+          c.train_s = r["estimate"].value("train_s", 0.0);
+          c.eval_s = r["estimate"].value("eval_s", 0.0);
+          c.scalable = r.value("scalable", false);
+          for (int i = 0; i < r.value("runs", 1); ++i) costs.push_back(c);
+        }
+      }
+      const double f = budget_fraction(costs, plans.budget_s, kBudgetFloor);
+      if (f < 1) {
+        eta_ = EtaTracker();
+        const auto unscaled = plans.unscaled_s;
+        plans = plan_all(f);
+        plans.unscaled_s = unscaled;
+        plans.budget_s = opts_.budget_minutes * 60;
+        plans.fraction = f;
+      }
+    }
+    for (auto& p : plans.suites) {
+      p.budget_s = plans.budget_s;
+      p.fraction = plans.fraction;
+      p.unscaled_s = plans.unscaled_s;
+    }
+    return plans;
+  }
+
+  std::vector<SweepSummary> run() {
+    const SweepPlans plans = plan();
+    for (const auto& line : plans_summary(plans)) progress_.note(line);
+    const auto started = std::chrono::steady_clock::now();
+    std::vector<SweepSummary> out;
+    for (size_t i = 0; i < sweeps_.size(); ++i) {
+      out.push_back(sweeps_[i]->run(plans.suites[i], started));
+      if (out.back().stop_signal != 0) break;
+    }
+    return out;
+  }
+
+ private:
+  SweepPlans plan_all(double fraction) {
+    SweepPlans plans;
+    plans.total_s = 0.0;
+    for (auto& sweep : sweeps_) {
+      plans.suites.push_back(sweep->make_plan(fraction));
+      const auto& p = plans.suites.back();
+      plans.runs += p.runs;
+      plans.unestimated += p.unestimated;
+      if (p.total_s) *plans.total_s += *p.total_s;
+    }
+    if (plans.unestimated == plans.runs) plans.total_s.reset();
+    return plans;
+  }
+
+  SweepOptions opts_;
+  std::ostringstream null_;
+  Progress progress_;
+  EtaTracker eta_;
+  Json machine_;
+  std::vector<std::unique_ptr<Sweep>> sweeps_;
+};
+
+}  // namespace
+
+SweepPlans plan_sweeps(const SweepOptions& opts, const std::vector<fs::path>& suites) {
+  return Sweeps(opts, suites).plan();
+}
+
+std::vector<SweepSummary> run_sweeps(const SweepOptions& opts, const std::vector<fs::path>& suites) {
+  return Sweeps(opts, suites).run();
+}
+
+SweepSummary run_sweep(const SweepOptions& opts) { return run_sweeps(opts, {opts.suite}).front(); }
+
+std::string plan_summary(const SweepPlan& p) {
+  std::string s = p.suite + ": " + std::to_string(p.runs) + (p.runs == 1 ? " run" : " runs");
+  if (p.total_s) {
+    s += ", about " + duration_text(*p.total_s);
+    if (p.unestimated > 0) s += " + " + std::to_string(p.unestimated) + " not estimated";
+    s += " (" + p.basis + ")";
+  } else {
+    s += "; no estimate (" +
+         (p.basis.empty() ? std::string("the suite names no committed result set (its \"results\") "
+                                        "of this machine, or of one calibrated when this one "
+                                        "is: `accel-bench calibrate`, then --peaks FILE")
+                          : "no committed run of these rungs in " + p.basis) +
+         ")";
+  }
+  return s;
+}
+
+std::vector<std::string> plans_summary(const SweepPlans& plans) {
+  std::vector<std::string> out;
+  for (const auto& p : plans.suites) out.push_back("plan: " + plan_summary(p));
+  if (plans.budget_s > 0 && plans.unscaled_s) {
+    const std::string budget = duration_text(plans.budget_s);
+    if (plans.fraction < 1) {
+      char f[32];
+      std::snprintf(f, sizeof(f), "%.0f%%", plans.fraction * 100);
+      out.push_back("budget " + budget + ": as configured the runs would take about " +
+                    duration_text(*plans.unscaled_s) + " on this machine, so every run whose " +
+                    "steps are not capped trains " + f + " of its batches per epoch " +
+                    "(train.limit_train_batches; set-up and evaluation unchanged): about " +
+                    duration_text(plans.total_s.value_or(0)) +
+                    (plans.total_s.value_or(0) > plans.budget_s * 1.01
+                         ? ", over the budget: no run trains less than " +
+                               std::to_string(int(kBudgetFloor * 100)) + "%"
+                         : "") +
+                    ". Accuracies are then not the full ladder's, and compare finds the configs "
+                    "changed; run without --budget for the full ladder");
+    } else {
+      out.push_back("budget " + budget + ": the runs fit as configured");
+    }
+  } else if (plans.budget_s > 0) {
+    out.push_back("budget " + duration_text(plans.budget_s) +
+                  ": no estimate to fit it by; the runs go as configured");
+  }
+  if (plans.suites.size() > 1) {
+    std::string s = "all suites: " + std::to_string(plans.runs) + " runs";
+    if (plans.total_s) s += ", about " + duration_text(*plans.total_s);
+    if (plans.unestimated > 0) s += " (" + std::to_string(plans.unestimated) + " not estimated)";
+    out.push_back(s);
+  }
+  return out;
+}
+
+std::string plan_text(const SweepPlan& p) {
+  std::ostringstream out;
+  out << "sweep plan: " << p.suite << " on " << p.machine_id << "\n";
+  char line[256];
+  std::snprintf(line, sizeof(line), "  %-16s %-12s %-9s %7s %8s %12s %14s %9s\n", "rung",
+                "precision", "ranks/thr", "steps", "trained", "validated", "tested (max)",
+                "estimate");
+  out << line;
+  bool emulated = false, scaled = false;
+  for (const auto& r : p.rungs) {
+    const auto id = r.value("id", "");
+    const auto status = r.value("status", "");
+    if (status != "run") {
+      const std::string why = status == "committed"  ? "committed run, not rerun"
+                              : status == "skipped"  ? "skipped: needs " + r.value("needs", "?")
+                              : status == "excluded" ? "not run (--only)"
+                                                     : "FAILED: " + r.value("error", "?");
+      std::snprintf(line, sizeof(line), "  %-16s %s\n", id.c_str(), why.c_str());
+      out << line;
+      continue;
+    }
+    const auto& w = r["work"];
+    emulated = emulated || r.value("where_emulated", false);
+    scaled = scaled || r.contains("scaled");
+    const std::string prec = r.value("precision", "") + (r.value("where_emulated", false) ? "*" : "") +
+                             (r.contains("scaled") ? "+" : "");
+    const std::string ranks =
+        std::to_string(r.value("ranks", 1)) + "x" + std::to_string(r.value("threads", 1));
+    const int64_t vp = w.value("val_passes", int64_t(0));
+    const std::string val = std::to_string(vp) + " x " +
+                            std::to_string(vp > 0 ? w.value("val_samples", int64_t(0)) / vp : 0);
+    const std::string test = std::to_string(w.value("test_passes_max", 0)) + " x " +
+                             std::to_string(w.value("test_samples_per_pass", int64_t(0)));
+    const std::string est = r["estimate_s"].is_number()
+                                ? duration_text(r["estimate_s"].get<double>()) +
+                                      (r.value("runs", 1) > 1 ? " each" : "")
+                                : "?";
+    std::snprintf(line, sizeof(line), "  %-16s %-12s %-9s %7lld %8lld %12s %14s %9s\n", id.c_str(),
+                  prec.c_str(), ranks.c_str(), static_cast<long long>(w.value("steps", int64_t(0))),
+                  static_cast<long long>(w.value("train_samples", int64_t(0))), val.c_str(),
+                  test.c_str(), est.c_str());
+    out << line;
+  }
+  if (emulated) out << "  * emulated on this CPU: the rung's where_emulated settings apply\n";
+  if (scaled) out << "  + scaled to the budget (below)\n";
+  out << "  " << plan_summary(p) << "\n";
+  return out.str();
+}
+
+std::string plans_text(const SweepPlans& plans) {
+  std::string out;
+  for (const auto& p : plans.suites) out += plan_text(p);
+  const auto lines = plans_summary(plans);
+  for (size_t i = plans.suites.size(); i < lines.size(); ++i) out += lines[i] + "\n";
+  return out;
+}
+
+Json plans_json(const SweepPlans& plans) {
+  Json suites = Json::array();
+  for (const auto& p : plans.suites) {
+    suites.push_back({{"suite", p.suite},
+                      {"machine_id", p.machine_id},
+                      {"runs", p.runs},
+                      {"estimate_s", p.total_s ? Json(*p.total_s) : Json(nullptr)},
+                      {"not_estimated", p.unestimated},
+                      {"basis", p.basis},
+                      {"rungs", p.rungs}});
+  }
+  return {{"suites", suites},
+          {"runs", plans.runs},
+          {"not_estimated", plans.unestimated},
+          {"estimate_s", plans.total_s ? Json(*plans.total_s) : Json(nullptr)},
+          {"unscaled_estimate_s", plans.unscaled_s ? Json(*plans.unscaled_s) : Json(nullptr)},
+          {"budget_s", plans.budget_s > 0 ? Json(plans.budget_s) : Json(nullptr)},
+          {"fraction", plans.fraction}};
+}
+
+}  // namespace accel::ladder

@@ -1,0 +1,299 @@
+#include "accel/results/report.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+
+namespace accel::results {
+
+using machine::format_double;
+using machine::PeakTable;
+using machine::Prediction;
+using machine::PredictBase;
+using machine::PredictOptions;
+using machine::reference_file;
+using machine::run_mfu;
+
+Stat stat_of(std::vector<double> v) {
+  Stat s;
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  s.n = int(n);
+  s.min = v.front();
+  s.max = v.back();
+  s.median = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  return s;
+}
+
+OptNum time_to_target(const RunRecord& run, double target) {
+  double t = 0;
+  for (size_t i = 0; i < run.epoch_time_s.size(); ++i) {
+    t += run.epoch_time_s[i];
+    if (run.epoch_val_acc[i] >= target) return t;
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+std::string status_of(const RungRuns& r, int ok) {
+  if (!r.needs.empty() && r.repeats.empty()) return "needs " + r.needs;
+  const int n = int(r.repeats.size());
+  if (n == 0 && r.sweep_status == "excluded") return "not run (--only)";
+  if (n == 0) return r.sweep_status == "failed" ? "failed" : "missing";
+  if (ok == n) return "ok";
+  if (ok == 0) {
+    for (const auto& run : r.repeats) {
+      if (run.present) return "failed";
+    }
+    for (const auto& run : r.repeats) {
+      if (run.status == "unreadable") return "unreadable";
+    }
+    return "missing";
+  }
+  return "ok " + std::to_string(ok) + "/" + std::to_string(n);
+}
+
+// Configuration columns from the first repeat that has a config.
+void describe_config(RungRow& row, const RungRuns& r) {
+  for (const auto& run : r.repeats) {
+    if (!run.config.is_object()) continue;
+    const int threads = int(num_at(run.env, "threads").value_or(
+        num_at(run.config, "runtime/threads").value_or(0)));
+    const auto accel = str_at(run.config, "runtime/accelerator", "cpu");
+    row.devices_threads = std::to_string(run.world_size) + " " + accel;
+    if (accel == "cpu") row.devices_threads += " x " + (threads > 0 ? std::to_string(threads) : "?") + " thr";
+    row.billed_units = accel == "cuda" ? run.world_size
+                                       : int(num_at(run.config, "runtime/num_nodes").value_or(1));
+    row.precision = str_at(run.config, "runtime/precision", "?");
+    row.strategy = run.strategy.empty() ? "?" : run.strategy;  // as the run resolved it
+    row.epochs = num_at(run.config, "train/epochs");
+    const auto init = run.config.contains("model") ? run.config["model"].value("init", Json("random"))
+                                                   : Json("random");
+    row.pretrained = !(init.is_string() && init.get<std::string>() == "random");
+    return;
+  }
+}
+
+void reference_figures(RungRow& row, const Json& reference) {
+  if (row.article.empty() || !reference.is_object()) return;
+  const auto key = "rungs/" + row.article;
+  row.ref_time_min = num_at(reference, key + "/time_min");
+  row.ref_acc_pct = num_at(reference, key + "/test_acc_pct");
+  row.ref_mem_gb = num_at(reference, key + "/memory_gb");
+  const auto scratch = num_at(reference, "rungs/00/time_min");
+  if (scratch && row.ref_time_min && *row.ref_time_min > 0) {
+    row.ref_speedup_scratch = *scratch / *row.ref_time_min;
+  }
+  const auto base_key = str_at(reference, "speedup_base", "");
+  const auto base = base_key.empty() ? OptNum() : num_at(reference, "rungs/" + base_key + "/time_min");
+  if (base && row.ref_time_min && *row.ref_time_min > 0) {
+    row.ref_speedup_base = *base / *row.ref_time_min;
+  }
+}
+
+RungRow make_row(const RungRuns& r, const ResultSet& set, const PeakTable& peaks,
+                 std::set<std::string>& peak_sources) {
+  RungRow row;
+  row.id = r.id;
+  row.article = r.article;
+  row.changes = r.changes;
+  row.upstream = r.upstream;
+  row.comparable = r.comparable;
+  row.runs = int(r.repeats.size());
+  describe_config(row, r);
+  std::vector<double> time, acc, total, device, mfu, ttt, tokens;
+  std::vector<std::vector<double>> mem;
+  for (const auto& run : r.repeats) {
+    if (!run.ok()) continue;
+    ++row.ok_runs;
+    if (run.train_time_s) time.push_back(*run.train_time_s);
+    if (run.test_acc) acc.push_back(*run.test_acc);
+    if (run.samples_per_s) total.push_back(*run.samples_per_s);
+    if (run.tokens_per_s) tokens.push_back(*run.tokens_per_s);
+    if (auto d = run.per_device_samples_per_s()) device.push_back(*d);
+    if (auto m = run_mfu(run, peaks)) {
+      mfu.push_back(*m);
+      peak_sources.insert(peaks.for_run(run)->source);
+      row.peak_source = peaks.for_run(run)->source;
+    }
+    if (set.target_accuracy && r.comparable) {
+      if (auto t = time_to_target(run, *set.target_accuracy)) ttt.push_back(*t);
+    }
+    for (size_t k = 0; k < run.peak_memory_bytes.size(); ++k) {
+      if (mem.size() <= k) mem.resize(k + 1);
+      mem[k].push_back(run.peak_memory_bytes[k]);
+    }
+  }
+  row.status = status_of(r, row.ok_runs);
+  row.time_s = stat_of(time);
+  row.acc = stat_of(acc);
+  row.ips_total = stat_of(total);
+  row.ips_device = stat_of(device);
+  row.tokens_total = stat_of(tokens);
+  row.mfu = stat_of(mfu);
+  row.ttt_s = stat_of(ttt);
+  row.ttt_reached = int(ttt.size());
+  for (const auto& per_rank : mem) row.mem_per_rank.push_back(*stat_of(per_rank).median);
+  reference_figures(row, set.reference);
+  return row;
+}
+
+// The rung speedup_base is relative to: the one running the reference's
+// "speedup_base" rung, else the first pretrained one; its time must be known.
+std::string add_base_speedups(std::vector<RungRow>& rows, const Json& reference) {
+  const auto key = reference.is_object() ? str_at(reference, "speedup_base", "") : std::string();
+  const RungRow* base = nullptr;
+  for (const auto& r : rows) {
+    if (!key.empty() && r.article == key) base = &r;
+  }
+  for (const auto& r : rows) {
+    if (base == nullptr && r.pretrained && r.comparable && r.time_s.median) base = &r;
+  }
+  if (base == nullptr || !base->time_s.median || *base->time_s.median <= 0) return "";
+  for (auto& r : rows) {
+    if (r.comparable && r.time_s.median && *r.time_s.median > 0) {
+      r.speedup_base = *base->time_s.median / *r.time_s.median;
+    }
+  }
+  return base->id;
+}
+
+void add_speedups(std::vector<RungRow>& rows) {
+  // Scratch is the article's rung 00 when named, else the first rung.
+  const RungRow* scratch = nullptr;
+  for (const auto& r : rows) {
+    if (r.article == "00") scratch = &r;
+  }
+  if (scratch == nullptr && !rows.empty()) scratch = &rows.front();
+  const RungRow* prev = nullptr;
+  for (auto& r : rows) {
+    if (!r.comparable || !r.time_s.median || *r.time_s.median <= 0) continue;
+    if (scratch != nullptr && scratch->time_s.median) {
+      r.speedup_scratch = *scratch->time_s.median / *r.time_s.median;
+    }
+    if (prev != nullptr) r.speedup_prev = *prev->time_s.median / *r.time_s.median;
+    prev = &r;
+  }
+}
+
+std::string machine_note(const ResultSet& set) {
+  for (const auto* list : {&set.rungs, &set.upstream}) {
+    for (const auto& r : *list) {
+      for (const auto& run : r.repeats) {
+        if (!run.env.is_object()) continue;
+        std::string s = "Machine " + set.machine_id + ": " + str_at(run.env, "cpu_model", "?") +
+                        ", " + str_at(run.env, "cores", "?") + " cores";
+        const int gpus = int(num_at(run.env, "gpu_count").value_or(0));
+        if (gpus > 0) s += ", " + std::to_string(gpus) + " GPU(s)";
+        s += "; LibTorch " + str_at(run.env, "libtorch_version", "?") + "; accel-bench " +
+             str_at(run.env, "accel_bench_version", "?") + " (" + str_at(run.env, "git_sha", "?") +
+             "); BLAS " + str_at(run.env, "blas", "?") + ".";
+        return s;
+      }
+    }
+  }
+  return "Machine " + set.machine_id + ".";
+}
+
+}  // namespace
+
+Report build_report(const ResultSet& set, const PeakTable& peaks) {
+  Report rep;
+  rep.set = set;
+  std::set<std::string> sources;
+  for (const auto& r : set.upstream) rep.upstream.push_back(make_row(r, set, peaks, sources));
+  for (const auto& r : set.rungs) rep.rungs.push_back(make_row(r, set, peaks, sources));
+  add_speedups(rep.rungs);
+  rep.speedup_base = add_base_speedups(rep.rungs, set.reference);
+  rep.notes.push_back(machine_note(set));
+  rep.scaling = predict_scaling(set, peaks.calibration(), rep.notes);
+  if (sources.empty()) {
+    rep.notes.push_back("MFU: n/a (no peak for this hardware: run `accel-bench calibrate` on a "
+                        "CPU machine; GPU peaks come from results/reference/dense-peaks.json).");
+  }
+  for (const auto& s : sources) rep.notes.push_back("MFU peak: " + s + ".");
+  if (const auto f = num_at(set.manifest, "budget/fraction"); f && *f < 1) {
+    char text[320];
+    std::snprintf(text, sizeof(text),
+                  "Scaled to the sweep's %.0f-minute budget on this machine (`sweep --budget`): "
+                  "every rung whose steps were not capped trained %.0f%% of its batches per "
+                  "epoch (train.limit_train_batches; set-up and evaluations whole), so the "
+                  "accuracies are not the full ladder's; the speedups compare like with like.",
+                  num_at(set.manifest, "budget/minutes").value_or(0), *f * 100);
+    rep.notes.push_back(text);
+  }
+  for (const auto& r : set.rungs) {
+    const bool emulated = std::any_of(r.repeats.begin(), r.repeats.end(), [](const RunRecord& x) {
+      return x.ok() && x.precision_support == "emulated";
+    });
+    if (emulated) {
+      rep.notes.push_back(r.id + ": no MFU: its precision is emulated on this CPU, so the only "
+                          "\"peak\" to divide by is the emulation's own speed, which says "
+                          "nothing of the hardware.");
+    }
+  }
+  if (set.reference.is_object()) {
+    rep.notes.push_back("Article figures: " + str_at(set.reference, "source", "?") + "; " +
+                        str_at(set.reference, "hardware", "") + ".");
+  }
+  for (const auto* rows : {&set.upstream, &set.rungs}) {
+    for (const auto& r : *rows) {
+      if (!r.committed.empty()) {
+        rep.notes.push_back(r.id + ": the committed run in " + r.committed +
+                            " (same config), not rerun by this sweep.");
+      }
+      if (!r.emulated_note.empty()) {
+        std::string sets;
+        for (const auto& v : r.emulated_sets) sets += (sets.empty() ? "" : " ") + v;
+        rep.notes.push_back(r.id + ": " + r.emulated_note + " (ran with " + sets + ")" +
+                            (r.comparable ? "." : "; cut short, so no speedup is given."));
+      }
+      std::set<std::string> seen;
+      for (const auto& run : r.repeats) {
+        for (const auto& w : run.warnings) {
+          if (seen.insert(w).second) rep.notes.push_back(r.id + ": " + w + ".");
+        }
+      }
+      for (const auto& run : r.repeats) {
+        if (run.present && !run.ok()) {
+          rep.notes.push_back(r.id + " failed (" + run.dir.string() + "): " + run.error);
+        }
+        if (run.status == "unreadable") {
+          rep.unreadable.push_back(run.error);
+          rep.notes.push_back(r.id + ": result unreadable: " + run.error);
+        }
+      }
+    }
+  }
+  return rep;
+}
+
+void add_costs(Report& r, double price, const std::string& note) {
+  r.price_per_hour = price;
+  r.price_note = note;
+  for (auto& row : r.rungs) {
+    if (!row.time_s.median) continue;
+    row.cost = price * row.billed_units * *row.time_s.median / 3600.0;
+    if (row.acc.median && *row.acc.median > 0) row.cost_per_point = *row.cost / (*row.acc.median * 100);
+  }
+}
+
+std::string fmt_num(OptNum v, const char* format) {
+  if (!v) return "n/a";
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), format, *v);
+  return buf;
+}
+
+std::string fmt_time(OptNum s) {
+  if (!s) return "n/a";
+  return *s < 120 ? fmt_num(s, "%.1f s") : fmt_num(*s / 60, "%.2f min");
+}
+
+std::string fmt_pct(OptNum f) { return f ? fmt_num(*f * 100, "%.2f%%") : "n/a"; }
+
+std::string fmt_gb(OptNum b) { return b ? fmt_num(*b / 1e9, "%.2f GB") : "n/a"; }
+
+}  // namespace accel::results

@@ -1,0 +1,216 @@
+// Markdown and CSV renderings of a Report (build_report in report.cpp).
+#include <cstdio>
+#include <sstream>
+
+#include "accel/results/report.h"
+
+namespace accel::results {
+
+using machine::format_double;
+using machine::PeakTable;
+using machine::Prediction;
+using machine::PredictBase;
+using machine::PredictOptions;
+using machine::reference_file;
+using machine::run_mfu;
+namespace {
+
+std::string with_range(const Stat& s, const std::string& median_text,
+                       std::string (*fmt)(OptNum)) {
+  if (s.n < 2) return median_text;
+  auto strip = [](std::string t) {  // "5.10 min" / "70.00%" -> "5.10" / "70.00" inside the range
+    const auto sp = t.find_first_of(" %");
+    return sp == std::string::npos ? t : t.substr(0, sp);
+  };
+  return median_text + " (" + strip(fmt(s.min)) + "-" + strip(fmt(s.max)) + ")";
+}
+
+// One unit for the whole table, as the article: minutes once any rung takes
+// two minutes or more, else seconds.
+std::string time_cell(const Stat& s, bool minutes) {
+  if (!s.median) return "n/a";
+  auto f = minutes ? +[](OptNum v) { return fmt_num(v ? OptNum(*v / 60) : v, "%.2f min"); }
+                     : +[](OptNum v) { return fmt_num(v, "%.1f s"); };
+  return with_range(s, f(s.median), f);
+}
+
+bool any_minutes(const Report& r) {
+  for (const auto* rows : {&r.upstream, &r.rungs}) {
+    for (const auto& row : *rows) {
+      if (row.time_s.median && *row.time_s.median >= 120) return true;
+    }
+  }
+  return false;
+}
+
+std::string acc_cell(const Stat& s) { return with_range(s, fmt_pct(s.median), fmt_pct); }
+
+std::string mem_cell(const std::vector<double>& per_rank) {
+  if (per_rank.empty()) return "n/a";
+  std::string out;
+  for (const double b : per_rank) out += (out.empty() ? "" : " / ") + fmt_num(b / 1e9, "%.2f");
+  return out + " GB";
+}
+
+std::string speedup(OptNum v) { return fmt_num(v, "%.2fx"); }
+
+std::string ttt_cell(const RungRow& r, bool minutes) {
+  if (r.ok_runs == 0) return "n/a";
+  if (r.ttt_reached == 0) return "not reached";
+  std::string s = time_cell(r.ttt_s, minutes);
+  if (r.ttt_reached < r.ok_runs) {
+    s += " (" + std::to_string(r.ttt_reached) + "/" + std::to_string(r.ok_runs) + " reached)";
+  }
+  return s;
+}
+
+}  // namespace
+
+// Text from a result set (ids, what a rung changes, notes with errors and CPU
+// names) as one Markdown table cell or line: a newline would end the row and
+// raw HTML would be markup, so control characters become spaces, '|' is
+// escaped and '<', which opens every tag, is "&lt;" (an entity renders as
+// text, so '&' and '>' may stay as written).
+std::string markdown_text(const std::string& s) {
+  std::string out;
+  for (const char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      out += ' ';
+    } else if (c == '|') {
+      out += "\\|";
+    } else if (c == '<') {
+      out += "&lt;";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+// A text cell of report.csv: quoted where it must be (RFC 4180), and never a
+// live spreadsheet formula: a cell starting with = + - @ (or a tab or CR)
+// gets a leading ' as the OWASP CSV-injection guidance says.
+std::string csv_text(const std::string& s) {
+  std::string v = s;
+  if (!v.empty() && std::string("=+-@\t\r").find(v.front()) != std::string::npos) v = "'" + v;
+  if (v.find_first_of(",\"\n\r") == std::string::npos) return v;
+  std::string out = "\"";
+  for (const char c : v) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+namespace {
+
+std::string escape_md(const std::string& s) { return markdown_text(s); }
+std::string csv_field(const std::string& s) { return csv_text(s); }
+
+}  // namespace
+
+std::string csv_num(OptNum v) { return v ? fmt_num(v, "%.6g") : ""; }
+
+std::string report_markdown(const Report& r) {
+  const bool minutes = any_minutes(r);
+  std::ostringstream md;
+  const auto& set = r.set;
+  md << "# " << escape_md(set.suite.empty() ? "results" : set.suite) << " on "
+     << escape_md(set.machine_id) << "\n\n";
+  const std::string target =
+      set.target_accuracy ? "time to " + fmt_pct(set.target_accuracy) + " val" : "time to target";
+  // Text sets count samples (texts) and tokens; image sets, images as the article.
+  bool text = false;
+  for (const auto& row : r.rungs) text = text || row.tokens_total.median.has_value();
+  const std::string per = text ? "samples/s" : "img/s";
+  const std::string base = r.speedup_base.empty() ? "first pretrained" : r.speedup_base;
+  md << "| rung | article | what changed | devices x threads | precision | strategy | epochs "
+        "| train time | vs scratch | vs prev | vs " << base << " | test acc | peak mem/rank | "
+     << per << "/device | " << per << " total | " << (text ? "tokens/s | " : "") << "MFU | "
+     << target
+     << " | status | article time | article vs scratch | article vs its " << base
+     << " | article acc | article mem |\n"
+     << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|" << (text ? "---|" : "")
+     << "---|---|---|---|---|---|---|\n";
+  for (const auto& row : r.rungs) {
+    md << "| " << escape_md(row.id) << " | " << (row.article.empty() ? "-" : escape_md(row.article))
+       << " | " << escape_md(row.changes) << " | "
+       << (row.devices_threads.empty() ? "-" : escape_md(row.devices_threads)) << " | "
+       << (row.precision.empty() ? "-" : escape_md(row.precision)) << " | "
+       << (row.strategy.empty() ? "-" : escape_md(row.strategy)) << " | " << fmt_num(row.epochs, "%.0f")
+       << " | " << time_cell(row.time_s, minutes) << " | " << speedup(row.speedup_scratch) << " | "
+       << speedup(row.speedup_prev) << " | " << speedup(row.speedup_base) << " | "
+       << acc_cell(row.acc) << " | "
+       << mem_cell(row.mem_per_rank) << " | " << fmt_num(row.ips_device.median, "%.1f") << " | "
+       << fmt_num(row.ips_total.median, "%.1f") << " | "
+       << (text ? fmt_num(row.tokens_total.median, "%.0f") + " | " : "")
+       << (row.mfu.median ? fmt_num(*row.mfu.median * 100, "%.1f%%") : "n/a") << " | "
+       << (set.target_accuracy ? ttt_cell(row, minutes) : "-") << " | " << escape_md(row.status) << " | "
+       << fmt_num(row.ref_time_min, "%.2f min") << " | " << speedup(row.ref_speedup_scratch)
+       << " | " << speedup(row.ref_speedup_base) << " | " << fmt_num(row.ref_acc_pct, "%.2f%%") << " | "
+       << fmt_num(row.ref_mem_gb, "%.2f GB") << " |\n";
+  }
+  if (!r.upstream.empty()) {
+    md << "\nUpstream runs (their time is reported apart, as the article does not count "
+          "pretraining):\n\n"
+       << "| run | what it is | devices x threads | precision | epochs | train time | test acc "
+          "| peak mem/rank | status |\n|---|---|---|---|---|---|---|---|---|\n";
+    for (const auto& row : r.upstream) {
+      md << "| " << escape_md(row.id) << " | " << escape_md(row.changes) << " | "
+         << (row.devices_threads.empty() ? "-" : escape_md(row.devices_threads)) << " | "
+         << (row.precision.empty() ? "-" : escape_md(row.precision)) << " | "
+         << fmt_num(row.epochs, "%.0f") << " | " << time_cell(row.time_s, minutes) << " | "
+         << acc_cell(row.acc) << " | " << mem_cell(row.mem_per_rank) << " | "
+         << escape_md(row.status) << " |\n";
+    }
+  }
+  md << "\n";
+  for (const auto& n : r.notes) md << "- " << escape_md(n) << "\n";
+  if (r.price_per_hour) {
+    md << "\n## Cost\n\nAt " << fmt_num(r.price_per_hour, "%.4g") << " an hour for each billed unit ("
+       << escape_md(r.price_note) << "; a GPU run is billed by its GPUs, a CPU run by its machines). Cost per "
+          "point: the run's cost over its test accuracy in percentage points.\n\n"
+       << "| rung | devices | train time | billed units | cost | cost per accuracy point |\n"
+          "|---|---|---|---|---|---|\n";
+    for (const auto& row : r.rungs) {
+      md << "| " << escape_md(row.id) << " | "
+         << (row.devices_threads.empty() ? "-" : escape_md(row.devices_threads)) << " | "
+         << time_cell(row.time_s, minutes) << " | " << row.billed_units << " | "
+         << fmt_num(row.cost, "%.4g") << " | " << fmt_num(row.cost_per_point, "%.4g") << " |\n";
+    }
+  }
+  md << scaling_markdown(r.scaling);
+  return md.str();
+}
+
+std::string report_csv(const Report& r) {
+  std::ostringstream csv;
+  csv << "kind,rung,article,changes,devices_threads,precision,strategy,epochs,runs,ok_runs,"
+         "train_time_s,train_time_s_min,train_time_s_max,speedup_vs_scratch,speedup_vs_prev,"
+         "test_acc,test_acc_min,test_acc_max,peak_memory_bytes_per_rank,images_per_s_per_device,"
+         "images_per_s_total,mfu,time_to_target_s,status,article_time_min,"
+         "article_speedup_vs_scratch,article_test_acc_pct,article_memory_gb,speedup_vs_base,"
+         "article_speedup_vs_base,tokens_per_s_total\n";
+  for (const auto* rows : {&r.upstream, &r.rungs}) {
+    for (const auto& row : *rows) {
+      std::string mem;
+      for (const double b : row.mem_per_rank) mem += (mem.empty() ? "" : ";") + fmt_num(b, "%.0f");
+      csv << (row.upstream ? "upstream" : "rung") << "," << csv_field(row.id) << ","
+          << csv_field(row.article) << "," << csv_field(row.changes) << ","
+          << csv_field(row.devices_threads) << "," << csv_field(row.precision) << ","
+          << csv_field(row.strategy) << ","
+          << csv_num(row.epochs) << "," << row.runs << "," << row.ok_runs << ","
+          << csv_num(row.time_s.median) << "," << csv_num(row.time_s.min) << ","
+          << csv_num(row.time_s.max) << "," << csv_num(row.speedup_scratch) << ","
+          << csv_num(row.speedup_prev) << "," << csv_num(row.acc.median) << ","
+          << csv_num(row.acc.min) << "," << csv_num(row.acc.max) << "," << mem << ","
+          << csv_num(row.ips_device.median) << "," << csv_num(row.ips_total.median) << ","
+          << csv_num(row.mfu.median) << "," << csv_num(row.ttt_s.median) << ","
+          << csv_field(row.status) << "," << csv_num(row.ref_time_min) << ","
+          << csv_num(row.ref_speedup_scratch) << "," << csv_num(row.ref_acc_pct) << ","
+          << csv_num(row.ref_mem_gb) << "," << csv_num(row.speedup_base) << ","
+          << csv_num(row.ref_speedup_base) << "," << csv_num(row.tokens_total.median) << "\n";
+    }
+  }
+  return csv.str();
+}
+
+}  // namespace accel::results

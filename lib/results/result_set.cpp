@@ -1,0 +1,187 @@
+#include "accel/results/result_set.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <fstream>
+
+#include "accel/util/errors.h"
+
+namespace fs = std::filesystem;
+
+namespace accel::results {
+
+using machine::format_double;
+using machine::PeakTable;
+using machine::Prediction;
+using machine::PredictBase;
+using machine::PredictOptions;
+using machine::reference_file;
+using machine::run_mfu;
+
+const RungRuns* ResultSet::find(const std::string& id) const {
+  for (const auto* list : {&rungs, &upstream}) {
+    for (const auto& r : *list) {
+      if (r.id == id) return &r;
+    }
+  }
+  return nullptr;
+}
+
+namespace {
+
+[[noreturn]] void bad_manifest(const fs::path& set, const std::string& what) {
+  throw ConfigError((set / "sweep.json").string() + ": " + what);
+}
+
+// A run folder sweep.json names: relative, inside the set, of safe names.
+std::string run_dir(const fs::path& set, const Json& run, const std::string& id) {
+  const std::string dir = str_at(run, "dir", id);
+  const fs::path p(dir);
+  bool safe = !p.empty() && p.is_relative();
+  for (const auto& part : p) safe = safe && is_safe_id(part.string());
+  if (!safe) {
+    bad_manifest(set, "run folder \"" + dir + "\" of rung " + id +
+                          " is not a folder inside the set (letters, digits, '-', '_', '.')");
+  }
+  return dir;
+}
+
+RungRuns rung_from_manifest(const fs::path& set, const Json& entry, bool upstream) {
+  RungRuns r;
+  r.id = str_at(entry, "id");
+  if (!is_safe_id(r.id)) {
+    bad_manifest(set, "rung id \"" + r.id + "\" must be letters, digits, '-', '_' or '.'");
+  }
+  r.article = str_at(entry, "article");
+  r.changes = str_at(entry, "changes");
+  r.needs = str_at(entry, "needs");
+  r.sweep_status = str_at(entry, "status");
+  r.upstream = upstream;
+  r.committed = str_at(entry, "committed");
+  if (entry.contains("where_emulated") && entry["where_emulated"].is_object()) {
+    const auto& w = entry["where_emulated"];
+    r.emulated_note = str_at(w, "note");
+    if (w.contains("comparable") && w["comparable"].is_boolean()) {
+      r.comparable = w["comparable"].get<bool>();
+    }
+    if (r.emulated_note.empty()) r.emulated_note = str_at(w, "precision") + " is emulated here";
+    if (w.contains("set") && w["set"].is_array()) {
+      for (const auto& v : w["set"]) {
+        if (v.is_string()) r.emulated_sets.push_back(v.get<std::string>());
+      }
+    }
+  }
+  if (entry.contains("runs") && entry["runs"].is_array()) {
+    for (const auto& run : entry["runs"]) {
+      r.repeats.push_back(read_run(set / run_dir(set, run, r.id)));
+    }
+  }
+  return r;
+}
+
+// A folder of run folders without a manifest (e.g. results committed before
+// the sweep existed): each folder with result.json, or with r*/result.json.
+void scan_plain(ResultSet& s) {
+  std::vector<fs::path> dirs;
+  for (const auto& e : fs::directory_iterator(s.dir)) {
+    if (e.is_directory()) dirs.push_back(e.path());
+  }
+  std::sort(dirs.begin(), dirs.end());
+  for (const auto& d : dirs) {
+    RungRuns r;
+    r.id = d.filename().string();
+    r.upstream = r.id.rfind("pretrain", 0) == 0;
+    // "04-bf16-mixed" is the article's rung 04, as the ladder's configs are named.
+    if (r.id.size() > 2 && std::isdigit(static_cast<unsigned char>(r.id[0])) &&
+        std::isdigit(static_cast<unsigned char>(r.id[1])) && r.id[2] == '-') {
+      r.article = r.id.substr(0, 2);
+    }
+    if (fs::exists(d / "result.json")) {
+      r.repeats.push_back(read_run(d));
+    } else {
+      std::vector<fs::path> reps;
+      for (const auto& e : fs::directory_iterator(d)) {
+        if (e.is_directory() && fs::exists(e.path() / "result.json")) reps.push_back(e.path());
+      }
+      std::sort(reps.begin(), reps.end());
+      for (const auto& rep : reps) r.repeats.push_back(read_run(rep));
+    }
+    if (r.repeats.empty()) continue;
+    (r.upstream ? s.upstream : s.rungs).push_back(std::move(r));
+  }
+}
+
+}  // namespace
+
+ResultSet load_result_set(const fs::path& dir) {
+  if (!fs::is_directory(dir)) throw ConfigError(dir.string() + ": no such folder");
+  ResultSet s;
+  s.dir = dir;
+  if (fs::exists(dir / "sweep.json")) {
+    s.manifest = read_json_file(dir / "sweep.json");
+    s.suite = str_at(s.manifest, "suite");
+    s.machine_id = str_at(s.manifest, "machine_id");
+    for (const auto& [what, id] : {std::pair{"suite", s.suite}, std::pair{"machine_id", s.machine_id}}) {
+      if (!is_safe_id(id)) {
+        bad_manifest(dir, std::string(what) + " \"" + id + "\" must be letters, digits, '-', '_' or '.'");
+      }
+    }
+    s.target_accuracy = num_at(s.manifest, "target_accuracy");
+    if (s.manifest.contains("reference")) s.reference = s.manifest["reference"];
+    for (const auto& [key, up] : {std::pair{"upstream", true}, std::pair{"rungs", false}}) {
+      if (!s.manifest.contains(key) || !s.manifest[key].is_array()) continue;
+      for (const auto& entry : s.manifest[key]) {
+        (up ? s.upstream : s.rungs).push_back(rung_from_manifest(dir, entry, up));
+      }
+    }
+    return s;
+  }
+  s.suite = dir.parent_path().filename().string();
+  s.machine_id = dir.filename().string();
+  scan_plain(s);
+  if (s.rungs.empty() && s.upstream.empty()) {
+    throw ConfigError(dir.string() + ": not a result set (no sweep.json and no run folders "
+                      "with result.json)");
+  }
+  return s;
+}
+
+std::vector<fs::path> find_result_sets(const fs::path& dir) {
+  if (!fs::is_directory(dir)) throw ConfigError(dir.string() + ": no such folder");
+  std::vector<fs::path> out;
+  if (fs::exists(dir / "sweep.json")) return {dir};
+  for (const auto& a : fs::directory_iterator(dir)) {
+    if (!a.is_directory()) continue;
+    if (fs::exists(a.path() / "sweep.json")) {
+      out.push_back(a.path());
+      continue;
+    }
+    for (const auto& b : fs::directory_iterator(a.path())) {
+      if (b.is_directory() && fs::exists(b.path() / "sweep.json")) out.push_back(b.path());
+    }
+  }
+  std::sort(out.begin(), out.end());
+  if (out.empty()) out.push_back(dir);  // maybe a plain folder of runs
+  return out;
+}
+
+fs::path single_result_set(const fs::path& dir) {
+  const auto sets = find_result_sets(dir);
+  if (sets.size() != 1) {
+    std::string names;
+    for (const auto& s : sets) names += " " + s.string();
+    throw ConfigError(dir.string() + ": holds " + std::to_string(sets.size()) +
+                      " result sets; name one of:" + names);
+  }
+  return sets.front();
+}
+
+bool is_safe_id(const std::string& id) {
+  return !id.empty() && id != "." && id != ".." &&
+         std::all_of(id.begin(), id.end(), [](char c) {
+           return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+         });
+}
+
+}  // namespace accel::results
