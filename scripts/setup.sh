@@ -25,7 +25,7 @@ cd "$(dirname "$0")/.."
 PKGS=(
   build-essential cmake ninja-build pkg-config
   libtorch-dev libgloo-dev libcli11-dev nlohmann-json3-dev doctest-dev
-  libbenchmark-dev zlib1g-dev
+  libbenchmark-dev zlib1g-dev libboost-math-dev libsqlite3-dev
   libutf8proc-dev libbz2-dev libssl-dev python3-pip
   iproute2
   dataset-fashion-mnist libopenblas0-openmp gnuplot-nox
@@ -38,7 +38,7 @@ for arg in "$@"; do
     # --bench also installs bench/text_peer.sh's peer (transformers, Lightning
     # Fabric) for the CUDA leg's pip torch (scripts/setup-peer.sh).
     --bench) PKGS+=(python3-torch); bench=1 ;;
-    --tests) tests=1 ;;
+    --tests) tests=1; PKGS+=(python3-yaml) ;;  # the CI example workflow test parses its YAML
     *) echo "setup.sh: unknown argument $arg (known: --tests, --bench)" >&2; exit 2 ;;
   esac
 done

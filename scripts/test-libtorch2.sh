@@ -31,7 +31,7 @@ STAMP_FORMAT=1
 PKGS=(
   build-essential cmake ninja-build git pkg-config
   libtorch-dev libgloo-dev libcli11-dev nlohmann-json3-dev doctest-dev
-  libbenchmark-dev zlib1g-dev libutf8proc-dev libbz2-dev libssl-dev
+  libbenchmark-dev zlib1g-dev libutf8proc-dev libbz2-dev libssl-dev libboost-math-dev libsqlite3-dev python3-yaml
   dataset-fashion-mnist libopenblas0-openmp
 )
 

@@ -7,7 +7,9 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -24,6 +26,7 @@
 #include "accel/metrics/metrics.h"
 #include "accel/machine/calibrate.h"
 #include "accel/results/compare.h"
+#include "accel/results/history.h"
 #include "accel/machine/machine.h"
 #include "accel/machine/predict.h"
 #include "accel/results/result_set.h"
@@ -37,6 +40,7 @@
 #include "accel/train/checks.h"
 #include "accel/train/result.h"
 #include "accel/train/run.h"
+#include "accel/util/input_file.h"
 #include "accel/train/signals.h"
 #include "accel/text/tokenizer.h"
 #include "accel/util/errors.h"
@@ -420,6 +424,13 @@ struct LadderArgs {
   std::vector<std::string> suites;
   bool plan = false, plan_json = false;
   std::string seeds;
+  std::string compare_format = "text";
+  std::string compare_history;  // --history FILE
+  int compare_window = 5;
+  // history add / show / export
+  std::vector<std::string> history_inputs;
+  std::string history_db = accel::results::kDefaultHistoryFile;
+  std::string history_machine, history_rung, history_measure = "training time", history_chart_dir, history_out;
   bool machine_id = false;
   std::string report_dir;
   accel::results::ReportOptions report;
@@ -428,6 +439,8 @@ struct LadderArgs {
   accel::machine::CalibrateOptions calibrate;
   std::string calibrate_out;
   bool calibrate_comm = false;
+  std::string calibrate_noise;  // calibrate --noise SET
+  std::string compare_noise;    // compare --noise FILE
   int comm_ranks = 2;
   std::string comm_backend = "gloo";
   int64_t comm_max_bytes = int64_t(64) << 20;
@@ -494,15 +507,104 @@ int cmd_compare(const LadderArgs& a) {
   if (a.compare_sets.size() < 2) throw accel::ConfigError("compare: give BASE and at least one OTHER");
   const auto base = accel::results::load_result_set(
       accel::results::single_result_set(a.compare_sets.front()));
-  int regressions = 0;
+  std::vector<accel::results::CompareOutcome> outcomes;
   for (size_t i = 1; i < a.compare_sets.size(); ++i) {
     const auto other =
         accel::results::load_result_set(accel::results::single_result_set(a.compare_sets[i]));
-    const auto out = accel::results::compare_sets(base, other, a.bounds);
-    std::cout << out.markdown << "\n";
-    regressions += out.regressions;
+    auto bounds = a.bounds;
+    if (!a.compare_noise.empty()) {
+      const auto doc = accel::read_json_file(a.compare_noise);
+      if (!doc.contains("noise") || !doc["noise"].is_object()) {
+        throw accel::ConfigError("--noise " + a.compare_noise + ": no \"noise\" (make it with calibrate --noise SET)");
+      }
+      bounds.noise = doc["noise"];
+    } else if (base.machine_id == other.machine_id) {
+      const auto file = accel::machine::default_peaks_file(base.machine_id);
+      if (std::filesystem::is_regular_file(file)) {
+        const auto doc = accel::read_json_file(file);
+        if (doc.contains("noise") && doc["noise"].is_object()) bounds.noise = doc["noise"];
+      }
+    }
+    outcomes.push_back(accel::results::compare_sets(base, other, bounds));
   }
-  return regressions > 0 ? 1 : 0;
+  std::optional<accel::results::HistoryOutcome> against;
+  if (!a.compare_history.empty()) {
+    if (!std::filesystem::exists(a.compare_history)) {
+      throw accel::ConfigError("--history " + a.compare_history + ": no such file");
+    }
+    if (a.compare_window < 1) throw accel::ConfigError("--window: must be at least 1");
+    const accel::results::History history(a.compare_history);
+    const auto runs = history.runs();
+    const auto other = accel::results::load_result_set(accel::results::single_result_set(a.compare_sets.back()));
+    against = accel::results::judge_against_history(runs, other, a.compare_window, a.bounds);
+  }
+  if (a.compare_format == "json") {
+    auto doc = accel::results::compare_json(outcomes);
+    if (against) {
+      doc["history"] = nlohmann::json::array();
+      for (const auto& v : against->verdicts) {
+        doc["history"].push_back({{"rung", v.rung}, {"measure", v.measure}, {"verdict", v.verdict},
+                                  {"value", v.value ? nlohmann::json(*v.value) : nlohmann::json()},
+                                  {"window_median", v.baseline ? nlohmann::json(*v.baseline) : nlohmann::json()},
+                                  {"window_sets", v.window_sets}});
+      }
+    }
+    std::cout << doc.dump(2) << "\n";
+  } else if (a.compare_format == "md") {
+    std::cout << accel::results::compare_ci_markdown(outcomes);
+  } else {
+    for (const auto& out : outcomes) std::cout << out.markdown << "\n";
+  }
+  if (against && a.compare_format != "json") std::cout << "\n" << against->markdown;
+  const int status = accel::results::compare_exit_status(outcomes);
+  if (status == 1 || (against && against->regressions > 0)) return 1;
+  return status;
+}
+
+int cmd_history(const LadderArgs& a, const std::string& action) {
+  accel::results::History history(a.history_db);
+  if (action == "add") {
+    if (a.history_inputs.empty()) throw accel::ConfigError("history add: give result sets (or a .jsonl export)");
+    int added = 0, seen = 0;
+    for (const auto& in : a.history_inputs) {
+      if (std::filesystem::is_regular_file(in)) {
+        const int n = history.add_lines(accel::read_input_file(in, "history export"), in);
+        added += n;
+        std::cout << "history: " << in << ": " << n << " runs added\n";
+        continue;
+      }
+      for (const auto& dir : accel::results::find_result_sets(in)) {
+        const auto set = accel::results::load_result_set(dir);
+        const int n = history.add_set(set);
+        ++seen;
+        added += n;
+        std::cout << "history: " << dir.string() << ": " << n << " runs added"
+                  << (n == 0 ? " (already there)" : "") << "\n";
+      }
+      if (seen == 0) throw accel::ConfigError("history add: " + in + ": no result set there");
+    }
+    std::cout << "history: " << added << " runs added to " << a.history_db << "\n";
+    return 0;
+  }
+  if (action == "show") {
+    const auto runs = history.runs({a.history_machine, a.history_rung, ""});
+    const auto points = accel::results::history_trend(runs, a.history_measure);
+    std::cout << accel::results::trend_text(points, a.history_measure);
+    if (!a.history_chart_dir.empty() && !points.empty()) {
+      for (const auto& f : accel::results::trend_charts(points, a.history_measure, a.history_chart_dir)) {
+        std::cerr << "history: wrote " << f.string() << "\n";
+      }
+    }
+    return 0;
+  }
+  const auto lines = history.export_lines();
+  if (a.history_out.empty()) {
+    std::cout << lines;
+  } else {
+    accel::metrics::write_file_atomic(a.history_out, lines);
+    std::cerr << "history: wrote " << a.history_out << "\n";
+  }
+  return 0;
 }
 
 std::filesystem::path calibrate_file(const LadderArgs& a) {
@@ -568,8 +670,38 @@ int cmd_calibrate_comm(LadderArgs& a, int argc, char** argv) {
   return 0;
 }
 
+// calibrate --noise SET: this machine's run-to-run spread, from a set of
+// unchanged repeats, into the calibration file beside the peaks.
+int cmd_calibrate_noise(const LadderArgs& a) {
+  const auto set = accel::results::load_result_set(accel::results::single_result_set(a.calibrate_noise));
+  const auto noise = accel::results::measure_noise(set);
+  const std::filesystem::path out =
+      a.calibrate_out.empty() ? accel::machine::default_peaks_file(set.machine_id) : std::filesystem::path(a.calibrate_out);
+  nlohmann::json doc = nlohmann::json::object();
+  if (std::filesystem::exists(out)) doc = accel::read_json_file(out);
+  if (!doc.contains("machine_id")) doc["machine_id"] = set.machine_id;
+  doc["noise"] = noise;
+  if (out.has_parent_path()) std::filesystem::create_directories(out.parent_path());
+  accel::metrics::write_json_atomic(out, doc);
+  std::cout << "noise of " << set.machine_id << " from " << set.dir.string()
+            << " (the smallest change a compare resolves, runs a side: 1 / 3 / 5):\n";
+  for (const auto& [measure, m] : noise["machine"].items()) {
+    const bool points = measure == "test accuracy";
+    std::cout << "  " << measure << ": ";
+    for (int n : {1, 3, 5}) {
+      const double v = m.value("resolves_with_" + std::to_string(n), 0.0);
+      std::cout << (n > 1 ? " / " : "")
+                << accel::machine::format_double(points ? "%.2f points" : "%.1f%%", points ? v : v * 100);
+    }
+    std::cout << " (" << m.value("runs", 0) << " runs)\n";
+  }
+  std::cout << out.string() << "\n";
+  return 0;
+}
+
 int cmd_calibrate(LadderArgs& a, int argc, char** argv) {
   if (a.calibrate_comm) return cmd_calibrate_comm(a, argc, argv);
+  if (!a.calibrate_noise.empty()) return cmd_calibrate_noise(a);
   a.calibrate.log = &std::cerr;
   auto doc = accel::machine::calibrate(a.calibrate);
   const auto out = calibrate_file(a);
@@ -577,6 +709,7 @@ int cmd_calibrate(LadderArgs& a, int argc, char** argv) {
   if (std::filesystem::exists(out)) {
     const auto old = accel::read_json_file(out);
     if (old.contains("comm")) doc["comm"] = old["comm"];
+    if (old.contains("noise")) doc["noise"] = old["noise"];
   }
   if (out.has_parent_path()) std::filesystem::create_directories(out.parent_path());
   accel::metrics::write_json_atomic(out, doc);
@@ -661,13 +794,32 @@ void add_ladder_commands(CLI::App& app, LadderArgs& a) {
                      "What a GPU (a CPU run: its machine) costs an hour: cost per run and per accuracy point")
       ->check(CLI::NonNegativeNumber);
   report->add_option("--prices", a.report.prices, "Instead: a JSON file of {\"<machine-id>\": price}");
-  auto* compare = app.add_subcommand("compare", "Compare result sets rung by rung; exit 1 on a regression");
+  auto* compare = app.add_subcommand(
+      "compare",
+      "Compare result sets rung by rung, each change with its 95% interval; exit 1 on a regression "
+      "(a whole interval beyond a bound), 4 when a gate is unresolved (an interval straddles a bound)");
+  compare->add_option("--format", a.compare_format,
+                      "text (default: the full tables), md (the verdict first and one table, for a CI "
+                      "summary) or json (everything, for tooling)")
+      ->check(CLI::IsMember({"text", "md", "json"}));
   compare->add_option("sets", a.compare_sets, "BASE OTHER...")->required();
-  compare->add_option("--fail-slower", a.bounds.slower_pct, "Fail when a rung is PCT % slower");
+  compare->add_option("--fail-slower", a.bounds.slower_pct,
+                      "Fail when a rung is PCT % slower beyond doubt (step time and training time)");
   compare->add_option("--fail-accuracy-drop", a.bounds.acc_drop_points, "Fail when test accuracy drops by POINTS");
   compare->add_option("--fail-memory-growth", a.bounds.memory_growth_pct, "Fail when peak memory grows by PCT %");
   compare->add_option("--accuracy-band", a.bounds.acc_band_points, "Fail when accuracy differs by more than POINTS either way");
+  compare->add_option("--history", a.compare_history,
+                      "Also judge the last OTHER against a history (accel-bench history): the median of the last "
+                      "--window sets of its machine, rung and config; a regression after two sets in a row beyond "
+                      "a bound, suspicious after one");
+  compare->add_option("--window", a.compare_window, "--history: sets in the baseline window (default 5)");
+  compare->add_option("--noise", a.compare_noise,
+                      "A calibration file with this machine's noise (calibrate --noise); by default "
+                      "results/peaks/<machine-id>.json where both sets are of one machine and it has one");
   compare->add_flag("--require-same-config", a.bounds.require_same_config, "Fail on rungs whose configs differ");
+  compare->add_flag("--fail-counters", a.bounds.fail_counters,
+                    "Fail on any change in a rung's exact work counters (op calls by op, counted FLOPs, "
+                    "collectives, state bytes per rank), each named with both values");
   compare->add_flag("--allow-uncompared", a.bounds.allow_uncompared,
                     "With --fail-* or --accuracy-band, let rungs of BASE that could not be "
                     "compared pass (they fail by default)");
@@ -676,6 +828,9 @@ void add_ladder_commands(CLI::App& app, LadderArgs& a) {
   calibrate->add_option("--max-threads", a.calibrate.max_threads, "Up to this many threads (default: all cores)");
   calibrate->add_option("--size", a.calibrate.size, "Matrix side (default 1024)");
   calibrate->add_option("--min-seconds", a.calibrate.min_seconds, "Time per case (default 0.3)");
+  calibrate->add_option("--noise", a.calibrate_noise,
+                        "Instead: this machine's run-to-run noise from SET, a sweep of unchanged repeats "
+                        "(sweep --repeats 5), into the file's \"noise\"; compare uses it for sides of one run");
   calibrate->add_flag("--comm", a.calibrate_comm,
                       "Instead: time all-reduce, all-gather and reduce-scatter between --ranks ranks "
                       "(4 KiB to 64 MiB) and fit latency + bytes / bandwidth to each, into the file's \"comm\"");
@@ -713,6 +868,24 @@ void add_ladder_commands(CLI::App& app, LadderArgs& a) {
   predict->add_option("--json", a.predict_json, "Also write the prediction as JSON here");
 }
 
+void add_history_commands(CLI::App& app, LadderArgs& a) {
+  auto* history = app.add_subcommand("history", "A results history in SQLite: add sets, show a trend, export");
+  history->require_subcommand(1);
+  history->fallthrough();  // --db after add, show or export too
+  history->add_option("--db", a.history_db, std::string("The history file (default ") +
+                                                accel::results::kDefaultHistoryFile + ")");
+  auto* add = history->add_subcommand("add", "Add result sets (or a history export's .jsonl); a run added twice is kept once");
+  add->add_option("sets", a.history_inputs, "SET... (folders with sweep.json, or folders above them)")->required();
+  auto* show = history->add_subcommand("show", "Print a measure's trend per result set, and chart it");
+  show->add_option("--machine", a.history_machine, "Only this machine id");
+  show->add_option("--rung", a.history_rung, "Only this rung");
+  show->add_option("--measure", a.history_measure,
+                   "training time (default), step time, samples/s, test accuracy or peak memory");
+  show->add_option("--charts", a.history_chart_dir, "Also write history.svg/.png/.csv here");
+  auto* exp = history->add_subcommand("export", "Write every run as JSON lines (history add reads them back)");
+  exp->add_option("-o,--out", a.history_out, "Here instead of standard output");
+}
+
 // The ladder command that parsed, run; -1 when none of them.
 int dispatch_ladder_commands(CLI::App& app, LadderArgs& a, int argc, char** argv) {
   if (app.got_subcommand("sweep")) return cmd_sweep(a);
@@ -720,6 +893,11 @@ int dispatch_ladder_commands(CLI::App& app, LadderArgs& a, int argc, char** argv
   if (app.got_subcommand("compare")) return cmd_compare(a);
   if (app.got_subcommand("calibrate")) return cmd_calibrate(a, argc, argv);
   if (app.got_subcommand("predict")) return cmd_predict(a);
+  if (auto* h = app.get_subcommand("history"); h->parsed()) {
+    for (const char* action : {"add", "show", "export"}) {
+      if (h->got_subcommand(action)) return cmd_history(a, action);
+    }
+  }
   return -1;
 }
 
@@ -799,6 +977,7 @@ int main(int argc, char** argv) {
 
   LadderArgs ladder_args;
   add_ladder_commands(app, ladder_args);
+  add_history_commands(app, ladder_args);
 
   try {
     app.parse(argc, argv);

@@ -242,9 +242,21 @@ std::optional<double> run_mfu(const train::RunRecord& run, const PeakTable& peak
   // An emulated precision's "peak" is the emulation's own speed, which a run
   // bound by it reaches: a utilisation of no hardware (report.h says so).
   if (run.precision_support == "emulated") return std::nullopt;
+  // The analytic count must agree with what the step's matmul-class ops
+  // were counted to do (train::RunRecord::counters), where the run counted.
+  if (run.counters.is_object()) {
+    const auto* r = run.counters.contains("flops_counted_over_analytic")
+                        ? &run.counters["flops_counted_over_analytic"]
+                        : nullptr;
+    if (r == nullptr || !r->is_number() || std::fabs(r->get<double>() - 1.0) > kFlopsAgreement) {
+      return std::nullopt;
+    }
+  }
   const auto peak = peaks.for_run(run);
   if (!peak || peak->flops_per_s <= 0) return std::nullopt;
-  return *run.flops_per_sample * 3.0 * *ips / peak->flops_per_s;
+  const double mfu = *run.flops_per_sample * 3.0 * *ips / peak->flops_per_s;
+  if (mfu > 1.0) return std::nullopt;  // above the peak: the peak or the count is wrong
+  return mfu;
 }
 
 }  // namespace accel::machine

@@ -136,6 +136,148 @@ void OpProfiler::stop() {
   state_->running = false;
 }
 
+double StepCounts::matmul_flops() const {
+  double sum = 0;
+  for (const auto& [name, f] : flops) sum += f;
+  return sum;
+}
+
+struct StepCounter::State {
+  std::mutex mu;
+  StepCounts counts;
+  at::CallbackHandle handle = 0;
+  bool running = false;
+};
+
+namespace {
+
+std::mutex g_counter_mu;
+std::shared_ptr<StepCounter::State> g_counter;
+
+std::vector<int64_t> shape_at(c10::ArrayRef<const c10::IValue> in, size_t i) {
+  if (i < in.size() && in[i].isTensor() && in[i].toTensor().defined()) return in[i].toTensor().sizes().vec();
+  return {};
+}
+
+double product(const std::vector<int64_t>& v, size_t from) {
+  double p = 1;
+  for (size_t i = from; i < v.size(); ++i) p *= double(v[i]);
+  return p;
+}
+
+// What the start callback leaves for the end: the call's FLOPs where its
+// inputs decide them, or the weight's shape where the output does (a
+// convolution). The inputs must be read at the start: the dispatcher frees
+// the boxed arguments right after the start callbacks run.
+struct CountContext : at::ObserverContext {
+  double flops = 0;
+  std::vector<int64_t> conv_weight;  // aten::convolution: read the output at the end
+};
+
+// FLOPs of one call of a matmul-class op from its inputs; 0 for every other op.
+double input_flops(const std::string& name, c10::ArrayRef<const c10::IValue> in) {
+  auto mm = [&](size_t a_at, size_t b_at) {
+    const auto a = shape_at(in, a_at), b = shape_at(in, b_at);
+    if (a.size() == 2 && b.size() == 2) return 2.0 * double(a[0]) * double(a[1]) * double(b[1]);
+    if (a.size() == 3 && b.size() == 3) return 2.0 * double(a[0]) * double(a[1]) * double(a[2]) * double(b[2]);
+    return 0.0;
+  };
+  if (name == "aten::mm" || name == "aten::bmm") return mm(0, 1);
+  if (name == "aten::addmm" || name == "aten::baddbmm") return mm(1, 2);
+  if (name == "aten::convolution_backward") {
+    const auto go = shape_at(in, 0), w = shape_at(in, 2);
+    if (w.size() < 3 || go.empty()) return 0.0;
+    const double one = 2.0 * product(go, 0) * product(w, 1);
+    int grads = 2;  // input and weight gradients, unless the mask says fewer
+    if (in.size() > 10 && in[10].isBoolList()) {
+      const auto mask = in[10].toBoolList();
+      grads = (mask.size() > 0 && mask.get(0) ? 1 : 0) + (mask.size() > 1 && mask.get(1) ? 1 : 0);
+    }
+    return one * grads;
+  }
+  if (name == "accel::fused_attention" || name == "accel::fused_attention_backward") {
+    const auto qkv = shape_at(in, 0);  // [B, S, 3 D]
+    if (qkv.size() != 3) return 0.0;
+    const double bssd = double(qkv[0]) * double(qkv[1]) * double(qkv[1]) * double(qkv[2] / 3);
+    return (name == "accel::fused_attention" ? 4.0 : 8.0) * bssd;
+  }
+  return 0.0;
+}
+
+std::unique_ptr<at::ObserverContext> count_enter(const at::RecordFunction& fn) {
+  const std::string name = fn.name() ? fn.name() : "?";
+  auto ctx = std::make_unique<CountContext>();
+  if (name == "aten::convolution") {
+    ctx->conv_weight = shape_at(fn.inputs(), 1);
+  } else {
+    ctx->flops = input_flops(name, fn.inputs());
+  }
+  return ctx;
+}
+
+void count_exit(const at::RecordFunction& fn, at::ObserverContext* ctx_base) {
+  std::shared_ptr<StepCounter::State> s;
+  {
+    std::lock_guard<std::mutex> lk(g_counter_mu);
+    s = g_counter;
+  }
+  if (!s) return;
+  const std::string name = fn.name() ? fn.name() : "?";
+  auto* ctx = static_cast<CountContext*>(ctx_base);
+  double f = ctx != nullptr ? ctx->flops : 0.0;
+  if (ctx != nullptr && ctx->conv_weight.size() >= 3) {
+    const auto& out = fn.outputs();
+    if (!out.empty() && out[0].isTensor()) {
+      f = 2.0 * double(out[0].toTensor().numel()) * product(ctx->conv_weight, 1);
+    }
+  }
+  std::lock_guard<std::mutex> lk(s->mu);
+  ++s->counts.calls[name];
+  if (f > 0) s->counts.flops[name] += f;
+}
+
+}  // namespace
+
+StepCounter::StepCounter() : state_(std::make_shared<State>()) {}
+StepCounter::~StepCounter() {
+  try {
+    stop();
+  } catch (...) {
+  }
+}
+
+bool StepCounter::running() const { return state_->running; }
+
+void StepCounter::start() {
+  if (state_->running) return;
+  {
+    std::lock_guard<std::mutex> lk(g_counter_mu);
+    if (g_counter) throw RunError("StepCounter: another counter is counting");
+    g_counter = state_;
+  }
+  state_->counts = StepCounts{};
+  // Thread-local, so a loader's prefetch thread collating the next batch is
+  // not counted in this step; autograd's engine carries the callback to the
+  // threads that run this step's backward.
+  state_->handle = at::addThreadLocalCallback(at::RecordFunctionCallback(&count_enter, &count_exit)
+                                             .needsInputs(true)
+                                             .needsOutputs(true)
+                                             .scopes({at::RecordScope::FUNCTION}));
+  state_->running = true;
+}
+
+StepCounts StepCounter::stop() {
+  if (!state_->running) return state_->counts;
+  at::removeCallback(state_->handle);
+  {
+    std::lock_guard<std::mutex> lk(g_counter_mu);
+    if (g_counter == state_) g_counter.reset();
+  }
+  state_->running = false;
+  std::lock_guard<std::mutex> lk(state_->mu);
+  return state_->counts;
+}
+
 std::vector<OpStat> OpProfiler::table() const {
   std::lock_guard<std::mutex> lk(state_->mu);
   std::vector<OpStat> out;

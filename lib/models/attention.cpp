@@ -31,7 +31,8 @@ struct FusedAttentionFn : torch::autograd::Function<FusedAttentionFn> {
   // LibTorch 1.13's Function::apply reads every tensor argument's device).
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& qkv_in,
                                int64_t heads, const torch::Tensor& lengths) {
-    RECORD_FUNCTION("accel::fused_attention", std::vector<c10::IValue>{});
+    // The input's shape is what a step counter reads its FLOPs from.
+    RECORD_FUNCTION("accel::fused_attention", std::vector<c10::IValue>{qkv_in});
     const int64_t B = qkv_in.size(0), S = qkv_in.size(1), D = qkv_in.size(2) / 3;
     const int64_t Dh = D / heads;
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh)));
@@ -61,8 +62,8 @@ struct FusedAttentionFn : torch::autograd::Function<FusedAttentionFn> {
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
-    RECORD_FUNCTION("accel::fused_attention_backward", std::vector<c10::IValue>{});
     const auto saved = ctx->get_saved_variables();
+    RECORD_FUNCTION("accel::fused_attention_backward", std::vector<c10::IValue>{saved[0]});
     const auto& qkv = saved[0];
     const auto& probs = saved[1];
     const int64_t heads = ctx->saved_data["heads"].toInt();

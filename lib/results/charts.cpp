@@ -282,6 +282,48 @@ std::string find_program(const std::string& name) {
   return "";
 }
 
+namespace {
+
+// Draws one chart with gnuplot in the charts folder, on relative names: no
+// path from the disk enters a script. Its outputs go to NAME.EXT.part,
+// checked complete, then renamed over the previous chart, which a failure
+// leaves in place.
+void draw_chart(const ChartData& c, const std::string& script_text, const fs::path& dir, const std::string& program,
+                ChartOutput& out) {
+  const auto script = dir / (c.name + ".gp");
+  metrics::write_file_atomic(script, script_text);
+  out.files.push_back(script);
+  for (const char* ext : {"svg", "png"}) fs::remove(dir / (c.name + "." + ext + ".part"));  // a killed run's
+  const auto log = dir / (c.name + ".gnuplot.log");
+  const auto res = util::run_child({program, script.filename().string()}, log,
+                                   [](const std::string&) {}, dir);
+  std::vector<std::string> bad;
+  for (const char* ext : {"svg", "png"}) {
+    const auto part = dir / (c.name + "." + ext + ".part");
+    if (res.exit_code != 0 || !complete_chart(part, ext)) bad.push_back(c.name + "." + ext);
+  }
+  if (!bad.empty()) {
+    for (const char* ext : {"svg", "png"}) fs::remove(dir / (c.name + "." + ext + ".part"));
+    std::string names;
+    for (const auto& b : bad) names += (names.empty() ? "" : " and ") + b;
+    out.failed.push_back(names);
+    out.notice += std::string(out.notice.empty() ? "" : "\n") + "charts: " + names +
+                  " not written (" +
+                  (res.exit_code != 0 ? "gnuplot: " + res.last_line
+                                      : std::string("cut short: a full disk?")) +
+                  "); " + (dir / c.name).string() + ".* as before";
+    return;
+  }
+  for (const char* ext : {"svg", "png"}) {
+    const auto final_name = dir / (c.name + "." + ext);
+    fs::rename(dir / (c.name + "." + ext + ".part"), final_name);
+    out.files.push_back(final_name);
+  }
+  fs::remove(log);
+}
+
+}  // namespace
+
 ChartOutput write_charts(const Report& r, const fs::path& dir, const std::string& gnuplot) {
   fs::create_directories(dir);
   ChartOutput out;
@@ -299,43 +341,36 @@ ChartOutput write_charts(const Report& r, const fs::path& dir, const std::string
   const std::string subtitle = r.set.suite + " on " + r.set.machine_id;
   const std::string article =
       has_article(r) ? "article (" + str_at(r.set.reference, "hardware_short", "A100") + ")" : "";
-  // gnuplot runs in the charts folder on relative names: no path from the
-  // disk enters a script. Its outputs go to NAME.EXT.part, checked complete,
-  // then renamed over the previous chart, which a failure leaves in place.
   for (const auto& c : data) {
-    const auto script = dir / (c.name + ".gp");
     const int series = int(std::count(c.csv.begin(), c.csv.begin() + long(c.csv.find('\n')), ',') / 2);
-    metrics::write_file_atomic(script, c.kind == "lines" ? lines_script(c, subtitle, series)
-                                                         : gnuplot_script(c, subtitle, article));
-    out.files.push_back(script);
-    for (const char* ext : {"svg", "png"}) fs::remove(dir / (c.name + "." + ext + ".part"));  // a killed run's
-    const auto log = dir / (c.name + ".gnuplot.log");
-    const auto res = util::run_child({program, script.filename().string()}, log,
-                                       [](const std::string&) {}, dir);
-    std::vector<std::string> bad;
-    for (const char* ext : {"svg", "png"}) {
-      const auto part = dir / (c.name + "." + ext + ".part");
-      if (res.exit_code != 0 || !complete_chart(part, ext)) bad.push_back(c.name + "." + ext);
-    }
-    if (!bad.empty()) {
-      for (const char* ext : {"svg", "png"}) fs::remove(dir / (c.name + "." + ext + ".part"));
-      std::string names;
-      for (const auto& b : bad) names += (names.empty() ? "" : " and ") + b;
-      out.failed.push_back(names);
-      out.notice += std::string(out.notice.empty() ? "" : "\n") + "charts: " + names +
-                    " not written (" +
-                    (res.exit_code != 0 ? "gnuplot: " + res.last_line
-                                        : std::string("cut short: a full disk?")) +
-                    "); " + (dir / c.name).string() + ".* as before";
-      continue;
-    }
-    for (const char* ext : {"svg", "png"}) {
-      const auto final_name = dir / (c.name + "." + ext);
-      fs::rename(dir / (c.name + "." + ext + ".part"), final_name);
-      out.files.push_back(final_name);
-    }
-    fs::remove(log);
+    draw_chart(c, c.kind == "lines" ? lines_script(c, subtitle, series) : gnuplot_script(c, subtitle, article),
+               dir, program, out);
   }
+  return out;
+}
+
+ChartOutput write_trend_chart(const ChartData& c, const std::string& subtitle, const fs::path& dir,
+                              const std::string& gnuplot) {
+  fs::create_directories(dir);
+  ChartOutput out;
+  metrics::write_file_atomic(dir / (c.name + ".csv"), c.csv);
+  out.files.push_back(dir / (c.name + ".csv"));
+  const auto program = find_program(gnuplot);
+  if (program.empty()) {
+    out.notice = "charts: gnuplot not found (apt-get install gnuplot-nox): wrote the trend as CSV only, in " +
+                 dir.string();
+    return out;
+  }
+  const int series = int(std::count(c.csv.begin(), c.csv.begin() + long(c.csv.find('\n')), ','));
+  const std::string data = gnuplot_string(c.name + ".csv");
+  std::ostringstream gp;
+  gp << "set datafile separator ','\nset key top left noenhanced\nset grid\n" << title_lines(c.title, subtitle)
+     << "set ylabel " << gnuplot_string(c.ylabel) << " noenhanced\nset xlabel 'result set (oldest first)'\n"
+     << "set yrange [0:*]\nset xtics 1\n";
+  std::ostringstream plot;
+  plot << "plot for [i=2:" << (1 + series) << "] " << data
+       << " using 1:i with linespoints lw 2 pt 7 title columnhead(i)\n";
+  draw_chart(c, gp.str() + svg_and_png(c.name, plot.str()), dir, program, out);
   return out;
 }
 

@@ -68,12 +68,150 @@ std::string config_difference(const Json& a, const Json& b, size_t limit) {
   return out;
 }
 
+std::map<std::string, double> run_counters(const RunRecord& run) {
+  std::map<std::string, double> out;
+  const auto& c = run.counters;
+  if (c.is_object()) {
+    if (auto v = num_at(c, "op_calls")) out["op calls"] = *v;
+    if (c.contains("op_calls_by_op") && c["op_calls_by_op"].is_object()) {
+      for (const auto& [k, v] : c["op_calls_by_op"].items()) {
+        if (v.is_number()) out["op calls: " + k] = v.get<double>();
+      }
+    }
+    if (auto v = num_at(c, "flops_counted")) out["flops counted"] = *v;
+    if (c.contains("flops_counted_by_op") && c["flops_counted_by_op"].is_object()) {
+      for (const auto& [k, v] : c["flops_counted_by_op"].items()) {
+        if (v.is_number()) out["flops counted: " + k] = v.get<double>();
+      }
+    }
+    if (auto v = num_at(c, "flops_analytic")) out["flops analytic"] = *v;
+  }
+  const auto& comm = run.comm_per_step;
+  if (comm.is_object() && comm.contains("collectives") && comm["collectives"].is_array()) {
+    if (auto v = num_at(comm, "bytes")) out["collective bytes per step"] = *v;
+    for (const auto& col : comm["collectives"]) {
+      const std::string key = "collective " + str_at(col, "op") + "/" + str_at(col, "primitive") + " " +
+                              str_at(col, "bytes") + " B: calls per step";
+      if (auto v = num_at(col, "per_step")) out[key] += *v;
+    }
+  }
+  for (const auto& r : run.ranks) {
+    const std::string k = "rank " + std::to_string(r.rank) + " ";
+    out[k + "param bytes"] = double(r.param_bytes);
+    out[k + "grad bytes"] = double(r.grad_bytes);
+    out[k + "optimizer bytes"] = double(r.optimizer_bytes);
+  }
+  return out;
+}
+
 namespace {
+
+double median_value(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// The log spread (or points, for accuracy) this machine's noise gives a
+// rung's measure: the rung's own where measured, else the machine's.
+std::optional<std::pair<double, int>> noise_of(const Json& noise, const std::string& rung, const std::string& measure) {
+  if (!noise.is_object()) return std::nullopt;
+  for (const std::string& path : {"rungs/" + rung + "/" + measure, "machine/" + measure}) {
+    const auto sd = num_at(noise, path + "/sd");
+    const auto runs = num_at(noise, path + "/runs");
+    if (sd && runs) return std::make_pair(*sd, int(*runs));
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Json measure_noise(const ResultSet& set) {
+  Json rungs = Json::object();
+  std::map<std::string, std::vector<double>> per_measure;
+  std::map<std::string, int> runs_of;
+  int measured = 0;
+  for (const auto& rung : set.rungs) {
+    std::map<std::string, std::vector<double>> v;
+    int ok = 0;
+    for (const auto& run : rung.repeats) {
+      if (!run.ok()) continue;
+      ++ok;
+      if (run.step_ms_median && *run.step_ms_median > 0) v["step time"].push_back(std::log(*run.step_ms_median));
+      if (run.train_time_s && *run.train_time_s > 0) v["training time"].push_back(std::log(*run.train_time_s));
+      if (!run.peak_memory_bytes.empty()) {
+        v["peak memory"].push_back(std::log(*std::max_element(run.peak_memory_bytes.begin(), run.peak_memory_bytes.end())));
+      }
+      if (run.test_acc) v["test accuracy"].push_back(*run.test_acc * 100);
+    }
+    if (ok < 3) continue;
+    ++measured;
+    Json r = Json::object();
+    for (const auto& [measure, values] : v) {
+      const auto s = stats::summarize(values);
+      if (!s || s->n < 3) continue;
+      r[measure] = {{"sd", s->sd}, {"runs", s->n}};
+      per_measure[measure].push_back(s->sd);
+      runs_of[measure] = runs_of.count(measure) ? std::min(runs_of[measure], s->n) : s->n;
+    }
+    rungs[rung.id] = r;
+  }
+  if (measured == 0) {
+    throw ConfigError(set.dir.string() + ": no rung with 3 or more ok runs: make the set with `accel-bench sweep "
+                      "--repeats 5` (unchanged runs) to measure this machine's noise");
+  }
+  Json machine = Json::object();
+  for (const auto& [measure, sds] : per_measure) {
+    const double sd = median_value(sds);
+    Json m = {{"sd", sd}, {"runs", runs_of[measure]}};
+    // The smallest change a compare resolves at this spread, per runs a side.
+    for (int n : {1, 3, 5}) {
+      m["resolves_with_" + std::to_string(n)] =
+          measure == "test accuracy" ? 2.801585 * sd * std::sqrt(2.0 / n)  // points
+                                     : stats::smallest_resolved_change(sd, n);
+    }
+    machine[measure] = m;
+  }
+  return {{"set", set.dir.string()}, {"machine_id", set.machine_id}, {"suite", set.suite},
+          {"scale", "sd: of the log for times and memory, of percentage points for test accuracy"},
+          {"rungs", rungs}, {"machine", machine}};
+}
+
+namespace {
+
+// The counters that differ between two runs (exactly), in name order.
+std::vector<CounterChange> counter_changes(const std::string& rung, const RunRecord& b, const RunRecord& o) {
+  const auto cb = run_counters(b), co = run_counters(o);
+  std::vector<CounterChange> out;
+  for (const auto& [k, v] : cb) {
+    const auto it = co.find(k);
+    if (it == co.end()) {
+      out.push_back({rung, k, v, std::nullopt});
+    } else if (it->second != v) {
+      out.push_back({rung, k, v, it->second});
+    }
+  }
+  for (const auto& [k, v] : co) {
+    if (!cb.count(k)) out.push_back({rung, k, std::nullopt, v});
+  }
+  std::sort(out.begin(), out.end(), [](const CounterChange& x, const CounterChange& y) { return x.counter < y.counter; });
+  return out;
+}
+
+std::string counter_value(OptNum v) {
+  if (!v) return "(none)";
+  return std::fabs(*v - std::round(*v)) < 1e-9 && std::fabs(*v) < 1e15 ? format_double("%.0f", *v)
+                                                                          : format_double("%.6g", *v);
+}
 
 struct Side {
   const RungRuns* rung = nullptr;
   std::vector<const RunRecord*> ok;
   Stat time, acc, mem;  // mem: the largest rank's peak
+  // Per ok run, for the intervals.
+  stats::Sample step_ms, train_s, mem_bytes;
+  std::vector<double> accs;
+  double test_samples = 0;  // per run (the smallest), 0 when unknown
   std::string status() const {
     if (rung == nullptr) return "missing";
     if (!rung->needs.empty() && rung->repeats.empty()) return "needs " + rung->needs;
@@ -96,10 +234,24 @@ Side side_of(const ResultSet& set, const std::string& id) {
     if (!run.peak_memory_bytes.empty()) {
       m.push_back(*std::max_element(run.peak_memory_bytes.begin(), run.peak_memory_bytes.end()));
     }
+    if (run.step_ms_median) s.step_ms.values.push_back(*run.step_ms_median);
+    const auto n = num_at(run.work, "test/samples");
+    if (n && *n > 0) s.test_samples = s.test_samples > 0 ? std::min(s.test_samples, *n) : *n;
   }
   s.time = stat_of(t);
   s.acc = stat_of(a);
   s.mem = stat_of(m);
+  s.train_s.values = t;
+  s.mem_bytes.values = m;
+  s.accs = a;
+  if (s.ok.size() == 1 && s.step_ms.values.size() == 1) {
+    // One run: its own steps after warm-up give its step time an interval.
+    if (const auto iv = stats::block_bootstrap_median(step_times_after_warmup(*s.ok.front()));
+        iv && iv->low > 0) {
+      s.step_ms.within_run_se_log =
+          (std::log(iv->high) - std::log(iv->low)) / (2 * stats::normal_quantile(0.975));
+    }
+  }
   return s;
 }
 
@@ -137,7 +289,138 @@ std::string uncompared(const std::string& why, const CompareBounds& bounds, Comp
   return why;
 }
 
-std::string judge(const Side& b, const Side& o, const CompareBounds& bounds, CompareOutcome& out) {
+bool has_spread(const stats::Interval& iv) { return iv.low < iv.high || iv.method != "one run a side: no spread"; }
+
+std::string change_text(const MeasureRow& r) {
+  if (!r.change) return "n/a";
+  const auto& c = *r.change;
+  const char* f = r.difference ? "%+.2f" : "%.3fx";
+  std::string t = format_double(f, c.point);
+  if (c.low < c.high) t += " [" + format_double(r.difference ? "%+.2f" : "%.3f", c.low) + ", " +
+                           format_double(r.difference ? "%+.2f" : "%.3f", c.high) + "]";
+  return t;
+}
+
+// A ratio row (time, memory): its interval and, under a bound, its verdict.
+MeasureRow ratio_row(const std::string& rung, const std::string& measure, const std::string& unit,
+                     double scale, stats::Sample b, stats::Sample o,
+                     const std::optional<double>& bound_pct, const char* worse, const char* better,
+                     bool judge_point, const Json& noise) {
+  if (b.values.size() == 1 && o.values.size() == 1) {
+    if (const auto n = noise_of(noise, rung, measure)) {
+      b.noise_sd_log = o.noise_sd_log = n->first;
+      b.noise_runs = o.noise_runs = n->second;
+    }
+  }
+  MeasureRow r;
+  r.rung = rung;
+  r.measure = measure;
+  r.unit = unit;
+  auto med = [&](const stats::Sample& s) -> OptNum {
+    const auto m = stats::summarize(s.values);
+    return m ? OptNum(m->median * scale) : std::nullopt;
+  };
+  r.base = med(b);
+  r.other = med(o);
+  r.base_runs = int(b.values.size());
+  r.other_runs = int(o.values.size());
+  r.change = stats::ratio_interval(b, o);
+  if (!bound_pct || !r.change) return r;
+  r.gated = true;
+  const double bound = *bound_pct / 100;
+  if (!has_spread(*r.change) && !judge_point) {
+    r.verdict = "unresolved";
+    r.note = "one run a side and no spread: run with --repeats 3 (or more)";
+    return r;
+  }
+  switch (stats::judge_higher_is_worse(*r.change, bound)) {
+    case stats::Verdict::worse: r.verdict = worse; break;
+    case stats::Verdict::better: r.verdict = better; break;
+    case stats::Verdict::same: r.verdict = "same"; break;
+    case stats::Verdict::unresolved: {
+      r.verdict = "unresolved";
+      auto sd = stats::log_spread(b, o);
+      if (!sd && b.noise_sd_log) sd = b.noise_sd_log;
+      if (sd) {
+        r.repeats_needed = stats::repeats_needed(*sd, std::log1p(bound));
+        r.note = "straddles " + format_double("%g%%", *bound_pct) + "; " +
+                 std::to_string(*r.repeats_needed) + " runs a side resolve a change of that size";
+      } else {
+        r.note = "straddles " + format_double("%g%%", *bound_pct) +
+                 " (within-run interval only); run with --repeats 3 to measure the spread";
+      }
+      break;
+    }
+  }
+  return r;
+}
+
+MeasureRow accuracy_row(const std::string& rung, const Side& b, const Side& o, const CompareBounds& bounds) {
+  MeasureRow r;
+  r.rung = rung;
+  r.measure = "test accuracy";
+  r.unit = "%";
+  r.difference = true;
+  auto mean = [](const std::vector<double>& v) -> OptNum {
+    const auto m = stats::summarize(v);
+    return m ? OptNum(m->mean * 100) : std::nullopt;
+  };
+  r.base = mean(b.accs);
+  r.other = mean(o.accs);
+  r.base_runs = int(b.accs.size());
+  r.other_runs = int(o.accs.size());
+  r.change = stats::accuracy_difference(b.accs, b.test_samples, o.accs, o.test_samples);
+  if (!r.change || !(bounds.acc_drop_points || bounds.acc_band_points)) return r;
+  r.gated = true;
+  if (r.change->method == "no spread") {
+    r.verdict = "unresolved";
+    r.note = "no spread: the runs name no test-set size and have one seed a side";
+    return r;
+  }
+  // The spread of one run's accuracy, in points: the seeds' where there are
+  // several, else the test set's binomial one.
+  std::optional<double> sd;
+  for (const auto* s : {&b, &o}) {
+    const auto m = stats::summarize(s->accs);
+    if (m && m->n >= 2) sd = std::max(sd.value_or(0.0), m->sd * 100);
+  }
+  if (!sd && b.test_samples > 0 && r.base) {
+    const double p = *r.base / 100;
+    sd = std::sqrt(p * (1 - p) / b.test_samples) * 100;
+  }
+  std::vector<std::string> worse;
+  bool unresolved = false;
+  std::optional<double> resolve_at;
+  if (bounds.acc_drop_points) {
+    const auto v = stats::judge_lower_is_worse(*r.change, *bounds.acc_drop_points);
+    if (v == stats::Verdict::worse) worse.push_back("less accurate");
+    if (v == stats::Verdict::unresolved) unresolved = true, resolve_at = *bounds.acc_drop_points;
+    if (v == stats::Verdict::better && !bounds.acc_band_points) r.verdict = "more accurate";
+  }
+  if (bounds.acc_band_points) {
+    const auto v = stats::judge_band(*r.change, *bounds.acc_band_points);
+    if (v == stats::Verdict::worse) worse.push_back("outside band");
+    if (v == stats::Verdict::unresolved) {
+      unresolved = true;
+      resolve_at = std::min(resolve_at.value_or(*bounds.acc_band_points), *bounds.acc_band_points);
+    }
+  }
+  if (!worse.empty()) {
+    r.verdict = worse.front();
+  } else if (unresolved) {
+    r.verdict = "unresolved";
+    if (sd && resolve_at) r.repeats_needed = stats::repeats_needed(*sd, *resolve_at);
+    r.note = "straddles the bound" + (r.repeats_needed ? "; " + std::to_string(*r.repeats_needed) +
+                                                             " seeds a side resolve a change of its size"
+                                                       : std::string());
+  } else if (r.verdict.empty()) {
+    r.verdict = "same";
+  }
+  return r;
+}
+
+std::string judge(const Side& b, const Side& o, const CompareBounds& bounds, CompareOutcome& out,
+                  const std::string& id) {
   const auto [cb, co] = comparable_configs(b.ok.front()->config, o.ok.front()->config);
   if (cb != co) {
     ++out.not_comparable;
@@ -150,43 +433,93 @@ std::string judge(const Side& b, const Side& o, const CompareBounds& bounds, Com
   if (b.acc.median && o.acc.median) delta = (*o.acc.median - *b.acc.median) * 100;
   // A bound whose measure a side lacks judged nothing.
   std::vector<std::string> missing;
-  if (bounds.slower_pct && !tr) missing.push_back("training time (--fail-slower)");
+  if (bounds.slower_pct && !tr && !ratio(stats::summarize(b.step_ms.values) ? OptNum(1) : std::nullopt,
+                                         stats::summarize(o.step_ms.values) ? OptNum(1) : std::nullopt)) {
+    missing.push_back("training or step time (--fail-slower)");
+  }
   if ((bounds.acc_drop_points || bounds.acc_band_points) && !delta) {
     missing.push_back("test accuracy (--fail-accuracy-drop/--accuracy-band)");
   }
   if (bounds.memory_growth_pct && !mr) missing.push_back("peak memory (--fail-memory-growth)");
+  if (bounds.fail_counters &&
+      (!b.ok.front()->counters.is_object() || !o.ok.front()->counters.is_object())) {
+    missing.push_back("work counters (--fail-counters)");
+  }
   if (!missing.empty()) {
     std::string why = "not compared: no ";
     for (size_t i = 0; i < missing.size(); ++i) why += (i ? ", " : "") + missing[i];
     return uncompared(why + " on both sides", bounds, out);
   }
   ++out.compared;
-  std::vector<std::string> fails;
-  char buf[160];
-  if (bounds.slower_pct && tr && *tr > 1 + *bounds.slower_pct / 100) {
-    std::snprintf(buf, sizeof(buf), "slower by %.1f%% (> %g%%)", (*tr - 1) * 100, *bounds.slower_pct);
-    fails.push_back(buf);
+  std::vector<MeasureRow> rows;
+  rows.push_back(ratio_row(id, "step time", "ms", 1, b.step_ms, o.step_ms, bounds.slower_pct, "slower",
+                           "faster", false, bounds.noise));
+  rows.push_back(ratio_row(id, "training time", "s", 1, b.train_s, o.train_s, bounds.slower_pct, "slower",
+                           "faster", false, bounds.noise));
+  rows.push_back(accuracy_row(id, b, o, bounds));
+  // Peak memory needs a spread too: a CPU run's peak RSS moved 2-9% (sd of
+  // the log) between unchanged runs on a 2-core machine.
+  rows.push_back(ratio_row(id, "peak memory", "GB", 1e-9, b.mem_bytes, o.mem_bytes, bounds.memory_growth_pct,
+                           "larger", "smaller", false, bounds.noise));
+  // The speed gate: judged by the time measures that have an interval; a
+  // measure with one run a side and no spread is left to the other.
+  auto* step = &rows[0];
+  auto* train = &rows[1];
+  if (bounds.slower_pct) {
+    for (auto* r : {step, train}) {
+      if (r->change && r->verdict == "unresolved" && !has_spread(*r->change)) {
+        auto* other_row = r == step ? train : step;
+        if (other_row->change && has_spread(*other_row->change)) {
+          r->verdict = "not judged";
+          r->note = "one run a side and no spread; judged by " + other_row->measure;
+          r->gated = false;
+        }
+      }
+    }
   }
-  if (bounds.acc_drop_points && delta && -*delta > *bounds.acc_drop_points) {
-    std::snprintf(buf, sizeof(buf), "accuracy down %.2f points (> %g)", -*delta,
-                  *bounds.acc_drop_points);
-    fails.push_back(buf);
+  std::vector<std::string> fails, open;
+  for (const auto& r : rows) {
+    if (!r.gated) continue;
+    const std::string what = r.measure + " " + change_text(r);
+    if (r.verdict == "slower" || r.verdict == "less accurate" || r.verdict == "outside band" ||
+        r.verdict == "larger") {
+      const double bnd = r.measure == "test accuracy"
+                             ? bounds.acc_drop_points.value_or(bounds.acc_band_points.value_or(0))
+                         : r.measure == "peak memory" ? bounds.memory_growth_pct.value_or(0)
+                                                      : bounds.slower_pct.value_or(0);
+      fails.push_back(r.verdict + ": " + what + (r.difference ? format_double(" (> %g points)", bnd)
+                                                             : format_double(" (> %g%%)", bnd)));
+    } else if (r.verdict == "unresolved") {
+      open.push_back(what + ": " + r.note);
+    }
   }
-  if (bounds.acc_band_points && delta && std::fabs(*delta) > *bounds.acc_band_points) {
-    std::snprintf(buf, sizeof(buf), "accuracy off by %.2f points (band %g)", *delta,
-                  *bounds.acc_band_points);
-    fails.push_back(buf);
+  for (auto& r : rows) out.rows.push_back(std::move(r));
+  // The exact counters: the first ok run of each side (every repeat of one
+  // config counts the same).
+  const auto changes = counter_changes(id, *b.ok.front(), *o.ok.front());
+  if (bounds.fail_counters && !changes.empty()) {
+    std::string what = "counters changed: ";
+    for (size_t i = 0; i < changes.size() && i < 5; ++i) {
+      what += (i ? "; " : "") + changes[i].counter + " " + counter_value(changes[i].base) + " -> " +
+              counter_value(changes[i].other);
+    }
+    if (changes.size() > 5) what += "; +" + std::to_string(changes.size() - 5) + " more";
+    fails.push_back(what);
   }
-  if (bounds.memory_growth_pct && mr && *mr > 1 + *bounds.memory_growth_pct / 100) {
-    std::snprintf(buf, sizeof(buf), "memory up %.1f%% (> %g%%)", (*mr - 1) * 100,
-                  *bounds.memory_growth_pct);
-    fails.push_back(buf);
+  out.counter_changes.insert(out.counter_changes.end(), changes.begin(), changes.end());
+  if (!fails.empty()) {
+    ++out.regressions;
+    std::string v = "REGRESSION: ";
+    for (size_t i = 0; i < fails.size(); ++i) v += (i ? "; " : "") + fails[i];
+    return v;
   }
-  if (fails.empty()) return "ok";
-  ++out.regressions;
-  std::string v = "REGRESSION: ";
-  for (size_t i = 0; i < fails.size(); ++i) v += (i ? "; " : "") + fails[i];
-  return v;
+  if (!open.empty()) {
+    ++out.unresolved;
+    std::string v = "UNRESOLVED: ";
+    for (size_t i = 0; i < open.size(); ++i) v += (i ? "; " : "") + open[i];
+    return v;
+  }
+  return "ok";
 }
 
 }  // namespace
@@ -194,6 +527,10 @@ std::string judge(const Side& b, const Side& o, const CompareBounds& bounds, Com
 CompareOutcome compare_sets(const ResultSet& base, const ResultSet& other,
                             const CompareBounds& bounds) {
   CompareOutcome out;
+  out.base_dir = base.dir.string();
+  out.other_dir = other.dir.string();
+  out.base_machine = base.machine_id;
+  out.other_machine = other.machine_id;
   std::vector<std::string> ids;
   for (const auto* set : {&base, &other}) {
     for (const auto* list : {&set->upstream, &set->rungs}) {
@@ -224,7 +561,7 @@ CompareOutcome compare_sets(const ResultSet& base, const ResultSet& other,
       ++out.regressions;
       verdict = "REGRESSION: " + o.status() + " (ok in base)";
     } else {
-      verdict = judge(b, o, bounds, out);
+      verdict = judge(b, o, bounds, out, id);
     }
     OptNum delta;
     if (b.acc.median && o.acc.median) delta = (*o.acc.median - *b.acc.median) * 100;
@@ -244,11 +581,122 @@ CompareOutcome compare_sets(const ResultSet& base, const ResultSet& other,
                       " rungs of base were not compared, which fails a gate (see the verdicts; "
                       "--allow-uncompared accepts them); ");
   }
+  if (out.regressions == 0 && out.unresolved > 0) {
+    sum << "UNRESOLVED: " << out.unresolved
+        << " rungs straddle a bound (no regression beyond doubt; more repeats resolve them); ";
+  }
+  std::ostringstream note;
+  // Where this machine's noise exceeds a bound, say so on the verdict line, before the tables.
+  if (bounds.noise.is_object() && bounds.slower_pct) {
+    for (const char* m : {"step time", "training time"}) {
+      const auto one = num_at(bounds.noise, std::string("machine/") + m + "/resolves_with_1");
+      const auto three = num_at(bounds.noise, std::string("machine/") + m + "/resolves_with_3");
+      if (one && *one * 100 > *bounds.slower_pct) {
+        note << "NOTE: this machine's noise (" << str_at(bounds.noise, "set") << ") resolves " << m
+            << " changes above " << format_double("%.1f%%", *one * 100) << " with one run a side"
+            << (three ? ", " + format_double("%.1f%%", *three * 100) + " with 3" : std::string()) << "; --fail-slower is "
+            << format_double("%g%%", *bounds.slower_pct) << ". ";
+      }
+    }
+  }
+  sum << note.str();
   sum << out.compared << " rungs compared, " << out.not_comparable << " not comparable, "
-      << out.regressions << " regressions.";
+      << out.regressions << " regressions, " << out.unresolved << " unresolved.";
   out.summary = sum.str();
+  if (!out.rows.empty()) {
+    md << "\n| rung | measure | base | other | runs | change [95% interval] | verdict | how |\n"
+       << "|---|---|---|---|---|---|---|---|\n";
+    for (const auto& r : out.rows) {
+      const char* f = r.unit == "ms" ? "%.1f" : r.unit == "s" ? "%.1f" : "%.2f";
+      md << "| " << r.rung << " | " << r.measure << " (" << r.unit << ") | " << fmt_num(r.base, f) << " | "
+         << fmt_num(r.other, f) << " | " << r.base_runs << " / " << r.other_runs << " | " << change_text(r)
+         << " | " << (r.verdict.empty() ? "-" : r.verdict) << (r.note.empty() ? "" : ": " + r.note) << " | "
+         << (r.change ? r.change->method : "") << " |\n";
+    }
+  }
+  if (!out.counter_changes.empty()) {
+    md << "\nExact work counters that differ (one step after warm-up; any change is a change in "
+          "what the step does, or in the LibTorch that runs it):\n\n"
+       << "| rung | counter | base | other |\n|---|---|---|---|\n";
+    for (const auto& c : out.counter_changes) {
+      md << "| " << markdown_text(c.rung) << " | " << markdown_text(c.counter) << " | " << counter_value(c.base)
+         << " | " << counter_value(c.other) << " |\n";
+    }
+  }
   out.markdown = out.summary + "\n\n" + md.str() + "\n" + out.summary + "\n";
   return out;
+}
+
+int compare_exit_status(const std::vector<CompareOutcome>& outcomes) {
+  int regressions = 0, unresolved = 0;
+  for (const auto& o : outcomes) {
+    regressions += o.regressions;
+    unresolved += o.unresolved;
+  }
+  if (regressions > 0) return 1;
+  return unresolved > 0 ? kUnresolvedExitCode : 0;
+}
+
+namespace {
+
+const char* verdict_word(int status) {
+  return status == 0 ? "PASS" : status == 1 ? "FAIL" : "UNRESOLVED";
+}
+
+}  // namespace
+
+std::string compare_ci_markdown(const std::vector<CompareOutcome>& outcomes) {
+  const int status = compare_exit_status(outcomes);
+  std::ostringstream md;
+  md << "**" << verdict_word(status) << "**";
+  for (const auto& o : outcomes) md << " " << markdown_text(o.summary);
+  md << "\n\n| base -> other | rung | measure | base | other | change [95% interval] | verdict |\n"
+     << "|---|---|---|---|---|---|---|\n";
+  for (const auto& o : outcomes) {
+    const std::string pair = markdown_text(o.base_machine + " -> " + o.other_machine);
+    for (const auto& r : o.rows) {
+      const char* f = r.unit == "%" || r.unit == "GB" ? "%.2f" : "%.1f";
+      md << "| " << pair << " | " << markdown_text(r.rung) << " | " << r.measure << " (" << r.unit << ") | "
+         << fmt_num(r.base, f) << " | " << fmt_num(r.other, f) << " | " << change_text(r) << " | "
+         << (r.verdict.empty() ? "-" : r.verdict) << " |\n";
+    }
+  }
+  md << "\nVerdicts come from the 95% interval, not the point: *slower* / *less accurate* / *larger* "
+        "when the whole interval lies beyond the bound, *unresolved* when it straddles it (exit "
+     << kUnresolvedExitCode << "), *same* / *faster* otherwise.\n";
+  return md.str();
+}
+
+Json compare_json(const std::vector<CompareOutcome>& outcomes) {
+  Json doc = {{"exit_status", compare_exit_status(outcomes)}, {"comparisons", Json::array()}};
+  auto num = [](const OptNum& v) { return v ? Json(*v) : Json(); };
+  for (const auto& o : outcomes) {
+    Json c = {{"base", o.base_dir},           {"other", o.other_dir},
+              {"base_machine", o.base_machine}, {"other_machine", o.other_machine},
+              {"summary", o.summary},         {"compared", o.compared},
+              {"not_comparable", o.not_comparable}, {"uncompared", o.uncompared},
+              {"regressions", o.regressions}, {"unresolved", o.unresolved},
+              {"rows", Json::array()}};
+    for (const auto& r : o.rows) {
+      Json row = {{"rung", r.rung},          {"measure", r.measure},   {"unit", r.unit},
+                  {"base", num(r.base)},     {"other", num(r.other)},  {"base_runs", r.base_runs},
+                  {"other_runs", r.other_runs}, {"kind", r.difference ? "difference" : "ratio"},
+                  {"verdict", r.verdict},    {"note", r.note},         {"gated", r.gated},
+                  {"repeats_needed", r.repeats_needed ? Json(*r.repeats_needed) : Json()}};
+      if (r.change) {
+        row["change"] = {{"point", r.change->point}, {"low", r.change->low}, {"high", r.change->high},
+                         {"confidence", stats::kConfidence}, {"method", r.change->method}};
+      }
+      c["rows"].push_back(row);
+    }
+    c["counter_changes"] = Json::array();
+    for (const auto& ch : o.counter_changes) {
+      c["counter_changes"].push_back({{"rung", ch.rung}, {"counter", ch.counter}, {"base", num(ch.base)},
+                                      {"other", num(ch.other)}});
+    }
+    doc["comparisons"].push_back(c);
+  }
+  return doc;
 }
 
 }  // namespace accel::results

@@ -103,11 +103,17 @@ RungRow make_row(const RungRuns& r, const ResultSet& set, const PeakTable& peaks
   row.comparable = r.comparable;
   row.runs = int(r.repeats.size());
   describe_config(row, r);
-  std::vector<double> time, acc, total, device, mfu, ttt, tokens;
+  std::vector<double> time, acc, total, device, mfu, ttt, tokens, step, mem_max;
   std::vector<std::vector<double>> mem;
+  const RunRecord* only = nullptr;
   for (const auto& run : r.repeats) {
     if (!run.ok()) continue;
     ++row.ok_runs;
+    only = &run;
+    if (run.step_ms_median) step.push_back(*run.step_ms_median);
+    if (!run.peak_memory_bytes.empty()) {
+      mem_max.push_back(*std::max_element(run.peak_memory_bytes.begin(), run.peak_memory_bytes.end()) / 1e9);
+    }
     if (run.train_time_s) time.push_back(*run.train_time_s);
     if (run.test_acc) acc.push_back(*run.test_acc);
     if (run.samples_per_s) total.push_back(*run.samples_per_s);
@@ -136,6 +142,22 @@ RungRow make_row(const RungRuns& r, const ResultSet& set, const PeakTable& peaks
   row.ttt_s = stat_of(ttt);
   row.ttt_reached = int(ttt.size());
   for (const auto& per_rank : mem) row.mem_per_rank.push_back(*stat_of(per_rank).median);
+  // The spread of each measure over the repeats (and one run's step time
+  // over its own steps).
+  auto add = [&](const char* measure, const char* unit, const std::vector<double>& v, double scale) {
+    std::vector<double> scaled;
+    for (double x : v) scaled.push_back(x * scale);
+    if (auto sum = stats::summarize(scaled)) row.spread.push_back({measure, unit, *sum, std::nullopt});
+  };
+  add("step time", "ms", step, 1);
+  if (row.ok_runs == 1 && !row.spread.empty() && only != nullptr) {
+    row.spread.back().within_run = stats::block_bootstrap_median(step_times_after_warmup(*only));
+  }
+  add("samples/s", "1/s", total, 1);
+  add("training time", "s", time, 1);
+  add("time to target", "s", ttt, 1);
+  add("test accuracy", "%", acc, 100);
+  add("peak memory", "GB", mem_max, 1);
   reference_figures(row, set.reference);
   return row;
 }

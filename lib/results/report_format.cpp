@@ -164,6 +164,31 @@ std::string report_markdown(const Report& r) {
   }
   md << "\n";
   for (const auto& n : r.notes) md << "- " << escape_md(n) << "\n";
+  bool any_spread = false;
+  for (const auto& row : r.rungs) any_spread = any_spread || !row.spread.empty();
+  if (any_spread) {
+    md << "\n## Spread\n\nEach measure over a rung's ok runs: median, interquartile range, "
+          "coefficient of variation and the 95% interval of the mean (Student t). With one run a "
+          "rung, its step time's interval comes from its own steps after warm-up (a moving-block "
+          "bootstrap of the median: within the run, not between runs); a compare needs repeats "
+          "(`sweep --repeats N`) for the rest.\n\n"
+       << "| rung | measure | runs | median | IQR | CV | 95% interval |\n|---|---|---|---|---|---|---|\n";
+    for (const auto& row : r.rungs) {
+      for (const auto& sp : row.spread) {
+        const auto& s = sp.summary;
+        const char* f = sp.unit == "GB" || sp.unit == "%" ? "%.2f" : "%.4g";
+        std::string ci = "-";
+        if (s.ci_low) {
+          ci = fmt_num(*s.ci_low, f) + " - " + fmt_num(*s.ci_high, f) + " (t)";
+        } else if (sp.within_run) {
+          ci = fmt_num(sp.within_run->low, f) + " - " + fmt_num(sp.within_run->high, f) + " (within run)";
+        }
+        md << "| " << escape_md(row.id) << " | " << sp.measure << " (" << sp.unit << ") | " << s.n << " | "
+           << fmt_num(s.median, f) << " | " << (s.n >= 2 ? fmt_num(s.iqr, f) : "-") << " | "
+           << (s.n >= 2 ? fmt_num(s.cv * 100, "%.1f%%") : "-") << " | " << ci << " |\n";
+      }
+    }
+  }
   if (r.price_per_hour) {
     md << "\n## Cost\n\nAt " << fmt_num(r.price_per_hour, "%.4g") << " an hour for each billed unit ("
        << escape_md(r.price_note) << "; a GPU run is billed by its GPUs, a CPU run by its machines). Cost per "

@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 
 #include "accel/util/errors.h"
+#include "accel/util/input_file.h"
 
 namespace fs = std::filesystem;
 
@@ -18,6 +21,32 @@ using machine::PredictBase;
 using machine::PredictOptions;
 using machine::reference_file;
 using machine::run_mfu;
+
+std::vector<double> step_times_after_warmup(const RunRecord& run) {
+  if (!run.step_ms_after_warmup.empty()) return run.step_ms_after_warmup;
+  std::vector<double> out;
+  std::string text;
+  try {
+    text = read_input_file(run.dir / "metrics.csv", "metrics.csv");
+  } catch (const std::exception&) {
+    return out;  // no per-step figures: the run has no interval of its own
+  }
+  const auto warmup = long(num_at(run.config, "train/warmup_steps").value_or(5));
+  long steps = 0;
+  size_t pos = text.find('\n');  // after the header
+  while (pos != std::string::npos && pos + 1 < text.size()) {
+    const size_t end = text.find('\n', pos + 1);
+    const std::string line = text.substr(pos + 1, end == std::string::npos ? end : end - pos - 1);
+    pos = end;
+    if (line.rfind("step,", 0) != 0) continue;
+    const auto comma = line.rfind(',');
+    if (steps++ < warmup || comma + 1 >= line.size()) continue;
+    char* stop = nullptr;
+    const double ms = std::strtod(line.c_str() + comma + 1, &stop);
+    if (stop != line.c_str() + comma + 1 && std::isfinite(ms) && ms > 0) out.push_back(ms);
+  }
+  return out;
+}
 
 const RungRuns* ResultSet::find(const std::string& id) const {
   for (const auto* list : {&rungs, &upstream}) {

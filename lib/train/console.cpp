@@ -109,6 +109,16 @@ void Console::summary(const RunResult& r) const {
                   largest);
   }
   *out << line << "\n";
+  if (r.counters.is_object()) {
+    const auto ratio = r.counters.value("flops_counted_over_analytic", nlohmann::json());
+    std::snprintf(line, sizeof(line),
+                  "Work of step %lld (counted, exact): %lld op calls | %.4g GFLOP in matmul-class ops "
+                  "(%.3fx the analytic count)",
+                  static_cast<long long>(r.counters.value("step", int64_t{0})),
+                  static_cast<long long>(r.counters.value("op_calls", int64_t{0})),
+                  r.counters.value("flops_counted", 0.0) / 1e9, ratio.is_number() ? ratio.get<double>() : 0.0);
+    *out << line << "\n";
+  }
   if (r.step_time_ms.count > 0 && r.samples_per_s) {
     // Images for the vision ladder (as before samples_per_s existed); text
     // runs add their tokens.

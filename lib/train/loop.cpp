@@ -1,6 +1,7 @@
 // The epoch loop of a run (run_state.h): each batch through the TrainStep,
 // its loss and accuracy kept on the device until a flush, validation per
 // epoch, periodic and final checkpoints, stop requests, --profile.
+#include <optional>
 #include <cmath>
 #include <cstdio>
 
@@ -114,9 +115,17 @@ bool Run::train_batch(const data::Batch& batch, int epoch, EpochState& es, int64
   dist::Comm* comm = fabric_->context().comm.get();
   if (comm != nullptr) comm->take_counts();  // evaluation's and checkpoints' are not the step's
   const bool measured = step_ >= cfg_.train.warmup_steps;
+  // The counted step: every op of its step function (forward, backward,
+  // optimizer) counted, not timed by the counting (see counted_step()).
+  std::optional<metrics::StepCounter> counter;
+  if (step_ == counted_step() && !(profiler_ && profiler_->running())) {
+    counter.emplace();
+    counter->start();
+  }
   clock_->begin();
   const auto y = fabric_->to_device(batch.y);  // for the loss and the accuracy
   const StepOutput out = step_fn_->run(batch, y, w);
+  if (counter) record_counts(counter->stop(), batch);
   if (w.last) ++opt_steps_;
   flops_sum_ += built_.module->forward_flops(batch.inputs);
   samples_sum_ += double(batch.y.size(0));
@@ -153,6 +162,36 @@ bool Run::train_batch(const data::Batch& batch, int epoch, EpochState& es, int64
     ++comm_steps_;
   }
   return go;
+}
+
+int64_t Run::counted_step() const {
+  const auto& t = cfg_.train;
+  int64_t total = train_loader_ ? train_loader_->num_batches() * t.epochs : 0;
+  if (t.max_steps > 0) total = std::min(total, t.max_steps);
+  const int64_t wanted = t.warmup_steps >= 2 ? t.warmup_steps - 1 : 1;
+  return std::max<int64_t>(0, std::min(wanted, total - 1));  // a run shorter than that: its last step
+}
+
+void Run::record_counts(const metrics::StepCounts& c, const data::Batch& batch) {
+  nlohmann::json calls = nlohmann::json::object(), flops = nlohmann::json::object();
+  int64_t total = 0;
+  for (const auto& [name, n] : c.calls) {
+    calls[name] = n;
+    total += n;
+  }
+  for (const auto& [name, f] : c.flops) flops[name] = f;
+  // What the model's own count says the step does: forward, and backward at
+  // twice the forward (input and weight gradients).
+  const double analytic = 3.0 * built_.module->forward_flops(batch.inputs);
+  const double counted = c.matmul_flops();
+  result_.counters = {{"step", step_},
+                      {"op_calls", total},
+                      {"op_calls_by_op", calls},
+                      {"flops_counted", counted},
+                      {"flops_counted_by_op", flops},
+                      {"flops_analytic", analytic},
+                      {"flops_counted_over_analytic", analytic > 0 ? nlohmann::json(counted / analytic)
+                                                                   : nlohmann::json()}};
 }
 
 // --profile: record steps [warmup_steps, warmup_steps + profile_steps) of
@@ -218,7 +257,7 @@ bool Run::flush_pending(EpochState& es, int64_t batches) {
                      " after " + std::to_string(nonfinite_) + " such step(s) in a row");
     }
     const StepTime& t = times[size_t(i)];
-    if (p.step >= cfg_.train.warmup_steps) {
+    if (p.step >= cfg_.train.warmup_steps && p.step != counted_step()) {
       step_ms_.push_back(t.total_ms);
       if (t.split) {
         for (int k = 0; k < kStepPhases; ++k) phase_sum_ms_[k] += t.phase_ms[k];

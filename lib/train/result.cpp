@@ -47,6 +47,8 @@ json to_json(const RunResult& r) {
             {"steps", r.steps},
             {"work", r.work},
             {"step_time_ms", spread_json(r.step_time_ms)},
+            {"step_ms_after_warmup", r.step_ms_after_warmup},
+            {"counters", r.counters},
             {"step_split_ms", r.step_split_ms},
             {"comm_per_step", r.comm_per_step},
             {"data_kind", r.data_kind},
@@ -182,6 +184,14 @@ RunRecord run_record_of(const json& doc, const std::filesystem::path& dir) {
   r.model_flops_per_s = number(doc, "model_flops_per_s");
   const json step = object_or_null(doc, "step_time_ms");
   r.step_ms_median = number(step, "median");
+  r.counters = object_or_null(doc, "counters");
+  r.started_at = text(doc, "started_at", "");
+  r.finished_at = text(doc, "finished_at", "");
+  if (const json* series = field(doc, "step_ms_after_warmup"); series != nullptr && series->is_array()) {
+    for (const auto& v : *series) {
+      if (v.is_number()) r.step_ms_after_warmup.push_back(v.get<double>());
+    }
+  }
   r.step_ms_mean = number(step, "mean");
   r.peak_memory_bytes = numbers(doc, "peak_memory_bytes");
   if (const json* e = field(doc, "epochs"); e != nullptr && e->is_array()) {

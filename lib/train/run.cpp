@@ -409,6 +409,8 @@ void Run::finish() {
   result_.steps = step_;
   result_.work = work_json();
   result_.step_time_ms = steps;
+  result_.step_ms_after_warmup.reserve(slowest.size());
+  for (double ms : slowest) result_.step_ms_after_warmup.push_back(std::round(ms * 1e3) / 1e3);
   record_step_split();
   if (samples_sum_ > 0) result_.flops_per_sample = flops_sum_ / samples_sum_;
   if (steps.count > 0 && steps.mean > 0) {

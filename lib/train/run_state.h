@@ -124,6 +124,12 @@ class Run {
   std::vector<PendingStep> pending_;
   std::unique_ptr<metrics::OpProfiler> profiler_;  // --profile
   int64_t profile_first_ = -1, profiled_ = 0;
+  // The step whose work is counted exactly (result.json's "counters"): the
+  // last warm-up step, or step 1 (then left out of the step times) when the
+  // warm-up is shorter than two steps; a run shorter than that counts its
+  // last step.
+  int64_t counted_step() const;
+  void record_counts(const metrics::StepCounts& c, const data::Batch& batch);
 
   RunResult result_;
   std::vector<double> step_ms_;  // this rank's, after warm-up

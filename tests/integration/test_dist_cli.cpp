@@ -25,7 +25,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "accel/results/compare.h"
 #include "accel/train/checkpoint.h"
+#include "accel/train/result.h"
 #include "integration/cli_helpers.h"
 
 namespace fs = std::filesystem;
@@ -748,4 +750,108 @@ TEST_CASE("cli: a checkpoint from inside an epoch resumes only on its rank count
   INFO(r.output);
   CHECK(r.code == 0);
   CHECK(result_of(again)["epochs"].size() == 2);
+}
+
+TEST_CASE("counters: two identical runs count the same work and --fail-counters passes them, a gradient clip moves only the op calls") {
+  REQUIRE_MESSAGE(have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
+  const auto root = fresh_dir("counters");
+  const std::string run = "run" + smoke(8, 4) + " --set train.warmup_steps=2";
+  for (const char* set : {"a", "b"}) {
+    const auto r = run_cli(run + " --out " + (root / set / "rung").string());
+    REQUIRE_MESSAGE(r.code == 0, r.output);
+  }
+  auto r = run_cli(run + " --set train.grad_clip=1.0 --out " + (root / "clip" / "rung").string());
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  const auto a = result_of(root / "a" / "rung"), b = result_of(root / "b" / "rung");
+  const auto& ca = a["counters"];
+  REQUIRE(ca.is_object());
+  CHECK(ca["step"] == 1);  // the last warm-up step
+  CHECK(ca["op_calls"].get<int64_t>() > 100);
+  CHECK(ca["op_calls_by_op"]["aten::addmm"].get<int64_t>() > 0);
+  CHECK(ca["flops_counted"].get<double>() > 0);
+  // What the ops were counted to do agrees with the model's own count.
+  CHECK(std::fabs(ca["flops_counted_over_analytic"].get<double>() - 1.0) <= 0.10);
+  CHECK(ca == b["counters"]);  // exact: no clock in them
+  CHECK(a["step_time_ms"]["count"] == 2);  // 4 steps, 2 warm-up; the counted one is warm-up
+  r = run_cli("compare " + (root / "a").string() + " " + (root / "b").string() + " --fail-counters");
+  CHECK_MESSAGE(r.code == 0, r.output);
+  // Clipping adds the norm and scaling ops, not one matmul.
+  const auto clip = result_of(root / "clip" / "rung");
+  CHECK(clip["counters"]["op_calls"].get<int64_t>() > ca["op_calls"].get<int64_t>());
+  CHECK(clip["counters"]["flops_counted"] == ca["flops_counted"]);
+  // A change in the same config's counters (as a LibTorch or code change
+  // would make) fails the gate, named with both values.
+  auto doctored = b;
+  doctored["counters"]["op_calls_by_op"]["aten::addmm"] = ca["op_calls_by_op"]["aten::addmm"].get<int64_t>() + 1;
+  std::ofstream(root / "b" / "rung" / "result.json") << doctored.dump(2);
+  r = run_cli("compare " + (root / "a").string() + " " + (root / "b").string() + " --fail-counters");
+  INFO(r.output);
+  CHECK(r.code == 1);
+  const auto n = ca["op_calls_by_op"]["aten::addmm"].get<int64_t>();
+  CHECK(r.output.find("counters changed: op calls: aten::addmm " + std::to_string(n) + " -> " +
+                      std::to_string(n + 1)) != std::string::npos);
+  r = run_cli("compare " + (root / "a").string() + " " + (root / "b").string());  // no gate: listed only
+  CHECK(r.code == 0);
+  CHECK(r.output.find("| rung | op calls: aten::addmm |") != std::string::npos);
+}
+
+TEST_CASE("counters: a smaller ddp bucket adds exactly all-reduce calls, and --fail-counters names them") {
+  REQUIRE_MESSAGE(have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
+  const auto root = fresh_dir("counters-ddp");
+  const std::string ddp = "run" + smoke(8, 4) +
+                          " --set train.warmup_steps=2 --set runtime.devices=2 --set runtime.strategy=ddp";
+  auto r = run_cli(ddp + " --out " + (root / "one" / "rung").string());
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  r = run_cli(ddp + " --set runtime.bucket_mb=0.01 --out " + (root / "many" / "rung").string());
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  const auto one = result_of(root / "one" / "rung"), many = result_of(root / "many" / "rung");
+  // Same step, same ops: the bucket layout changes the collectives only.
+  CHECK(one["counters"]["flops_counted"] == many["counters"]["flops_counted"]);
+  CHECK(one["comm_per_step"]["bytes"] == many["comm_per_step"]["bytes"]);
+  CHECK(one["comm_per_step"]["collectives"].size() < many["comm_per_step"]["collectives"].size());
+  // The configs differ in runtime.bucket_mb: compare the counters of the
+  // runs as data (the same function --fail-counters uses).
+  const auto ca = accel::results::run_counters(accel::train::read_run_record(root / "one" / "rung"));
+  const auto cb = accel::results::run_counters(accel::train::read_run_record(root / "many" / "rung"));
+  CHECK(ca.at("collective bytes per step") == cb.at("collective bytes per step"));
+  CHECK(ca.at("flops counted") == cb.at("flops counted"));
+  int changed = 0;
+  for (const auto& [k, v] : cb) {
+    if (k.rfind("collective all_reduce", 0) == 0 && (!ca.count(k) || ca.at(k) != v)) ++changed;
+  }
+  CHECK(changed > 0);
+  for (const auto& [k, v] : ca) {
+    if (k.rfind("op calls", 0) == 0 || k.rfind("flops", 0) == 0) {
+      INFO(k);
+      CHECK(cb.count(k) == 1);
+    }
+  }
+}
+
+TEST_CASE("counters: bf16-mixed adds the casts of its copies and counts the same large products") {
+  REQUIRE_MESSAGE(have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
+  const auto root = fresh_dir("counters-bf16");
+  const std::string run = "run" + smoke(8, 4) + " --set train.warmup_steps=2";
+  auto r = run_cli(run + " --out " + (root / "fp32").string());
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  r = run_cli(run + " --set runtime.precision=bf16-mixed --out " + (root / "bf16").string());
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  const auto f = result_of(root / "fp32")["counters"], h = result_of(root / "bf16")["counters"];
+  auto calls = [](const nlohmann::json& c, const char* op) {
+    return c["op_calls_by_op"].contains(op) ? c["op_calls_by_op"][op].get<int64_t>() : 0;
+  };
+  auto flops = [](const nlohmann::json& c, const char* op) {
+    return c["flops_counted_by_op"].contains(op) ? c["flops_counted_by_op"][op].get<double>() : 0.0;
+  };
+  // The casts of the bf16 copies (weights, activations and their gradients)...
+  CHECK(calls(h, "aten::_to_copy") > 10 * std::max<int64_t>(calls(f, "aten::_to_copy"), 1));
+  // ... and the same products: the large matmuls and the attention exactly
+  // (autocast computes the tiny head's forward product once more as an addmm:
+  // 2 x 8 x 96 x 5 FLOPs, which the addmm count shows).
+  for (const char* op : {"aten::mm", "accel::fused_attention", "accel::fused_attention_backward"}) {
+    INFO(op);
+    CHECK(flops(f, op) == flops(h, op));
+    CHECK(calls(f, op) == calls(h, op));
+  }
+  CHECK(h["flops_counted"].get<double>() == doctest::Approx(f["flops_counted"].get<double>()).epsilon(1e-4));
 }

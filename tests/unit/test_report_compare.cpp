@@ -1,15 +1,26 @@
-// compare: like with like, and a regression beyond each bound is counted
+// compare: like with like, each change with its interval and a verdict from it
 // (the CLI turns a count above zero into exit 1; tests/integration checks that).
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <string>
+#include <vector>
+
+#include <sqlite3.h>
+
+#include <fstream>
+#include <iterator>
 
 #include "accel/results/compare.h"
+#include "accel/results/history.h"
 #include "accel/machine/peaks.h"
 #include "accel/results/report.h"
+#include "accel/results/stats.h"
+#include "accel/util/errors.h"
 #include "support/temp_dir.h"
 #include "unit/test_report_fixtures.h"
 
+namespace fs = std::filesystem;
 using accel::Json;
 using accel::OptNum;
 using namespace accel::results;
@@ -31,6 +42,16 @@ CompareOutcome compare_one(const FakeRun& b, const FakeRun& o, const CompareBoun
   return compare_sets(load_result_set(tmp / "base"), load_result_set(tmp / "other"), bounds);
 }
 
+// A run with an interval of its own: 40 steps after warm-up around `ms`, and
+// a test set of `samples` (accuracy's binomial spread).
+FakeRun timed(double ms = 100, double samples = 100000) {
+  FakeRun f;
+  f.steps = report_test::steady_steps(ms);
+  f.test_samples = samples;
+  f.time_s = ms * 6;
+  return f;
+}
+
 CompareBounds all_bounds() {
   CompareBounds b;
   b.slower_pct = 10;
@@ -42,11 +63,13 @@ CompareBounds all_bounds() {
 }  // namespace
 
 TEST_CASE("compare: within every bound is ok, with the ratios and the delta shown") {
-  FakeRun b, o;
+  FakeRun b = timed(), o = timed(105);
   o.time_s = 630;  // 5% slower
   o.acc = 0.795;   // 0.5 points down
   o.mem = {1.1e9};
-  const auto out = compare_one(b, o, all_bounds());
+  auto bounds = all_bounds();
+  bounds.memory_growth_pct.reset();  // one run a side has no memory spread (see the memory test)
+  const auto out = compare_one(b, o, bounds);
   INFO(out.markdown);
   CHECK(out.regressions == 0);
   CHECK(out.compared == 1);
@@ -54,30 +77,36 @@ TEST_CASE("compare: within every bound is ok, with the ratios and the delta show
   CHECK(has(out.markdown, "| -0.50 |"));
   CHECK(has(out.markdown, "| 1.100x | ok |"));
   CHECK(has(out.markdown, "other-machine"));
+  CHECK(out.unresolved == 0);
+  // Each measure with its interval: step time from each run's own steps.
+  CHECK(has(out.markdown, "| 01-finetune | step time (ms) | 100.0 | 105.0 | 1 / 1 | 1.050x ["));
+  CHECK(has(out.markdown, "| same | one run a side: within-run intervals only (no run-to-run noise) |"));
+  CHECK(has(out.markdown, "| training time (s) |"));
+  CHECK(has(out.markdown, "not judged: one run a side and no spread; judged by step time"));
 }
 
 TEST_CASE("compare: slower beyond --fail-slower is a regression") {
-  FakeRun b, o;
-  o.time_s = 700;
+  FakeRun b = timed(), o = timed(117);
   const auto out = compare_one(b, o, all_bounds());
+  INFO(out.markdown);
   CHECK(out.regressions == 1);
-  CHECK(has(out.markdown, "REGRESSION: slower by 16.7% (> 10%)"));
+  CHECK(has(out.markdown, "REGRESSION: slower: step time 1.170x ["));
+  CHECK(has(out.markdown, "] (> 10%)"));
   CHECK(compare_one(b, o, CompareBounds{}).regressions == 0);  // no bound, no failure
 }
 
 TEST_CASE("compare: a text set is gated as a vision set is and its report counts samples and tokens") {
-  FakeRun b, o;
+  FakeRun b = timed(), o = timed(117);
   b.text = o.text = true;
   b.config_patch = o.config_patch = {{"model", {{"arch", "bert"}, {"preset", "minilm_l6_h384"}}},
                                      {"data", {{"dataset", "rotten-tomatoes"}}}};
-  o.time_s = 700;
   o.acc = 0.75;
   const auto out = compare_one(b, o, all_bounds());
   INFO(out.markdown);
   CHECK(out.compared == 1);
   CHECK(out.regressions == 1);
-  CHECK(has(out.markdown, "REGRESSION: slower by 16.7% (> 10%)"));
-  CHECK(has(out.markdown, "accuracy down 5.00 points"));
+  CHECK(has(out.markdown, "REGRESSION: slower: step time 1.170x ["));
+  CHECK(has(out.markdown, "less accurate: test accuracy -5.00 ["));
   accel_test::TempDir tmp;
   SetBuilder(tmp / "set").rung("t01-plain", "1", {b}).write();
   const auto md = report_markdown(build_report(load_result_set(tmp / "set"), PeakTable{}));
@@ -86,17 +115,28 @@ TEST_CASE("compare: a text set is gated as a vision set is and its report counts
 }
 
 TEST_CASE("compare: an accuracy drop beyond --fail-accuracy-drop is a regression but a gain is not") {
-  FakeRun b, worse, better;
+  FakeRun b = timed(), worse = timed(), better = timed();
   worse.acc = 0.78;
   better.acc = 0.90;
   const auto out = compare_one(b, worse, all_bounds());
+  INFO(out.markdown);
   CHECK(out.regressions == 1);
-  CHECK(has(out.markdown, "accuracy down 2.00 points (> 1)"));
+  CHECK(has(out.markdown, "less accurate: test accuracy -2.00 ["));
+  CHECK(has(out.markdown, "(> 1 points)"));
   CHECK(compare_one(b, better, all_bounds()).regressions == 0);
+  // On 128 test samples a 2-point drop is within the test set's own noise:
+  // unresolved, with the seeds a side that would resolve a 1-point change.
+  FakeRun small_b = timed(100, 128), small_w = timed(100, 128);
+  small_w.acc = 0.78;
+  const auto small = compare_one(small_b, small_w, all_bounds());
+  INFO(small.markdown);
+  CHECK(small.regressions == 0);
+  CHECK(small.unresolved == 1);
+  CHECK(has(small.markdown, "seeds a side resolve a change of its size"));
 }
 
 TEST_CASE("compare: --accuracy-band fails either way beyond the band") {
-  FakeRun b, better;
+  FakeRun b = timed(), better = timed();
   better.acc = 0.90;
   CompareBounds band;
   band.acc_band_points = 5;
@@ -106,11 +146,26 @@ TEST_CASE("compare: --accuracy-band fails either way beyond the band") {
 }
 
 TEST_CASE("compare: memory growth beyond --fail-memory-growth is a regression (largest rank)") {
-  FakeRun b, o;
-  o.mem = {0.5e9, 1.3e9};
-  const auto out = compare_one(b, o, all_bounds());
+  accel_test::TempDir tmp;
+  std::vector<FakeRun> base, grown;
+  for (double m : {1.00e9, 1.01e9, 0.99e9}) {
+    FakeRun b = timed(), o = timed();
+    b.mem = {0.5e9, m};
+    o.mem = {0.5e9, m * 1.3};
+    base.push_back(b);
+    grown.push_back(o);
+  }
+  SetBuilder(tmp / "base").rung("01-finetune", "01", base).write();
+  SetBuilder(tmp / "other").rung("01-finetune", "01", grown).write();
+  const auto out = compare_sets(load_result_set(tmp / "base"), load_result_set(tmp / "other"), all_bounds());
+  INFO(out.markdown);
   CHECK(out.regressions == 1);
-  CHECK(has(out.markdown, "memory up 30.0% (> 20%)"));
+  CHECK(has(out.markdown, "larger: peak memory 1.300x ["));
+  CHECK(has(out.markdown, "] (> 20%)"));
+  // One run a side: peak RSS moves between runs too, so no verdict from the point.
+  FakeRun b1 = timed(), o1 = timed();
+  o1.mem = {0.5e9, 1.3e9};
+  CHECK(compare_one(b1, o1, all_bounds()).unresolved == 1);
 }
 
 TEST_CASE("compare: configs that differ are not comparable, not compared") {
@@ -138,7 +193,7 @@ TEST_CASE("compare: a gate that compared nothing fails and says so first") {
   CHECK(out.regressions == 1);
   CHECK(has(out.markdown, "FAIL: not comparable (config differs: train.epochs: 3 vs 10)"));
   CHECK(out.markdown.rfind("FAIL: 1 rungs of base were not compared", 0) == 0);  // first line
-  CHECK(has(out.summary, "0 rungs compared, 1 not comparable, 1 regressions."));
+  CHECK(has(out.summary, "0 rungs compared, 1 not comparable, 1 regressions, 0 unresolved."));
   // The user may let them through; the summary still says it.
   auto lenient = all_bounds();
   lenient.allow_uncompared = true;
@@ -154,14 +209,17 @@ TEST_CASE("compare: a bound whose measure a side lacks is a failure, not a pass"
   INFO(out.markdown);
   CHECK(out.compared == 0);
   CHECK(out.regressions == 1);
-  CHECK(has(out.markdown, "FAIL: not compared: no training time (--fail-slower)"));
+  CHECK(has(out.markdown, "FAIL: not compared: no training or step time (--fail-slower)"));
   CHECK(has(out.markdown, "test accuracy"));
   CHECK(has(out.markdown, "peak memory (--fail-memory-growth)"));
   CompareBounds time_only;
   time_only.slower_pct = 10;
-  FakeRun no_mem = b;
+  FakeRun with_steps = timed();
+  FakeRun no_mem = with_steps;
   no_mem.mem = {};
-  CHECK(compare_one(b, no_mem, time_only).regressions == 0);  // only the bounds given count
+  const auto t = compare_one(with_steps, no_mem, time_only);  // only the bounds given count
+  CHECK(t.regressions == 0);
+  CHECK(t.unresolved == 0);
 }
 
 TEST_CASE("compare: a failed base rung is not compared and fails a gate, a rung left out by design does not") {
@@ -244,6 +302,83 @@ TEST_CASE("compare: medians of repeats are compared") {
   const auto out = compare_sets(load_result_set(tmp / "base"), load_result_set(tmp / "other"), b);
   CHECK(out.regressions == 0);
   CHECK(has(out.markdown, "| 1.050x |"));
+  // The base's repeats spread from 100 to 900 s: a 5% change is far inside
+  // that noise, so the gate cannot say; it says how many runs would.
+  CHECK(out.unresolved == 1);
+  CHECK(has(out.markdown, "runs a side resolve a change of that size"));
+}
+
+TEST_CASE("compare: one run a side and no spread is unresolved, never a silent pass, with its own exit status") {
+  FakeRun b, o;  // no per-step times: no interval of any kind for time
+  o.time_s = 601;
+  CompareBounds gate;
+  gate.slower_pct = 7;
+  const auto out = compare_one(b, o, gate);
+  INFO(out.markdown);
+  CHECK(out.regressions == 0);
+  CHECK(out.unresolved == 1);
+  CHECK(out.markdown.rfind("UNRESOLVED: 1 rungs straddle a bound", 0) == 0);  // the first line
+  CHECK(has(out.markdown, "one run a side and no spread: run with --repeats 3"));
+  CHECK(compare_exit_status({out}) == accel::kUnresolvedExitCode);
+  CHECK(compare_exit_status({compare_one(b, o, CompareBounds{})}) == 0);  // no gate, nothing to resolve
+}
+
+TEST_CASE("compare: repeats resolve what one run cannot, by the interval of the ratio") {
+  accel_test::TempDir tmp;
+  auto runs = [](std::vector<double> times) {
+    std::vector<FakeRun> v;
+    for (double t : times) {
+      FakeRun f;
+      f.time_s = t;
+      v.push_back(f);
+    }
+    return v;
+  };
+  // Three repeats a side, 1% apart within a side.
+  SetBuilder(tmp / "base").rung("a", "00", runs({600, 606, 594})).write();
+  SetBuilder(tmp / "same").rung("a", "00", runs({603, 597, 609})).write();
+  SetBuilder(tmp / "slow").rung("a", "00", runs({690, 697, 683})).write();
+  SetBuilder(tmp / "near").rung("a", "00", runs({640, 700, 610})).write();
+  CompareBounds gate;
+  gate.slower_pct = 7;
+  const auto base = load_result_set(tmp / "base");
+  auto same = compare_sets(base, load_result_set(tmp / "same"), gate);
+  INFO(same.markdown);
+  CHECK(same.regressions == 0);
+  CHECK(same.unresolved == 0);
+  CHECK(has(same.markdown, "Welch t on logs, 3 and 3 runs"));
+  auto slow = compare_sets(base, load_result_set(tmp / "slow"), gate);
+  CHECK(slow.regressions == 1);
+  CHECK(has(slow.markdown, "REGRESSION: slower: training time 1.150x ["));
+  auto near = compare_sets(base, load_result_set(tmp / "near"), gate);
+  INFO(near.markdown);
+  CHECK(near.regressions == 0);
+  CHECK(near.unresolved == 1);
+  REQUIRE(!near.rows.empty());
+  bool counted = false;
+  for (const auto& r : near.rows) {
+    if (r.measure == "training time") counted = r.repeats_needed.has_value() && *r.repeats_needed > 3;
+  }
+  CHECK(counted);
+}
+
+TEST_CASE("compare: the CI markdown says the verdict first and the JSON carries every row") {
+  FakeRun b = timed(), o = timed(117);
+  const auto out = compare_one(b, o, all_bounds());
+  const auto md = compare_ci_markdown({out});
+  CHECK(md.rfind("**FAIL**", 0) == 0);
+  CHECK(has(md, "| test-cpu-2c-lt1.13.0 -> other-machine | 01-finetune | step time (ms) | 100.0 | 117.0 | 1.170x ["));
+  const auto doc = compare_json({out});
+  CHECK(doc["exit_status"] == 1);
+  REQUIRE(doc["comparisons"].size() == 1);
+  const auto& rows = doc["comparisons"][0]["rows"];
+  REQUIRE(rows.size() == 4);
+  CHECK(rows[0]["measure"] == "step time");
+  CHECK(rows[0]["verdict"] == "slower");
+  CHECK(rows[0]["change"]["low"].get<double>() > 1.1);
+  CHECK(rows[0]["change"]["confidence"] == 0.95);
+  // Same inputs, same text: the bootstrap is seeded.
+  CHECK(compare_ci_markdown({compare_one(b, o, all_bounds())}) == md);
 }
 
 TEST_CASE("compare: config_difference names the differing paths") {
@@ -252,4 +387,291 @@ TEST_CASE("compare: config_difference names the differing paths") {
   const auto d = config_difference(a, b);
   CHECK(has(d, "train.seed: 1 vs 2"));
   CHECK(has(d, "extra: (none) vs true"));
+}
+
+// The statistics behind the verdicts, on constructed samples whose answers
+// are known in closed form.
+using namespace accel::results::stats;
+
+TEST_CASE("stats: a summary gives median, quartiles, MAD, CV and the t interval of the mean") {
+  const auto s = summarize({5, 1, 4, 2, 3});
+  REQUIRE(s.has_value());
+  CHECK(s->n == 5);
+  CHECK(s->median == 3);
+  CHECK(s->q1 == 2);
+  CHECK(s->q3 == 4);
+  CHECK(s->iqr == 2);
+  CHECK(s->mad == 1);
+  CHECK(s->mean == 3);
+  CHECK(s->sd == doctest::Approx(std::sqrt(2.5)));
+  CHECK(s->cv == doctest::Approx(std::sqrt(2.5) / 3));
+  // t(0.975, 4) = 2.776445: 3 +- 2.776445 * 1.581139 / sqrt(5)
+  REQUIRE(s->ci_low.has_value());
+  CHECK(*s->ci_low == doctest::Approx(3 - 1.963243).epsilon(1e-5));
+  CHECK(*s->ci_high == doctest::Approx(3 + 1.963243).epsilon(1e-5));
+  const auto one = summarize({7});
+  CHECK(one->sd == 0);
+  CHECK_FALSE(one->ci_low.has_value());
+  CHECK_FALSE(summarize({}).has_value());
+}
+
+TEST_CASE("stats: quantiles come from Boost.Math") {
+  CHECK(normal_quantile(0.975) == doctest::Approx(1.959964).epsilon(1e-6));
+  CHECK(t_quantile(0.975, 2) == doctest::Approx(4.302653).epsilon(1e-6));
+  CHECK(t_quantile(0.975, 1e6) == doctest::Approx(1.959966).epsilon(1e-5));
+}
+
+TEST_CASE("stats: the repeats formula gives 16 a side for a change of one standard deviation") {
+  CHECK(repeats_needed(1.0, 1.0) == 16);             // 2 (1.96 + 0.8416)^2 = 15.70
+  CHECK(repeats_needed(0.05, std::log(1.07)) == 9);  // 15.70 * (0.05 / 0.0677)^2 = 8.57
+  CHECK(repeats_needed(0.001, 1.0) == 2);            // never fewer than two
+}
+
+TEST_CASE("stats: verdicts come from where the whole interval lies against the bound") {
+  auto iv = [](double lo, double hi) { return Interval{(lo + hi) / 2, lo, hi, ""}; };
+  CHECK(judge_higher_is_worse(iv(1.08, 1.20), 0.07) == Verdict::worse);
+  CHECK(judge_higher_is_worse(iv(1.06, 1.08), 0.07) == Verdict::unresolved);
+  CHECK(judge_higher_is_worse(iv(0.95, 1.07), 0.07) == Verdict::same);  // the bound itself is inside
+  CHECK(judge_higher_is_worse(iv(0.80, 0.90), 0.07) == Verdict::better);
+  CHECK(judge_higher_is_worse(iv(0.90, 0.99), 0.07) == Verdict::same);  // not faster beyond doubt
+  CHECK(judge_lower_is_worse(iv(-3, -1.5), 1) == Verdict::worse);
+  CHECK(judge_lower_is_worse(iv(-1.5, 0.5), 1) == Verdict::unresolved);
+  CHECK(judge_lower_is_worse(iv(-0.5, 0.5), 1) == Verdict::same);
+  CHECK(judge_lower_is_worse(iv(1.5, 2), 1) == Verdict::better);
+  CHECK(judge_band(iv(2.5, 3), 2) == Verdict::worse);
+  CHECK(judge_band(iv(-3, -2.5), 2) == Verdict::worse);
+  CHECK(judge_band(iv(1, 3), 2) == Verdict::unresolved);
+  CHECK(judge_band(iv(-1, 1), 2) == Verdict::same);
+}
+
+TEST_CASE("stats: the ratio interval is Welch's t on logs with repeats and the point alone without spread") {
+  Sample b{{100, 100, 100}, {}}, o{{110, 110, 110}, {}};
+  auto r = ratio_interval(b, o);
+  REQUIRE(r.has_value());
+  CHECK(r->point == doctest::Approx(1.1));
+  CHECK(r->low == doctest::Approx(1.1));  // no spread within either side
+  CHECK(r->high == doctest::Approx(1.1));
+  // Logs of b: {0, 0.1} + log 100 -> mean diff and Welch's se by hand.
+  Sample b2{{100, 100 * std::exp(0.1)}, {}}, o2{{100, 100 * std::exp(0.1)}, {}};
+  r = ratio_interval(b2, o2);
+  // each side: var 0.005, se^2 = 0.0025 + 0.0025, dof 2: t = 4.302653
+  CHECK(r->point == doctest::Approx(1.0));
+  CHECK(std::log(r->high) == doctest::Approx(4.302653 * std::sqrt(0.005)).epsilon(1e-5));
+  CHECK(r->method == "Welch t on logs, 2 and 2 runs");
+  // One run a side, no within-run interval: the point alone, said.
+  r = ratio_interval(Sample{{100}, {}}, Sample{{120}, {}});
+  CHECK(r->low == r->high);
+  CHECK(r->method == "one run a side: no spread");
+  // With within-run intervals: normal on the logs.
+  r = ratio_interval(Sample{{100}, 0.01}, Sample{{100}, 0.01});
+  CHECK(std::log(r->high) == doctest::Approx(1.959964 * std::sqrt(0.0002)).epsilon(1e-5));
+  CHECK_FALSE(ratio_interval(Sample{{}, {}}, Sample{{1}, {}}).has_value());
+}
+
+TEST_CASE("stats: an accuracy difference uses the seeds' spread or the test set's binomial one") {
+  // 0.80 and 0.79 on 10,000 samples each: se = sqrt((0.8 * 0.2 + 0.79 * 0.21) / 10000) -> 0.5709 points
+  auto d = accuracy_difference({0.80}, 10000, {0.79}, 10000);
+  REQUIRE(d.has_value());
+  CHECK(d->point == doctest::Approx(-1.0));
+  CHECK(d->high - d->point == doctest::Approx(1.959964 * 0.5709).epsilon(1e-3));
+  CHECK(d->method == "binomial, the test sets' sampling noise");
+  d = accuracy_difference({0.80, 0.82}, 100, {0.78, 0.80}, 100);
+  CHECK(d->point == doctest::Approx(-2.0));
+  CHECK(d->method == "Welch t over seeds, 2 and 2 runs");
+  d = accuracy_difference({0.8}, 0, {0.7}, 0);
+  CHECK(d->low == d->high);
+}
+
+TEST_CASE("stats: the block bootstrap is seeded, holds the median, and widens with noise") {
+  std::vector<double> flat(100, 50.0), noisy;
+  for (int i = 0; i < 100; ++i) noisy.push_back(50 + 5 * std::sin(i * 2.3) + (i % 7));
+  const auto f = block_bootstrap_median(flat);
+  REQUIRE(f.has_value());
+  CHECK(f->low == 50);
+  CHECK(f->high == 50);
+  const auto a = block_bootstrap_median(noisy), b = block_bootstrap_median(noisy);
+  REQUIRE(a.has_value());
+  CHECK(a->low == b->low);  // reproducible
+  CHECK(a->high == b->high);
+  CHECK(a->low <= a->point);
+  CHECK(a->point <= a->high);
+  CHECK(a->high - a->low > 0.5);
+  CHECK(a->method.find("blocks of 5") != std::string::npos);  // round(100^(1/3))
+  CHECK_FALSE(block_bootstrap_median({1, 2, 3}).has_value());  // too few steps for an interval
+}
+
+// The results history (SQLite).
+namespace {
+
+// A one-rung set whose run took `time_s`, finished at `when` (sets differ by
+// their manifests, as two sweeps' do).
+fs::path history_set(const fs::path& dir, double time_s, const std::string& when) {
+  FakeRun f;
+  f.time_s = time_s;
+  f.finished_at = when;
+  SetBuilder b(dir);
+  b.manifest["made_at"] = when;
+  return b.rung("a", "00", {f}).write();
+}
+
+std::string file_bytes(const fs::path& f) {
+  std::ifstream in(f, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+}  // namespace
+
+TEST_CASE("history: a set added twice is kept once, and an export reads back the same runs") {
+  accel_test::TempDir tmp;
+  const auto set = history_set(tmp / "s1", 600, "2026-01-01T00:00:00Z");
+  {
+    History h(tmp / "h.sqlite");
+    CHECK(h.schema_version() == kHistorySchemaVersion);
+    CHECK(h.add_set(load_result_set(set)) == 1);
+    CHECK(h.add_set(load_result_set(set)) == 0);
+    const auto runs = h.runs();
+    REQUIRE(runs.size() == 1);
+    CHECK(runs[0].rung == "a");
+    CHECK(runs[0].machine_id == "test-cpu-2c-lt1.13.0");
+    CHECK(*runs[0].train_time_s == 600);
+    CHECK(runs[0].finished_at == "2026-01-01T00:00:00Z");
+    CHECK(runs[0].config_hash.size() == 16);
+    History copy(tmp / "copy.sqlite");
+    CHECK(copy.add_lines(h.export_lines(), "export") == 1);
+    CHECK(copy.export_lines() == h.export_lines());
+    CHECK(copy.add_lines(h.export_lines(), "export") == 0);
+  }
+}
+
+TEST_CASE("history: a file that is not an accel-bench history is refused and left as it was") {
+  accel_test::TempDir tmp;
+  const auto junk = tmp.write("junk.sqlite", std::string(4096, 'x'));
+  const auto before = file_bytes(junk);
+  CHECK_THROWS_WITH_AS(History{junk}, doctest::Contains("junk.sqlite: not an accel-bench history"), accel::ConfigError);
+  CHECK(file_bytes(junk) == before);
+  // Another program's SQLite file.
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open((tmp / "other.sqlite").c_str(), &db) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(db, "CREATE TABLE t(x); INSERT INTO t VALUES(1);", nullptr, nullptr, nullptr) == SQLITE_OK);
+  sqlite3_close(db);
+  const auto other = file_bytes(tmp / "other.sqlite");
+  CHECK_THROWS_WITH_AS(History{tmp / "other.sqlite"}, doctest::Contains("not an accel-bench history (no meta table)"),
+                       accel::ConfigError);
+  CHECK(file_bytes(tmp / "other.sqlite") == other);
+}
+
+TEST_CASE("history: a schema 1 file is migrated keeping its runs, and a newer schema is refused") {
+  accel_test::TempDir tmp;
+  const auto file = (tmp / "v1.sqlite").string();
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(file.c_str(), &db) == SQLITE_OK);
+  // Schema 1 as the first accel-bench with a history wrote it.
+  REQUIRE(sqlite3_exec(db,
+                       "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+                       "INSERT INTO meta VALUES('app', 'accel-bench history');"
+                       "INSERT INTO meta VALUES('schema_version', '1');"
+                       "CREATE TABLE runs(run_key TEXT PRIMARY KEY, set_id TEXT NOT NULL, machine_id TEXT NOT NULL,"
+                       " suite TEXT, rung TEXT NOT NULL, repeat INTEGER, config_hash TEXT, accel_bench_version TEXT,"
+                       " libtorch_version TEXT, git_sha TEXT, finished_at TEXT, status TEXT, train_time_s REAL,"
+                       " step_ms REAL, samples_per_s REAL, test_acc REAL, peak_memory_bytes REAL);"
+                       "INSERT INTO runs(run_key, set_id, machine_id, rung, status, train_time_s, finished_at)"
+                       " VALUES('k1', 's1', 'm', 'a', 'ok', 500, '2025-12-01T00:00:00Z');",
+                       nullptr, nullptr, nullptr) == SQLITE_OK);
+  sqlite3_close(db);
+  {
+    History h(file);
+    CHECK(h.schema_version() == 2);
+    const auto runs = h.runs();
+    REQUIRE(runs.size() == 1);
+    CHECK(*runs[0].train_time_s == 500);
+    CHECK(runs[0].counters.is_null());
+    CHECK(h.add_set(load_result_set(history_set(tmp / "s", 600, "2026-01-01T00:00:00Z"))) == 1);
+  }
+  REQUIRE(sqlite3_open(file.c_str(), &db) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(db, "UPDATE meta SET value='9' WHERE key='schema_version'", nullptr, nullptr, nullptr) ==
+          SQLITE_OK);
+  sqlite3_close(db);
+  CHECK_THROWS_WITH_AS(History{file}, doctest::Contains("schema 9, newer than this accel-bench's (2)"),
+                       accel::ConfigError);
+}
+
+TEST_CASE("history: one set beyond the window's median is suspicious, two in a row a regression") {
+  accel_test::TempDir tmp;
+  History h(tmp / "h.sqlite");
+  // Five sets at 600 s, then 700 s (beyond 7%): suspicious; another 700: regression.
+  for (int i = 0; i < 5; ++i) {
+    h.add_set(load_result_set(history_set(tmp / ("base" + std::to_string(i)), 600 + i,
+                                          "2026-01-0" + std::to_string(i + 1) + "T00:00:00Z")));
+  }
+  CompareBounds bounds;
+  bounds.slower_pct = 7;
+  const auto first = load_result_set(history_set(tmp / "slow1", 700, "2026-01-07T00:00:00Z"));
+  auto out = judge_against_history(h.runs(), first, 5, bounds);
+  INFO(out.markdown);
+  CHECK(out.suspicious == 1);
+  CHECK(out.regressions == 0);
+  CHECK(has(out.markdown, "| a | training time (s) | 700 | 602 | 5 | suspicious |"));
+  h.add_set(first);
+  // Judging the set already in the history leaves it out of its own window.
+  CHECK(judge_against_history(h.runs(), first, 5, bounds).suspicious == 1);
+  const auto second = load_result_set(history_set(tmp / "slow2", 700, "2026-01-08T00:00:00Z"));
+  out = judge_against_history(h.runs(), second, 5, bounds);
+  CHECK(out.regressions == 1);
+  CHECK(has(out.markdown, "HISTORY REGRESSION: 1 regressions"));
+  // Back to normal: ok.
+  const auto back = load_result_set(history_set(tmp / "back", 601, "2026-01-09T00:00:00Z"));
+  CHECK(judge_against_history(h.runs(), back, 5, bounds).regressions == 0);
+  // A rung the history has never seen.
+  History empty(tmp / "empty.sqlite");
+  out = judge_against_history(empty.runs(), back, 5, bounds);
+  CHECK(has(out.markdown, "| no history |"));
+  // The trend: one point per set, oldest first.
+  const auto trend = history_trend(h.runs(), "training time");
+  REQUIRE(trend.size() == 6);
+  CHECK(trend.front().value == 600);
+  CHECK(trend.back().value == 700);
+  CHECK(has(trend_text(trend, "training time"), "| 2026-01-07T00:00:00Z | test-cpu-2c-lt1.13.0 | a |"));
+  CHECK_THROWS_AS(history_trend(h.runs(), "speed"), accel::ConfigError);
+}
+
+TEST_CASE("noise: a set of unchanged repeats gives this machine's spread, and one-run compares use it") {
+  accel_test::TempDir tmp;
+  // Five repeats whose training times spread about 2% (sd of the log ~0.0158).
+  std::vector<FakeRun> aa;
+  for (double t : {600.0, 590.0, 610.0, 605.0, 595.0}) {
+    FakeRun f;
+    f.time_s = t;
+    aa.push_back(f);
+  }
+  SetBuilder(tmp / "aa").rung("a", "00", aa).write();
+  const auto noise = measure_noise(load_result_set(tmp / "aa"));
+  const double sd = noise["machine"]["training time"]["sd"].get<double>();
+  CHECK(sd == doctest::Approx(0.01317).epsilon(0.01));
+  CHECK(noise["machine"]["training time"]["runs"] == 5);
+  // 2.8016 x sd x sqrt(2): 5.3% with one run a side, 3.1% with 3.
+  CHECK(noise["machine"]["training time"]["resolves_with_1"].get<double>() ==
+        doctest::Approx(std::exp(2.801585 * sd * std::sqrt(2.0)) - 1).epsilon(1e-6));
+  CHECK(noise["machine"]["training time"]["resolves_with_3"].get<double>() <
+        noise["machine"]["training time"]["resolves_with_1"].get<double>());
+  // One run a side, no steps: unresolved without the noise, judged with it.
+  FakeRun b, o;
+  o.time_s = 720;  // 20% slower, far beyond this noise
+  CompareBounds gate;
+  gate.slower_pct = 7;
+  CHECK(compare_one(b, o, gate).unresolved == 1);
+  gate.noise = noise;
+  const auto out = compare_one(b, o, gate);
+  INFO(out.markdown);
+  CHECK(out.regressions == 1);
+  CHECK(has(out.markdown, "one run a side: this machine's measured noise (5 repeats)"));
+  o.time_s = 606;  // 1%: same
+  CHECK(compare_one(b, o, gate).regressions == 0);
+  CHECK(compare_one(b, o, gate).unresolved == 0);
+  // A bound below what one run resolves is said on the verdict line.
+  gate.slower_pct = 3;
+  CHECK(has(compare_one(b, o, gate).summary, "NOTE: this machine's noise"));
+  // Too few repeats to measure anything.
+  SetBuilder(tmp / "one").rung("a", "00", {FakeRun{}}).write();
+  CHECK_THROWS_WITH_AS(measure_noise(load_result_set(tmp / "one")), doctest::Contains("sweep --repeats 5"),
+                       accel::ConfigError);
 }

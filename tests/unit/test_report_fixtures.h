@@ -2,6 +2,8 @@
 // result.json files with the fields a run writes, figures chosen per test.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -28,7 +30,19 @@ struct FakeRun {
   std::vector<double> epoch_val = {0.5, 0.7, 0.8};
   bool drop_figures = false;                // a result.json without figures (n/a)
   bool text = false;  // a text run: samples_per_s and tokens_per_s, no images_per_s
+  // Step times (ms) for metrics.csv, warm-up steps first (train.warmup_steps
+  // is 5 by default); empty: no metrics.csv and no step_time_ms.
+  std::vector<double> steps;
+  double test_samples = 0;  // work.test.samples when > 0
+  std::string finished_at;  // when set, the run's end (UTC, ISO 8601)
 };
+
+// n step times around `ms`, spread +-rel, deterministic (no two alike).
+inline std::vector<double> steady_steps(double ms, int n = 45, double rel = 0.01) {
+  std::vector<double> v;
+  for (int i = 0; i < n; ++i) v.push_back(ms * (1 + rel * std::sin(1.7 * i + 0.3)));
+  return v;
+}
 
 inline Json base_config() {
   return {{"name", "rung"},
@@ -67,6 +81,13 @@ inline Json fake_result(const FakeRun& f) {
     r["images_per_s"] = f.images_per_s;
   }
   r["peak_memory_bytes"] = f.mem;
+  if (!f.steps.empty()) {
+    std::vector<double> after(f.steps.begin() + std::min<size_t>(5, f.steps.size()), f.steps.end());
+    std::sort(after.begin(), after.end());
+    if (!after.empty()) r["step_time_ms"] = {{"median", after[after.size() / 2]}, {"count", after.size()}};
+  }
+  if (!f.finished_at.empty()) r["finished_at"] = f.finished_at;
+  if (f.test_samples > 0) r["work"] = {{"test", {{"samples", f.test_samples}, {"passes", 1}}}};
   r["epochs"] = Json::array();
   for (size_t i = 0; i < f.epoch_time.size(); ++i) {
     r["epochs"].push_back({{"epoch", i + 1}, {"time_s", f.epoch_time[i]},
@@ -112,7 +133,16 @@ struct SetBuilder {
     for (size_t i = 0; i < repeats.size(); ++i) {
       const std::string rel = repeats.size() > 1 ? id + "/r" + std::to_string(i + 1) : id;
       e["runs"].push_back({{"dir", rel}});
-      if (!missing) write_json(dir / rel / "result.json", fake_result(repeats[i]));
+      if (!missing) {
+        write_json(dir / rel / "result.json", fake_result(repeats[i]));
+        if (!repeats[i].steps.empty()) {
+          std::ofstream csv(dir / rel / "metrics.csv");
+          csv << "kind,step,epoch,loss,train_acc,val_acc,step_time_ms\n";
+          for (size_t k = 0; k < repeats[i].steps.size(); ++k) {
+            csv << "step," << k << ",1,0.5,,," << repeats[i].steps[k] << "\n";
+          }
+        }
+      }
     }
     manifest[key].push_back(e);
     return *this;

@@ -57,7 +57,17 @@ class PeakTable {
   std::string published_file_, calibration_file_;
 };
 
-// MFU of one run, or nullopt when a figure is missing.
+// How far the counted matmul FLOPs of a step may lie from the analytic
+// count (x 3 for training) for MFU to be printed: the analytic count leaves
+// out small terms (biases, the patch embedding's input gradient it assumes,
+// padded keys the attention skips), which stay well under this.
+inline constexpr double kFlopsAgreement = 0.10;
+
+// MFU of one run (analytic FLOPs x 3 x samples/s per device over one
+// device's dense peak for the run's matmul dtype), or nullopt when a figure
+// is missing, the precision is emulated, the run counted its step's FLOPs and
+// they disagree with the analytic count by more than kFlopsAgreement, or the
+// figure would exceed 100% (refused: the peak or the count is wrong).
 std::optional<double> run_mfu(const train::RunRecord& run, const PeakTable& peaks);
 
 }  // namespace accel::machine

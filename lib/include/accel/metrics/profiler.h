@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,6 +44,41 @@ class OpProfiler {
   std::string chrome_trace() const;
   int64_t events() const;
   int64_t dropped_events() const;  // beyond the trace's cap (the table keeps counting)
+
+  struct State;  // opaque; shared with the RecordFunction callbacks
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+// The exact work of one training step, counted from the same callbacks: no
+// clock, so two runs of one config on one LibTorch count the same, and a
+// change in what a step computes shows as a changed count, no statistics
+// needed. Counts every ATen operator call and accel's own recorded functions
+// (RecordScope::FUNCTION; user scopes and autograd nodes are not ops), and
+// the FLOPs of the matmul-class ones from their shapes: aten::mm, addmm, bmm,
+// baddbmm (2 M N K per product), aten::convolution (2 x output elements x
+// input channels per group x kernel area) and convolution_backward (that, for
+// each of the input and weight gradients it computes), accel's fused
+// attention (4 B S^2 D forward: Q K^T and P V; 8 B S^2 D backward). Composite
+// ops that reach these (aten::linear, aten::matmul) are not counted again.
+struct StepCounts {
+  std::map<std::string, int64_t> calls;   // by op name
+  std::map<std::string, double> flops;    // by matmul-class op name
+  double matmul_flops() const;            // their sum
+};
+
+class StepCounter {
+ public:
+  StepCounter();
+  ~StepCounter();  // stops if counting
+  StepCounter(const StepCounter&) = delete;
+  StepCounter& operator=(const StepCounter&) = delete;
+  // One counter counts at a time (RunError otherwise): the ops of the
+  // calling thread and of the autograd threads its backward runs on.
+  void start();
+  StepCounts stop();
+  bool running() const;
 
   struct State;  // opaque; shared with the RecordFunction callbacks
 

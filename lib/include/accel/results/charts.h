@@ -42,6 +42,11 @@ std::string gnuplot_string(const std::string& s);
 ChartOutput write_charts(const Report& r, const std::filesystem::path& dir,
                          const std::string& gnuplot = "gnuplot");
 
+// A line chart of one trend (csv: "set,<series>..." with the set's index in
+// the first column), drawn as the report's charts are.
+ChartOutput write_trend_chart(const ChartData& c, const std::string& subtitle, const std::filesystem::path& dir,
+                              const std::string& gnuplot = "gnuplot");
+
 // The gnuplot program's full path, or "" when absent.
 std::string find_program(const std::string& name);
 

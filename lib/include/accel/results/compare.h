@@ -1,15 +1,22 @@
 // Compare result sets (machines, GPU models, commits) rung by rung: time
-// ratio, accuracy delta, memory ratio, each set's hardware and versions.
+// ratio, accuracy delta, memory ratio, each set's hardware and versions; and
+// per rung and measure the change OTHER/BASE with its 95% interval
+// (results/stats.h) and a verdict from the interval, not the point: a gate
+// fails on a rung only when the whole interval lies beyond its bound, and a
+// gate whose interval straddles a bound is "unresolved" (its own exit status,
+// kUnresolvedExitCode), with the repeats per side that would resolve it.
 // Only like with like: rungs whose resolved configs differ are "not
 // comparable", except for the fields that describe where a run happens
 // rather than what it computes (comparable_config).
 #pragma once
 
+#include <map>
 #include <optional>
 #include <utility>
 #include <string>
 
 #include "accel/results/result_set.h"
+#include "accel/results/stats.h"
 
 namespace accel::results {
 
@@ -19,6 +26,15 @@ struct CompareBounds {
   std::optional<double> memory_growth_pct;  // --fail-memory-growth PCT (largest rank)
   std::optional<double> acc_band_points;    // --accuracy-band POINTS: |delta| beyond it fails
   bool require_same_config = false;         // a "not comparable" rung fails
+  // --fail-counters: any change in a rung's exact work counters (op calls by
+  // op, counted and analytic FLOPs, collectives by kind and size, state bytes
+  // per rank) fails, each named with both values. No statistics: two runs of
+  // one config on one LibTorch count the same.
+  bool fail_counters = false;
+  // This machine's measured noise (measure_noise, stored by calibrate
+  // --noise beside the peaks), or null: a side with one run then takes its
+  // spread from it rather than from within the run.
+  Json noise;
   // With any bound above, a rung of BASE that could not be judged against it
   // (configs differ, a side lacks the measure a bound needs, BASE's run
   // failed) fails the comparison: a gate that compared nothing must not pass.
@@ -26,7 +42,7 @@ struct CompareBounds {
   bool allow_uncompared = false;
   bool gates() const {
     return slower_pct || acc_drop_points || memory_growth_pct || acc_band_points ||
-           require_same_config;
+           require_same_config || fail_counters;
   }
 };
 
@@ -45,8 +61,42 @@ std::pair<Json, Json> comparable_configs(const Json& a, const Json& b);
 // The paths where two configs differ ("train.epochs: 10 vs 3"), at most `limit`.
 std::string config_difference(const Json& a, const Json& b, size_t limit = 3);
 
+// One rung's measure, both sides, and what its interval says.
+struct MeasureRow {
+  std::string rung;
+  std::string measure;   // "step time", "training time", "test accuracy", "peak memory"
+  std::string unit;      // of base/other: "ms", "s", "%", "GB"
+  OptNum base, other;    // the sides' medians (accuracy: means), in `unit`
+  int base_runs = 0, other_runs = 0;
+  bool difference = false;  // change is OTHER - BASE in points (accuracy), else OTHER / BASE
+  std::optional<stats::Interval> change;
+  // slower / faster / same / unresolved (time); less accurate / more accurate /
+  // outside band (accuracy); larger / smaller (memory); "" when no bound applies.
+  std::string verdict;
+  std::string note;              // why unresolved or not judged
+  std::optional<int> repeats_needed;  // per side, to resolve a change of the bound's size
+  bool gated = false;            // a bound judged this row
+};
+
+// One exact counter that differs between the sides of a rung.
+struct CounterChange {
+  std::string rung, counter;
+  OptNum base, other;  // nullopt: the side does not have it
+};
+
+// A run's exact counters, flattened to "name -> value": "op calls",
+// "op calls: aten::mm", "flops counted", "flops counted: aten::addmm",
+// "flops analytic", "collective all_reduce/allreduce 1048576 B: calls per
+// step", "collective bytes per step", "rank 0 param bytes", ... Empty when the
+// run recorded none.
+std::map<std::string, double> run_counters(const RunRecord& run);
+
 struct CompareOutcome {
+  std::string base_dir, other_dir, base_machine, other_machine;
   std::string markdown;
+  std::vector<MeasureRow> rows;  // every compared rung's measures
+  std::vector<CounterChange> counter_changes;  // every compared rung's
+  int unresolved = 0;       // rungs whose gated verdict straddles a bound (none beyond one)
   int regressions = 0;      // rungs beyond a bound, failed or missing where base was ok,
                             // or not judged under a gate (CompareBounds::allow_uncompared)
   int not_comparable = 0;
@@ -57,5 +107,23 @@ struct CompareOutcome {
 
 CompareOutcome compare_sets(const ResultSet& base, const ResultSet& other,
                             const CompareBounds& bounds);
+
+// A machine's noise from a set whose rungs ran unchanged several times
+// (`sweep --repeats K`): per rung and measure (step time, training time,
+// peak memory: the standard deviation of the log; test accuracy: of the
+// points) and machine-wide (the median over rungs), with the smallest change
+// 1, 3 and 5 runs a side resolve. ConfigError when no rung has 3 ok repeats.
+Json measure_noise(const ResultSet& set);
+
+// The exit status of comparisons: 1 with a regression, else
+// kUnresolvedExitCode with an unresolved gate, else 0.
+int compare_exit_status(const std::vector<CompareOutcome>& outcomes);
+
+// For CI: the verdict first, then one table (rung, measure, base, other,
+// change and interval, verdict), for a job summary or a pull-request comment.
+std::string compare_ci_markdown(const std::vector<CompareOutcome>& outcomes);
+// Everything, for tooling: {"exit_status", "comparisons": [{base, other,
+// summary, counts, rows: [...]}]}.
+Json compare_json(const std::vector<CompareOutcome>& outcomes);
 
 }  // namespace accel::results

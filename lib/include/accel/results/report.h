@@ -14,6 +14,7 @@
 #include "accel/machine/peaks.h"
 #include "accel/machine/predict.h"
 #include "accel/results/result_set.h"
+#include "accel/results/stats.h"
 
 namespace accel::results {
 
@@ -50,6 +51,14 @@ struct RungRow {
   std::string peak_source;
   // The article's figures for the same rung (nullopt when it has none).
   OptNum ref_time_min, ref_acc_pct, ref_mem_gb, ref_speedup_scratch, ref_speedup_base;
+  // Each measure over the ok repeats: median, IQR, CV, the 95% interval of
+  // the mean; with one run, its step time's interval from its own steps.
+  struct Spread {
+    std::string measure, unit;
+    stats::Summary summary;
+    std::optional<stats::Interval> within_run;
+  };
+  std::vector<Spread> spread;
 };
 
 // A multi-rank rung predicted from the one-device rung before it.

@@ -26,6 +26,12 @@ namespace accel::results {
 using RunRecord = train::RunRecord;
 inline RunRecord read_run(const std::filesystem::path& dir) { return train::read_run_record(dir); }
 
+// The run's step times (ms) after its warm-up steps: result.json's
+// step_ms_after_warmup, or for runs written before it, the steps its
+// metrics.csv logged after train.warmup_steps (5 when absent); empty when
+// neither has any.
+std::vector<double> step_times_after_warmup(const RunRecord& run);
+
 // A rung (or upstream run) of a set: its manifest entry and its repeats.
 struct RungRuns {
   std::string id;

@@ -80,6 +80,9 @@ struct RunResult {
   // test: {passes, samples, time_s}} (train/work.h plans the same counts).
   nlohmann::json work;
   metrics::Spread step_time_ms;  // the slowest rank's per-step times after warm-up
+  // Those times, step by step (ms): an interval for one run's step time
+  // (results/stats.h), and the series a change is read from.
+  std::vector<double> step_ms_after_warmup;
   // Rank 0's steps after warm-up, split by phase (means in ms: forward,
   // backward, comm_wait, optimizer, other, total, steps); null when a step
   // was not split (a replayed CUDA Graph) or none was measured.
@@ -87,6 +90,11 @@ struct RunResult {
   // The collectives of rank 0's steps after warm-up, per step ({steps,
   // bytes, collectives: [{op, primitive, bytes, per_step}]}); null on one rank.
   nlohmann::json comm_per_step;
+  // The exact work of one step (metrics::StepCounter), rank 0's: {step,
+  // op_calls, op_calls_by_op, flops_counted, flops_counted_by_op,
+  // flops_analytic, flops_counted_over_analytic}; null when no step was
+  // counted (a run resumed past it, or profiled then).
+  nlohmann::json counters;
   std::string data_kind = "image";  // "image" | "text" (the dataset's kind)
   Opt samples_per_s;             // all ranks together
   Opt samples_per_s_per_device;
@@ -130,6 +138,9 @@ struct RunRecord {
   Opt test_acc, test_loss, train_time_s, init_time_s, samples_per_s, samples_per_s_per_device,
       tokens_per_s, flops_per_sample, model_flops_per_s, step_ms_median, step_ms_mean;
   int epochs_done = 0;
+  nlohmann::json counters;  // null in results written before them
+  std::string started_at, finished_at;  // UTC, ISO 8601; empty when not recorded
+  std::vector<double> step_ms_after_warmup;  // per step (ms); empty in results written before it
   std::vector<double> peak_memory_bytes;  // one per rank; empty = n/a
   std::vector<double> epoch_time_s, epoch_val_acc;
   std::vector<RankResult> ranks;          // what each rank held (where recorded)

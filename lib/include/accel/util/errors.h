@@ -38,5 +38,9 @@ class Interrupted : public RunError {
   using RunError::RunError;
 };
 constexpr int kInterruptedExitCode = 3;
+// `accel-bench compare` under a gate whose verdict is unresolved: no rung
+// beyond a bound, but one whose interval straddles it (too few repeats at
+// this machine's noise to say). Never 0: an unresolved gate is not green.
+constexpr int kUnresolvedExitCode = 4;
 
 }  // namespace accel

@@ -1,0 +1,125 @@
+// The statistics behind every compared number: summaries of a rung's repeats
+// (median, spread, coefficient of variation, a 95% interval), an interval for
+// one run's step time from its own correlated steps, the interval of a ratio
+// OTHER/BASE, a verdict from an interval against a bound, and the repeats a
+// side needs to resolve a change of a bound's size.
+//
+// Conventions (and why):
+// - Times, rates and memory are compared as ratios, on the log scale: run
+//   times are multiplicative (a 7% slowdown is the same change on a fast or a
+//   slow rung) and their noise is closer to normal in logs.
+// - Repeats give Student-t intervals (Welch's for two sides, so unequal
+//   spreads are fine); the t and normal quantiles come from Boost.Math.
+// - One run's step time gets a moving-block bootstrap interval of its median
+//   from the steps after warm-up: consecutive steps are correlated (caches,
+//   frequency, a neighbour's load), so resampling single steps would give an
+//   interval too narrow; blocks of about n^(1/3) steps keep that correlation
+//   (Kuensch 1989; Hall, Horowitz and Jing 1995 for the block length). It
+//   measures the noise within the run only, not between runs: say so.
+// - Every resampling uses a fixed seed, so a verdict is reproducible.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace accel::results::stats {
+
+inline constexpr double kConfidence = 0.95;
+inline constexpr double kPower = 0.8;  // for the repeats a change needs
+
+// Quantiles for the intervals (Boost.Math).
+double normal_quantile(double p);
+double t_quantile(double p, double dof);
+
+// The p-quantile of sorted values, linear between order statistics (R's type 7).
+double quantile_sorted(const std::vector<double>& sorted, double p);
+
+struct Summary {
+  int n = 0;
+  double median = 0, q1 = 0, q3 = 0, iqr = 0;
+  double mad = 0;             // median absolute deviation (raw, not scaled to sigma)
+  double mean = 0, sd = 0;    // sd: sample standard deviation (n - 1), 0 for one value
+  double cv = 0;              // sd / mean, 0 for one value
+  // A 95% interval of the mean (Student t, n - 1 dof) for n >= 2; nullopt for one value.
+  std::optional<double> ci_low, ci_high;
+};
+// nullopt for no values.
+std::optional<Summary> summarize(std::vector<double> values);
+
+struct Interval {
+  double point = 0, low = 0, high = 0;
+  std::string method;  // how it was made, for the reader
+};
+
+// The median of a correlated series with a 95% moving-block bootstrap
+// interval (percentile method, `resamples` draws, blocks of
+// max(1, round(n^(1/3))) values, a fixed seed). nullopt for fewer than 8 values.
+std::optional<Interval> block_bootstrap_median(const std::vector<double>& series,
+                                               int resamples = 2000, uint64_t seed = 0x5eed);
+
+// What one side of a comparison knows of a measure.
+struct Sample {
+  std::vector<double> values;  // one per repeat (ok runs)
+  // One value and this: the run's own interval of it (a block bootstrap of
+  // its steps), as a standard error on the log scale; nullopt when none.
+  std::optional<double> within_run_se_log;
+  // This machine's run-to-run spread of the measure (calibrate --noise): the
+  // standard deviation of one run's log, measured over `noise_runs` repeats.
+  std::optional<double> noise_sd_log;
+  int noise_runs = 0;
+};
+
+// OTHER/BASE for a positive measure, with a 95% interval:
+// - both sides with 2+ repeats: Welch's t on the logs' means;
+// - one side with one value, the other with 2+: the repeats' log spread stands
+//   for both (pooled, their dof);
+// - one value a side and this machine's measured noise: t on the logs with
+//   that spread (its repeats' dof);
+// - one value a side, both with a within-run interval: normal on the logs
+//   (within-run noise only, said in `method`);
+// - otherwise: the point ratio alone (low == high == point, method says
+//   "no spread"). nullopt when a side has no positive value.
+std::optional<Interval> ratio_interval(const Sample& base, const Sample& other);
+
+// OTHER - BASE for a fraction (test accuracy), in percentage points:
+// - both sides with 2+ repeats (seeds): Welch's t on the means;
+// - otherwise, where both sides name their test set's size: the binomial
+//   standard error of each side's accuracy (the test set's sampling noise),
+//   normal; else the point alone ("no spread").
+std::optional<Interval> accuracy_difference(const std::vector<double>& base, double base_test_samples,
+                                            const std::vector<double>& other, double other_test_samples);
+
+// The standard deviation on the log scale that a side's values show (the
+// larger of the two sides'), or nullopt with fewer than 2 values on both.
+std::optional<double> log_spread(const Sample& base, const Sample& other);
+
+// Repeats per side that resolve a change of `effect` (same units as `sd`:
+// log(1 + bound) for ratios, points for accuracy) at this spread, two-sided
+// alpha 0.05 and power 0.8: 2 (z_0.975 + z_0.8)^2 sd^2 / effect^2, rounded
+// up, at least 2.
+int repeats_needed(double sd, double effect);
+
+// The smallest change (as a fraction for ratios: exp(d) - 1) that `runs` runs
+// a side resolve at this log spread, alpha 0.05 and power 0.8:
+// d = (z_0.975 + z_0.8) sd sqrt(2 / runs).
+double smallest_resolved_change(double sd_log, int runs);
+
+enum class Verdict { worse, better, same, unresolved };
+
+// A ratio's verdict where a higher ratio is worse (time, memory), bound as a
+// fraction (0.07):
+// - worse: the whole interval above 1 + bound;
+// - better: the whole interval below 1 / (1 + bound);
+// - same: the whole interval at or below 1 + bound, not wholly better;
+// - unresolved: the interval straddles 1 + bound.
+Verdict judge_higher_is_worse(const Interval& ratio, double bound);
+// A difference's verdict where lower is worse (accuracy points), bound in points:
+// worse below -bound, better above +bound, unresolved straddling -bound.
+Verdict judge_lower_is_worse(const Interval& difference, double bound);
+// |difference| beyond a band (accuracy in both directions): worse when the
+// whole interval lies outside [-band, band], unresolved when it straddles an edge.
+Verdict judge_band(const Interval& difference, double band);
+
+}  // namespace accel::results::stats
