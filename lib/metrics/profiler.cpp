@@ -195,6 +195,18 @@ double input_flops(const std::string& name, c10::ArrayRef<const c10::IValue> in)
     }
     return one * grads;
   }
+  // LibTorch 2.x's fused attention kernels (flash, memory-efficient, cuDNN,
+  // the CPU flash one), not the composite scaled_dot_product_attention nor
+  // the math fallback, whose bmm calls count themselves: Q K^T and P V
+  // forward, four such products backward (recomputation not counted).
+  if (name.rfind("aten::_scaled_dot_product_", 0) == 0 && name.find("attention") != std::string::npos &&
+      name.find("_math") == std::string::npos) {
+    const bool backward = name.size() > 9 && name.compare(name.size() - 9, 9, "_backward") == 0;
+    const auto q = shape_at(in, backward ? 1 : 0), k = shape_at(in, backward ? 2 : 1);
+    if (q.size() != 4 || k.size() != 4) return 0.0;  // [B, H, S, D]
+    const double bhssd = double(q[0]) * double(q[1]) * double(q[2]) * double(k[2]) * double(q[3]);
+    return (backward ? 8.0 : 4.0) * bhssd;
+  }
   if (name == "accel::fused_attention" || name == "accel::fused_attention_backward") {
     const auto qkv = shape_at(in, 0);  // [B, S, 3 D]
     if (qkv.size() != 3) return 0.0;

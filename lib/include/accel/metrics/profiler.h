@@ -60,8 +60,10 @@ class OpProfiler {
 // baddbmm (2 M N K per product), aten::convolution (2 x output elements x
 // input channels per group x kernel area) and convolution_backward (that, for
 // each of the input and weight gradients it computes), accel's fused
-// attention (4 B S^2 D forward: Q K^T and P V; 8 B S^2 D backward). Composite
-// ops that reach these (aten::linear, aten::matmul) are not counted again.
+// attention and LibTorch 2.x's fused scaled-dot-product kernels (4 B S^2 D
+// forward: Q K^T and P V; 8 B S^2 D backward). Composite ops that reach these
+// (aten::linear, aten::matmul, scaled_dot_product_attention) are not counted
+// again.
 struct StepCounts {
   std::map<std::string, int64_t> calls;   // by op name
   std::map<std::string, double> flops;    // by matmul-class op name
