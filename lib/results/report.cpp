@@ -231,6 +231,11 @@ Report build_report(const ResultSet& set, const PeakTable& peaks) {
   rep.speedup_base = add_base_speedups(rep.rungs, set.reference);
   rep.notes.push_back(machine_note(set));
   rep.scaling = predict_scaling(set, peaks.calibration(), rep.notes);
+  const auto& cal = peaks.calibration();
+  if (cal.is_object() && cal.contains("noise") && cal["noise"].is_object() &&
+      str_at(cal["noise"], "machine_id") == set.machine_id) {
+    rep.noise = cal["noise"];
+  }
   if (sources.empty()) {
     rep.notes.push_back("MFU: n/a (no peak for this hardware: run `accel-bench calibrate` on a "
                         "CPU machine; GPU peaks come from results/reference/dense-peaks.json).");

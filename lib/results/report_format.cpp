@@ -164,6 +164,21 @@ std::string report_markdown(const Report& r) {
   }
   md << "\n";
   for (const auto& n : r.notes) md << "- " << escape_md(n) << "\n";
+  if (r.noise.is_object() && r.noise.contains("machine") && r.noise["machine"].is_object()) {
+    md << "\n## This machine's noise\n\nFrom " << escape_md(str_at(r.noise, "set"))
+       << " (unchanged repeats, `accel-bench calibrate --noise`): the smallest change a compare resolves "
+          "on this machine (95% interval, power 0.8), by runs a side.\n\n"
+       << "| measure | repeats measured | 1 run | 3 runs | 5 runs |\n|---|---|---|---|---|\n";
+    for (const auto& [measure, m] : r.noise["machine"].items()) {
+      const bool points = measure == "test accuracy";
+      md << "| " << escape_md(measure) << " | " << fmt_num(num_at(m, "runs"), "%.0f");
+      for (const char* n : {"resolves_with_1", "resolves_with_3", "resolves_with_5"}) {
+        const auto v = num_at(m, n);
+        md << " | " << (points ? fmt_num(v, "%.2f points") : fmt_num(v ? OptNum(*v * 100) : v, "%.1f%%"));
+      }
+      md << " |\n";
+    }
+  }
   bool any_spread = false;
   for (const auto& row : r.rungs) any_spread = any_spread || !row.spread.empty();
   if (any_spread) {

@@ -670,6 +670,13 @@ TEST_CASE("noise: a set of unchanged repeats gives this machine's spread, and on
   // A bound below what one run resolves is said on the verdict line.
   gate.slower_pct = 3;
   CHECK(has(compare_one(b, o, gate).summary, "NOTE: this machine's noise"));
+  // The report of a set of this machine states it, by runs a side.
+  const auto cal = tmp.write("peaks.json", Json{{"machine_id", "test-cpu-2c-lt1.13.0"}, {"noise", noise}}.dump());
+  const auto md = report_markdown(build_report(load_result_set(tmp / "aa"), PeakTable::load("", cal)));
+  INFO(md);
+  CHECK(has(md, "## This machine's noise"));
+  CHECK(has(md, "| training time | 5 | " + format_double("%.1f%%", (std::exp(2.801585 * sd * std::sqrt(2.0)) - 1) * 100) +
+                    " | "));
   // Too few repeats to measure anything.
   SetBuilder(tmp / "one").rung("a", "00", {FakeRun{}}).write();
   CHECK_THROWS_WITH_AS(measure_noise(load_result_set(tmp / "one")), doctest::Contains("sweep --repeats 5"),

@@ -81,6 +81,9 @@ struct Report {
   std::vector<std::string> notes;  // peaks used, failures, machine facts
   std::vector<std::string> unreadable;  // result.json files that exist but do not read: why
   std::vector<ScalingLine> scaling;     // predicted scaling of the multi-rank rungs
+  // This machine's measured noise (calibrate --noise, in the calibration
+  // file), when it is of the set's machine; null otherwise.
+  Json noise;
   OptNum price_per_hour;                // of one billed unit (a GPU, or a CPU machine)
   std::string price_note;
 };
