@@ -1,7 +1,7 @@
 // Google Benchmark: the model state each of 2 Gloo ranks holds (parameters,
 // gradients, optimizer state: Strategy::state_bytes) under DDP and each FSDP
-// sharding mode, after one Adam step at batch 1 on synthetic data (issue 7
-// section 4: FSDP must hold about 1/N of DDP's). The benchmark starts this
+// sharding mode, after one Adam step at batch 1 on synthetic data (FSDP
+// must hold about 1/N of DDP's). The benchmark starts this
 // binary twice as the ranks; its time is the whole 2-rank measurement, the
 // figures are its counters (MB per rank, and each mode's fraction of DDP's).
 //   build/accel_bench --benchmark_filter=StateBytes

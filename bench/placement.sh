@@ -2,7 +2,7 @@
 # Thread and process placement on this machine: images/s of the CPU ladder's
 # preset for each way of using the cores, measured back to back (ABCD.., REPEATS
 # rounds, medians) on the same build and data, so the defaults can be the
-# fastest measured (issue 10, section 3):
+# fastest measured:
 #   1 rank x 1 thread, 1 rank x all cores (OMP_WAIT_POLICY PASSIVE and ACTIVE),
 #   and N ranks x 1 thread (DDP) where N = cores, their waits for a collective
 #   spinning (runtime.comm_wait auto's choice there) and sleeping (block).

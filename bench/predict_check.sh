@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# How close `accel-bench predict` comes (issue 21 section 3), in two tables:
+# How close `accel-bench predict` comes (against measured runs), in two tables:
 #
 # 1. This CPU: the ladders' 2-rank rungs (vision 05-ddp and 06-fsdp, text
 #    t05-ddp and t06-zero2) predicted from one-rank runs of the rung before

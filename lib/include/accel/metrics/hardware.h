@@ -3,7 +3,7 @@
 // them, whether a training precision runs on native kernels or is emulated.
 // On CPUs without AVX512-BF16 or AMX, LibTorch computes bf16 matmuls by
 // converting to fp32 and back (measured about 12x slower per step than
-// 32-true on a 2-core AVX2 EPYC, issue 10); users must be told before a run.
+// 32-true on a 2-core AVX2 EPYC); users must be told before a run.
 #pragma once
 
 #include <string>
