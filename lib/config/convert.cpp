@@ -5,6 +5,7 @@
 
 #include "accel/config/run_config.h"
 #include "accel/util/errors.h"
+#include "accel/util/hash.h"
 #include "schema.h"
 
 namespace accel::config {
@@ -108,6 +109,7 @@ TrainConfig train_of(const json& t) {
   c.test_weights = t["test_weights"].get<std::string>();
   c.val_every_steps = t["val_every_steps"].get<int64_t>();
   c.accumulate = t["accumulate"].get<int>();
+  c.inject_delay = t["inject_delay"].get<double>();
   return c;
 }
 
@@ -152,15 +154,6 @@ RunConfig to_run_config(const nlohmann::json& resolved) {
   return c;
 }
 
-std::string config_hash(const nlohmann::json& resolved) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char c : resolved.dump()) {
-    h ^= c;
-    h *= 0x100000001b3ULL;
-  }
-  char buf[20];
-  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(h));
-  return buf;
-}
+std::string config_hash(const nlohmann::json& resolved) { return util::fnv1a_hex(resolved.dump()); }
 
 }  // namespace accel::config

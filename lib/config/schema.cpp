@@ -207,6 +207,12 @@ std::vector<Field> build_table() {
       i("train.accumulate", 1,
         "gradient accumulation: batches per optimizer step (ddp/fsdp reduce only on the last, "
         "as Fabric's no_backward_sync)").at_least(1),
+      d("train.inject_delay", 0.0,
+        "fault injection, to test a gate: delay every training step by this fraction of its "
+        "own time (0.07 = 7% slower) by sleeping inside the timed step, after a device sync; "
+        "warned, recorded in result.json, and named by compare, which otherwise treats the "
+        "config as unchanged (as a slower build of the same config); 0 = off")
+          .at_least(0).at_most(10),
 
       s("runtime.accelerator", "cpu", "device type; auto = cuda when this build has the GPU path and a GPU, else cpu").one_of({"cpu", "cuda", "auto"}),
       i("runtime.devices", 1, "devices (ranks) per node; above 1, `accel-bench run` starts one "

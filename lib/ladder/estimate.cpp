@@ -13,9 +13,7 @@ namespace accel::ladder {
 using machine::PeakTable;
 using machine::matmul_dtype;
 using results::find_result_sets;
-using results::is_safe_id;
 using results::load_result_set;
-using results::read_run;
 using results::ResultSet;
 using results::RungRuns;
 using results::RunRecord;

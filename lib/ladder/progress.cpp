@@ -8,15 +8,6 @@
 
 namespace accel::ladder {
 
-using machine::PeakTable;
-using machine::matmul_dtype;
-using results::find_result_sets;
-using results::is_safe_id;
-using results::load_result_set;
-using results::read_run;
-using results::ResultSet;
-using results::RungRuns;
-using results::RunRecord;
 
 std::string Progress::bar(const std::string& label, int epoch, int epochs, long step, long steps,
                           double eta_s, double images_per_s, int width) {

@@ -11,15 +11,7 @@ namespace fs = std::filesystem;
 
 namespace accel::ladder {
 
-using machine::PeakTable;
-using machine::matmul_dtype;
-using results::find_result_sets;
 using results::is_safe_id;
-using results::load_result_set;
-using results::read_run;
-using results::ResultSet;
-using results::RungRuns;
-using results::RunRecord;
 namespace {
 
 [[noreturn]] void bad(const Suite& s, const std::string& what) {

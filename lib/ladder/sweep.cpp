@@ -25,16 +25,8 @@ namespace fs = std::filesystem;
 
 namespace accel::ladder {
 
-using machine::PeakTable;
-using machine::matmul_dtype;
 using machine::this_machine;
-using results::find_result_sets;
-using results::is_safe_id;
-using results::load_result_set;
 using results::read_run;
-using results::ResultSet;
-using results::RungRuns;
-using results::RunRecord;
 namespace {
 
 std::string percent(OptNum v) {

@@ -5,6 +5,7 @@
 #include "accel/metrics/metrics.h"
 
 #include <ATen/record_function.h>
+#include <c10/core/CPUAllocator.h>
 
 #include <algorithm>
 #include <chrono>
@@ -19,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "accel/util/errors.h"
+#include "accel/util/torch_compat.h"
 
 namespace accel::metrics {
 namespace {
@@ -288,6 +290,137 @@ StepCounts StepCounter::stop() {
   state_->running = false;
   std::lock_guard<std::mutex> lk(state_->mu);
   return state_->counts;
+}
+
+// ---- tensor allocations of one step (CPU) ----------------------------------------------
+
+namespace {
+
+// A block the wrapper handed out: its size, the deleter it came with, and
+// whether its allocation was counted.
+struct CountedBlock {
+  size_t bytes = 0;
+  c10::DeleterFnPtr deleter = nullptr;
+  bool counted = false;
+};
+
+struct AllocationTally {
+  std::mutex mu;
+  std::unordered_map<void*, CountedBlock> blocks;  // handed out by the wrapper, not yet freed
+  int64_t allocations = 0, bytes = 0, live = 0, peak = 0;
+};
+
+// Never destroyed: a block the wrapper handed out may be freed at exit.
+AllocationTally& tally() {
+  static auto* t = new AllocationTally();
+  return *t;
+}
+
+thread_local bool t_count_allocations = false;
+
+// The deleter of every block the wrapper handed out (also after it was
+// uninstalled): forgets the block, then frees it as its allocator would.
+void counted_delete(void* ctx) {
+  c10::DeleterFnPtr deleter = nullptr;
+  {
+    auto& t = tally();
+    std::lock_guard<std::mutex> lk(t.mu);
+    const auto it = t.blocks.find(ctx);
+    if (it == t.blocks.end()) return;  // a null block (zero bytes): nothing to free
+    deleter = it->second.deleter;
+    if (it->second.counted) t.live -= int64_t(it->second.bytes);
+    t.blocks.erase(it);
+  }
+  deleter(ctx);
+}
+
+// c10's CPU allocator, with each allocation's deleter swapped for
+// counted_delete (DataPtr::compare_exchange_deleter: the data, the context
+// and the memory stay the allocator's).
+class CountingCpuAllocator final : public c10::Allocator {
+ public:
+  explicit CountingCpuAllocator(c10::Allocator* inner) : inner_(inner) {}
+  c10::DataPtr allocate(size_t n) ACCEL_ALLOCATE_CONST override {
+    c10::DataPtr d = inner_->allocate(n);
+    void* ctx = d.get_context();
+    const c10::DeleterFnPtr deleter = d.get_deleter();
+    if (ctx == nullptr || deleter == nullptr || !d.compare_exchange_deleter(deleter, &counted_delete)) {
+      return d;
+    }
+    auto& t = tally();
+    std::lock_guard<std::mutex> lk(t.mu);
+    CountedBlock& b = t.blocks[ctx];
+    b.bytes = n;
+    b.deleter = deleter;
+    b.counted = t_count_allocations;
+    if (b.counted) {
+      ++t.allocations;
+      t.bytes += int64_t(n);
+      t.live += int64_t(n);
+      t.peak = std::max(t.peak, t.live);
+    }
+    return d;
+  }
+  // raw_allocate/raw_deallocate: every block handed out carries
+  // counted_delete, which frees one it did not hand out never.
+  c10::DeleterFnPtr raw_deleter() const override { return &counted_delete; }
+  ACCEL_ALLOCATOR_COPY_DATA
+
+  c10::Allocator* inner() const { return inner_; }
+
+ private:
+  c10::Allocator* inner_;
+};
+
+std::mutex g_alloc_counter_mu;
+CountingCpuAllocator* g_counting_allocator = nullptr;  // installed while a counter counts
+
+}  // namespace
+
+CpuAllocationCounter::~CpuAllocationCounter() {
+  try {
+    stop();
+  } catch (...) {
+  }
+}
+
+void CpuAllocationCounter::start() {
+  if (running_) return;
+  std::lock_guard<std::mutex> lk(g_alloc_counter_mu);
+  if (g_counting_allocator != nullptr) throw RunError("CpuAllocationCounter: another counter is counting");
+  c10::Allocator* inner = c10::GetCPUAllocator();
+  auto* wrapper = new CountingCpuAllocator(inner);  // kept: blocks it handed out outlive it
+  c10::SetCPUAllocator(wrapper, /*priority=*/0);
+  installed_ = c10::GetCPUAllocator() == wrapper;
+  {
+    auto& t = tally();
+    std::lock_guard<std::mutex> tl(t.mu);
+    t.allocations = t.bytes = t.live = t.peak = 0;
+    for (auto& [ctx, b] : t.blocks) b.counted = false;  // an earlier count's blocks still live
+  }
+  g_counting_allocator = installed_ ? wrapper : nullptr;
+  if (!installed_) delete wrapper;
+  t_count_allocations = installed_;
+  running_ = true;
+}
+
+std::optional<AllocationCounts> CpuAllocationCounter::stop() {
+  if (!running_) return std::nullopt;
+  running_ = false;
+  t_count_allocations = false;
+  std::lock_guard<std::mutex> lk(g_alloc_counter_mu);
+  if (!installed_) return std::nullopt;
+  c10::SetCPUAllocator(g_counting_allocator->inner(), /*priority=*/0);
+  g_counting_allocator = nullptr;  // the wrapper object is leaked on purpose (see start)
+  installed_ = false;
+  auto& t = tally();
+  std::lock_guard<std::mutex> tl(t.mu);
+  AllocationCounts c;
+  c.allocations = t.allocations;
+  c.bytes = t.bytes;
+  c.peak_bytes = t.peak;
+  c.source = "c10 CPU allocator, the step's thread";
+  return c;
 }
 
 std::vector<OpStat> OpProfiler::table() const {

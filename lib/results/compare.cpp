@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <set>
 #include <sstream>
 #include <vector>
 
@@ -12,12 +14,6 @@
 namespace accel::results {
 
 using machine::format_double;
-using machine::PeakTable;
-using machine::Prediction;
-using machine::PredictBase;
-using machine::PredictOptions;
-using machine::reference_file;
-using machine::run_mfu;
 
 Json comparable_config(const Json& config) {
   Json c = config.is_object() ? config : Json::object();
@@ -25,7 +21,9 @@ Json comparable_config(const Json& config) {
   c.erase("description");
   for (const auto& [section, key] : {std::pair{"runtime", "threads"},
                                      std::pair{"runtime", "accelerator"},
-                                     std::pair{"model", "init_path"}, std::pair{"data", "root"}}) {
+                                     std::pair{"model", "init_path"}, std::pair{"data", "root"},
+                                     // fault injection: named on the verdict line instead
+                                     std::pair{"train", "inject_delay"}}) {
     if (c.contains(section) && c[section].is_object()) c[section].erase(key);
   }
   return c;
@@ -85,6 +83,9 @@ std::map<std::string, double> run_counters(const RunRecord& run) {
       }
     }
     if (auto v = num_at(c, "flops_analytic")) out["flops analytic"] = *v;
+    if (auto v = num_at(c, "allocations/count")) out["tensor allocations"] = *v;
+    if (auto v = num_at(c, "allocations/bytes")) out["tensor bytes allocated"] = *v;
+    if (auto v = num_at(c, "allocations/peak_bytes")) out["tensor bytes live at most"] = *v;
   }
   const auto& comm = run.comm_per_step;
   if (comm.is_object() && comm.contains("collectives") && comm["collectives"].is_array()) {
@@ -105,12 +106,6 @@ std::map<std::string, double> run_counters(const RunRecord& run) {
 }
 
 namespace {
-
-double median_value(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 // The log spread (or points, for accuracy) this machine's noise gives a
 // rung's measure: the rung's own where measured, else the machine's.
@@ -162,12 +157,12 @@ Json measure_noise(const ResultSet& set) {
   }
   Json machine = Json::object();
   for (const auto& [measure, sds] : per_measure) {
-    const double sd = median_value(sds);
+    const double sd = stats::median(sds);
     Json m = {{"sd", sd}, {"runs", runs_of[measure]}};
     // The smallest change a compare resolves at this spread, per runs a side.
     for (int n : {1, 3, 5}) {
       m["resolves_with_" + std::to_string(n)] =
-          measure == "test accuracy" ? 2.801585 * sd * std::sqrt(2.0 / n)  // points
+          measure == "test accuracy" ? stats::smallest_resolved_difference(sd, n)  // points
                                      : stats::smallest_resolved_change(sd, n);
     }
     machine[measure] = m;
@@ -212,6 +207,10 @@ struct Side {
   stats::Sample step_ms, train_s, mem_bytes;
   std::vector<double> accs;
   double test_samples = 0;  // per run (the smallest), 0 when unknown
+  // Time to the suite's target validation accuracy, of the ok runs that
+  // reached it (epoch by epoch), and how many did not.
+  stats::Sample to_target;
+  int missed_target = 0;
   std::string status() const {
     if (rung == nullptr) return "missing";
     if (!rung->needs.empty() && rung->repeats.empty()) return "needs " + rung->needs;
@@ -221,7 +220,7 @@ struct Side {
   }
 };
 
-Side side_of(const ResultSet& set, const std::string& id) {
+Side side_of(const ResultSet& set, const std::string& id, OptNum target) {
   Side s;
   s.rung = set.find(id);
   if (s.rung == nullptr) return s;
@@ -235,6 +234,13 @@ Side side_of(const ResultSet& set, const std::string& id) {
       m.push_back(*std::max_element(run.peak_memory_bytes.begin(), run.peak_memory_bytes.end()));
     }
     if (run.step_ms_median) s.step_ms.values.push_back(*run.step_ms_median);
+    if (target) {
+      if (const auto t = time_to_target(run, *target)) {
+        s.to_target.values.push_back(*t);
+      } else {
+        ++s.missed_target;
+      }
+    }
     const auto n = num_at(run.work, "test/samples");
     if (n && *n > 0) s.test_samples = s.test_samples > 0 ? std::min(s.test_samples, *n) : *n;
   }
@@ -306,11 +312,11 @@ MeasureRow ratio_row(const std::string& rung, const std::string& measure, const 
                      double scale, stats::Sample b, stats::Sample o,
                      const std::optional<double>& bound_pct, const char* worse, const char* better,
                      bool judge_point, const Json& noise) {
-  if (b.values.size() == 1 && o.values.size() == 1) {
-    if (const auto n = noise_of(noise, rung, measure)) {
-      b.noise_sd_log = o.noise_sd_log = n->first;
-      b.noise_runs = o.noise_runs = n->second;
-    }
+  // This machine's measured noise: the spread of a one-run side, and more
+  // degrees of freedom for the sides' own (stats::ratio_interval).
+  if (const auto n = noise_of(noise, rung, measure)) {
+    b.noise_sd_log = o.noise_sd_log = n->first;
+    b.noise_runs = o.noise_runs = n->second;
   }
   MeasureRow r;
   r.rung = rung;
@@ -336,7 +342,16 @@ MeasureRow ratio_row(const std::string& rung, const std::string& measure, const 
   switch (stats::judge_higher_is_worse(*r.change, bound)) {
     case stats::Verdict::worse: r.verdict = worse; break;
     case stats::Verdict::better: r.verdict = better; break;
-    case stats::Verdict::same: r.verdict = "same"; break;
+    case stats::Verdict::same:
+      r.verdict = "same";
+      // Within the bound, yet a change beyond doubt: said, so that "same"
+      // never hides a slowdown the gate tolerates.
+      if (has_spread(*r.change) && r.change->low > 1) {
+        r.note = std::string(worse) + " beyond doubt, within " + format_double("%g%%", *bound_pct);
+      } else if (has_spread(*r.change) && r.change->high < 1) {
+        r.note = std::string(better) + " beyond doubt, within " + format_double("%g%%", *bound_pct);
+      }
+      break;
     case stats::Verdict::unresolved: {
       r.verdict = "unresolved";
       auto sd = stats::log_spread(b, o);
@@ -433,8 +448,8 @@ std::string judge(const Side& b, const Side& o, const CompareBounds& bounds, Com
   if (b.acc.median && o.acc.median) delta = (*o.acc.median - *b.acc.median) * 100;
   // A bound whose measure a side lacks judged nothing.
   std::vector<std::string> missing;
-  if (bounds.slower_pct && !tr && !ratio(stats::summarize(b.step_ms.values) ? OptNum(1) : std::nullopt,
-                                         stats::summarize(o.step_ms.values) ? OptNum(1) : std::nullopt)) {
+  const bool step_times = !b.step_ms.values.empty() && !o.step_ms.values.empty();
+  if (bounds.slower_pct && !tr && !step_times) {
     missing.push_back("training or step time (--fail-slower)");
   }
   if ((bounds.acc_drop_points || bounds.acc_band_points) && !delta) {
@@ -456,6 +471,18 @@ std::string judge(const Side& b, const Side& o, const CompareBounds& bounds, Com
                            "faster", false, bounds.noise));
   rows.push_back(ratio_row(id, "training time", "s", 1, b.train_s, o.train_s, bounds.slower_pct, "slower",
                            "faster", false, bounds.noise));
+  // Time to the suite's target, shown with its interval, not gated: epoch
+  // by epoch it moves in whole epochs (a gate on it belongs to a score over
+  // several runs).
+  if (!b.to_target.values.empty() && !o.to_target.values.empty()) {
+    auto r = ratio_row(id, "time to target", "s", 1, b.to_target, o.to_target, std::nullopt, "slower",
+                       "faster", false, Json());
+    if (b.missed_target + o.missed_target > 0) {
+      r.note = "runs that missed the target: base " + std::to_string(b.missed_target) + ", other " +
+               std::to_string(o.missed_target);
+    }
+    rows.push_back(std::move(r));
+  }
   rows.push_back(accuracy_row(id, b, o, bounds));
   // Peak memory needs a spread too: a CPU run's peak RSS moved 2-9% (sd of
   // the log) between unchanged runs on a 2-core machine.
@@ -546,8 +573,16 @@ CompareOutcome compare_sets(const ResultSet& base, const ResultSet& other,
      << "| rung | base | other | time base | time other | time ratio | acc base | acc other "
         "| acc delta (points) | mem base | mem other | mem ratio | verdict |\n"
      << "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  // Time to target: the base's suite target, else the other's.
+  const OptNum target = base.target_accuracy ? base.target_accuracy : other.target_accuracy;
+  std::map<std::string, std::set<double>> injected;  // side -> the fault injections its runs carry
   for (const auto& id : ids) {
-    const Side b = side_of(base, id), o = side_of(other, id);
+    const Side b = side_of(base, id, target), o = side_of(other, id, target);
+    for (const auto& [role, side] : {std::pair{"base", &b}, std::pair{"other", &o}}) {
+      for (const auto* run : side->ok) {
+        if (run->inject_delay > 0) injected[role].insert(run->inject_delay);
+      }
+    }
     std::string verdict;
     if (b.rung == nullptr) {
       verdict = "new (no baseline)";
@@ -598,6 +633,11 @@ CompareOutcome compare_sets(const ResultSet& base, const ResultSet& other,
             << format_double("%g%%", *bounds.slower_pct) << ". ";
       }
     }
+  }
+  for (const auto& [role, delays] : injected) {
+    note << "NOTE: " << role << "'s runs carry fault injection (train.inject_delay";
+    for (const double d : delays) note << " " << format_double("%g", d);
+    note << ": every step made slower by that fraction of its time on purpose). ";
   }
   sum << note.str();
   sum << out.compared << " rungs compared, " << out.not_comparable << " not comparable, "

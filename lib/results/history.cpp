@@ -14,7 +14,9 @@
 #include "accel/results/charts.h"
 #include "accel/results/compare.h"
 #include "accel/results/report.h"
+#include "accel/results/stats.h"
 #include "accel/util/errors.h"
+#include "accel/util/hash.h"
 #include "accel/util/input_file.h"
 
 namespace fs = std::filesystem;
@@ -26,17 +28,6 @@ using machine::format_double;
 namespace {
 
 constexpr const char* kApp = "accel-bench history";
-
-std::string fnv1a_hex(const std::string& bytes) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : bytes) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  char buf[17];
-  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(h));
-  return buf;
-}
 
 std::string utc_now() {
   const std::time_t t = std::time(nullptr);
@@ -76,7 +67,7 @@ std::string set_identity(const ResultSet& set) {
       }
     }
   }
-  return (set.suite.empty() ? "runs" : set.suite) + "@" + set.machine_id + "#" + fnv1a_hex(bytes).substr(0, 12);
+  return (set.suite.empty() ? "runs" : set.suite) + "@" + set.machine_id + "#" + util::fnv1a_hex(bytes).substr(0, 12);
 }
 
 OptNum max_memory(const RunRecord& r) {
@@ -207,7 +198,7 @@ const char* kInsert =
     " accel_bench_version, libtorch_version, git_sha, finished_at, status, train_time_s, step_ms,"
     " samples_per_s, test_acc, peak_memory_bytes, counters) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
 
-int insert_runs(const History::Filter&, sqlite3* db, const std::vector<HistoryRun>& runs, const std::string& file) {
+int insert_runs(sqlite3* db, const std::vector<HistoryRun>& runs, const std::string& file) {
   sqlite3_stmt* st = nullptr;
   if (sqlite3_prepare_v2(db, kInsert, -1, &st, nullptr) != SQLITE_OK) {
     throw ConfigError(file + ": cannot add: " + sqlite3_errmsg(db));
@@ -254,7 +245,7 @@ int add_in_transaction(sqlite3* db, const std::vector<HistoryRun>& runs, const s
     throw ConfigError(file + ": cannot lock: " + sqlite3_errmsg(db));
   }
   try {
-    const int added = insert_runs({}, db, runs, file);
+    const int added = insert_runs(db, runs, file);
     if (sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) {
       throw ConfigError(file + ": cannot write: " + sqlite3_errmsg(db));
     }
@@ -313,7 +304,7 @@ int History::add_set(const ResultSet& set) {
           continue;  // a run folder without its result: nothing to add
         }
         HistoryRun h;
-        h.run_key = fnv1a_hex(bytes);
+        h.run_key = util::fnv1a_hex(bytes);
         h.set_id = set_id;
         h.machine_id = set.machine_id;
         h.suite = set.suite;
@@ -451,12 +442,6 @@ const char* measure_unit(const std::string& m) {
   return m == "training time" ? "s" : m == "step time" ? "ms" : m == "samples/s" ? "1/s" : m == "test accuracy" ? "%" : "GB";
 }
 
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 }  // namespace
 
 std::vector<TrendPoint> history_trend(const std::vector<HistoryRun>& runs, const std::string& measure) {
@@ -477,7 +462,7 @@ std::vector<TrendPoint> history_trend(const std::vector<HistoryRun>& runs, const
   }
   for (auto& [key, p] : at) {
     points[p.first].runs = int(p.second.size());
-    points[p.first].value = median_of(p.second);
+    points[p.first].value = stats::median(p.second);
   }
   return points;
 }
@@ -574,7 +559,7 @@ HistoryOutcome judge_against_history(const std::vector<HistoryRun>& history, con
       HistoryVerdict v;
       v.rung = rung.id;
       v.measure = j.measure;
-      v.value = median_of(values);
+      v.value = stats::median(values);
       const auto trend = history_trend(mine, j.measure);
       auto violates = [&](double value, double base) {
         if (j.points) return j.lower_is_worse ? base - value > *j.bound : value - base > *j.bound;
@@ -584,7 +569,7 @@ HistoryOutcome judge_against_history(const std::vector<HistoryRun>& history, con
         if (end == 0) return std::nullopt;
         std::vector<double> w;
         for (size_t i = end > size_t(window) ? end - size_t(window) : 0; i < end; ++i) w.push_back(trend[i].value);
-        return median_of(w);
+        return stats::median(w);
       };
       v.baseline = window_median(trend.size());
       v.window_sets = int(std::min(trend.size(), size_t(window)));

@@ -10,13 +10,6 @@
 
 namespace accel::results {
 
-using machine::format_double;
-using machine::PeakTable;
-using machine::Prediction;
-using machine::PredictBase;
-using machine::PredictOptions;
-using machine::reference_file;
-using machine::run_mfu;
 
 namespace {
 

@@ -14,13 +14,6 @@ namespace fs = std::filesystem;
 
 namespace accel::results {
 
-using machine::format_double;
-using machine::PeakTable;
-using machine::Prediction;
-using machine::PredictBase;
-using machine::PredictOptions;
-using machine::reference_file;
-using machine::run_mfu;
 
 std::vector<double> step_times_after_warmup(const RunRecord& run) {
   if (!run.step_ms_after_warmup.empty()) return run.step_ms_after_warmup;

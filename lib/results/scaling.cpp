@@ -12,16 +12,12 @@
 
 namespace accel::results {
 
-using machine::format_double;
-using machine::PeakTable;
 using machine::Prediction;
 using machine::PredictBase;
 using machine::PredictOptions;
 using machine::base_from_result;
 using machine::comm_model_from_calibration;
 using machine::matmul_dtype;
-using machine::reference_file;
-using machine::run_mfu;
 namespace {
 
 std::string model_key(const RunRecord& r) {

@@ -124,7 +124,22 @@ std::optional<Interval> ratio_interval(const Sample& base, const Sample& other) 
   Interval out;
   out.point = std::exp(d);
   double se = -1, q = 0;
-  if (nb >= 2 && no >= 2) {
+  if (nb >= 2 && no >= 2 && base.noise_sd_log && other.noise_sd_log &&
+      std::min(base.noise_runs, other.noise_runs) >= 2) {
+    // The variance of one run's log, from three estimates of it: each side's
+    // repeats and the machine's unchanged repeats. A side noisier than the
+    // machine keeps its own (the pooled never goes below the sides').
+    const double k = double(std::min(base.noise_runs, other.noise_runs));
+    const double noise = std::max(*base.noise_sd_log, *other.noise_sd_log);
+    const double sides = ((nb - 1) * variance_of(lb) + (no - 1) * variance_of(lo)) / (nb + no - 2);
+    const double pooled = ((nb + no - 2) * sides + (k - 1) * noise * noise) / (nb + no + k - 3);
+    se = std::sqrt(std::max(pooled, sides) * (1 / nb + 1 / no));
+    q = t_quantile(two_sided(), nb + no + k - 3);
+    char m[128];
+    std::snprintf(m, sizeof(m), "pooled t on logs, %d and %d runs with this machine's noise (%d repeats)",
+                  int(nb), int(no), int(k));
+    out.method = m;
+  } else if (nb >= 2 && no >= 2) {
     const double vb = variance_of(lb) / nb, vo = variance_of(lo) / no;
     se = std::sqrt(vb + vo);
     const double den = vb * vb / (nb - 1) + vo * vo / (no - 1);
@@ -200,9 +215,19 @@ int repeats_needed(double sd, double effect) {
   return std::max(2, int(std::ceil(n - 1e-9)));
 }
 
-double smallest_resolved_change(double sd_log, int runs) {
+double smallest_resolved_difference(double sd, int runs) {
   const double z = normal_quantile(two_sided()) + normal_quantile(kPower);
-  return std::exp(z * sd_log * std::sqrt(2.0 / double(std::max(runs, 1)))) - 1;
+  return z * sd * std::sqrt(2.0 / double(std::max(runs, 1)));
+}
+
+double smallest_resolved_change(double sd_log, int runs) {
+  return std::exp(smallest_resolved_difference(sd_log, runs)) - 1;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return std::nan("");
+  std::sort(v.begin(), v.end());
+  return quantile_sorted(v, 0.5);
 }
 
 Verdict judge_higher_is_worse(const Interval& r, double bound) {

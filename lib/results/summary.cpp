@@ -11,13 +11,6 @@
 
 namespace accel::results {
 
-using machine::format_double;
-using machine::PeakTable;
-using machine::Prediction;
-using machine::PredictBase;
-using machine::PredictOptions;
-using machine::reference_file;
-using machine::run_mfu;
 
 std::string summary_table(const std::vector<std::filesystem::path>& files) {
   std::string out =

@@ -1,6 +1,9 @@
 #include "accel/train/device.h"
 
+#include <algorithm>
 #include <chrono>
+#include <map>
+#include <mutex>
 #include <string>
 
 #include "accel/util/build_features.h"
@@ -19,9 +22,22 @@ namespace accel::train {
 
 // ---- memory ---------------------------------------------------------------------------
 
+#if ACCEL_WITH_CUDA
+namespace {
+// Peaks seen before a DeviceAllocationCounter reset the allocator's, by
+// device index: peak_memory() reports the larger.
+std::mutex g_carried_mu;
+std::map<int, DeviceMemory> g_carried;
+}  // namespace
+#endif
+
 void reset_peak_memory(const torch::Device& device) {
 #if ACCEL_WITH_CUDA
-  if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
+  if (device.is_cuda()) {
+    c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
+    std::lock_guard<std::mutex> lk(g_carried_mu);
+    g_carried.erase(device.index());
+  }
 #else
   (void)device;
 #endif
@@ -36,6 +52,11 @@ std::optional<DeviceMemory> peak_memory(const torch::Device& device) {
     DeviceMemory m;
     m.max_allocated = stats.allocated_bytes[0].peak;
     m.max_reserved = stats.reserved_bytes[0].peak;
+    std::lock_guard<std::mutex> lk(g_carried_mu);
+    if (const auto it = g_carried.find(device.index()); it != g_carried.end()) {
+      m.max_allocated = std::max(m.max_allocated, it->second.max_allocated);
+      m.max_reserved = std::max(m.max_reserved, it->second.max_reserved);
+    }
     return m;
   }
 #else
@@ -49,6 +70,41 @@ void synchronize(const torch::Device& device) {
   if (device.is_cuda()) c10::cuda::getCurrentCUDAStream(device.index()).synchronize();
 #else
   (void)device;
+#endif
+}
+
+void DeviceAllocationCounter::start() {
+#if ACCEL_WITH_CUDA
+  if (!device_.is_cuda()) return;
+  synchronize(device_);
+  const auto before = peak_memory(device_);  // the run's peaks so far, kept across the reset
+  {
+    std::lock_guard<std::mutex> lk(g_carried_mu);
+    g_carried[device_.index()] = *before;
+  }
+  c10::cuda::CUDACachingAllocator::resetPeakStats(device_.index());
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device_.index());
+  allocations_ = stats.allocation[0].allocated;
+  bytes_ = stats.allocated_bytes[0].allocated;
+  current_ = stats.allocated_bytes[0].current;
+  running_ = true;
+#endif
+}
+
+std::optional<metrics::AllocationCounts> DeviceAllocationCounter::stop() {
+#if ACCEL_WITH_CUDA
+  if (!running_) return std::nullopt;
+  running_ = false;
+  synchronize(device_);
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device_.index());
+  metrics::AllocationCounts c;
+  c.allocations = stats.allocation[0].allocated - allocations_;
+  c.bytes = stats.allocated_bytes[0].allocated - bytes_;
+  c.peak_bytes = std::max<int64_t>(0, stats.allocated_bytes[0].peak - current_);
+  c.source = "CUDA caching allocator";
+  return c;
+#else
+  return std::nullopt;
 #endif
 }
 

@@ -2,6 +2,7 @@
 // its loss and accuracy kept on the device until a flush, validation per
 // epoch, periodic and final checkpoints, stop requests, --profile.
 #include <optional>
+#include <thread>
 #include <cmath>
 #include <cstdio>
 
@@ -118,14 +119,28 @@ bool Run::train_batch(const data::Batch& batch, int epoch, EpochState& es, int64
   // The counted step: every op of its step function (forward, backward,
   // optimizer) counted, not timed by the counting (see counted_step()).
   std::optional<metrics::StepCounter> counter;
+  std::optional<metrics::CpuAllocationCounter> cpu_allocations;
+  std::optional<DeviceAllocationCounter> device_allocations;
   if (step_ == counted_step() && !(profiler_ && profiler_->running())) {
     counter.emplace();
     counter->start();
+    if (fabric_->device().is_cuda()) {
+      device_allocations.emplace(fabric_->device());
+      device_allocations->start();
+    } else {
+      cpu_allocations.emplace();
+      cpu_allocations->start();
+    }
   }
+  step_host_begin_ = Clock::now();
   clock_->begin();
   const auto y = fabric_->to_device(batch.y);  // for the loss and the accuracy
   const StepOutput out = step_fn_->run(batch, y, w);
-  if (counter) record_counts(counter->stop(), batch);
+  if (counter) {
+    const auto ops = counter->stop();
+    const auto allocations = cpu_allocations ? cpu_allocations->stop() : device_allocations->stop();
+    record_counts(ops, allocations, batch);
+  }
   if (w.last) ++opt_steps_;
   flops_sum_ += built_.module->forward_flops(batch.inputs);
   samples_sum_ += double(batch.y.size(0));
@@ -155,6 +170,7 @@ bool Run::train_batch(const data::Batch& batch, int epoch, EpochState& es, int64
   if (flush) {
     go = flush_pending(es, batches);
   } else {
+    inject_delay();
     clock_->end();
   }
   if (comm != nullptr && measured) {
@@ -162,6 +178,20 @@ bool Run::train_batch(const data::Batch& batch, int epoch, EpochState& es, int64
     ++comm_steps_;
   }
   return go;
+}
+
+// train.inject_delay: the step is made slower by a known fraction of its own
+// time, as the last thing inside its timed region (just before the step
+// clock ends it), so that a gate can be tested against a slowdown of known
+// size: the step time grows by that fraction, the run's time by less. The
+// device is synchronised first so that the time slept on is the step's work,
+// not its launch.
+void Run::inject_delay() {
+  if (!(cfg_.train.inject_delay > 0)) return;
+  synchronize(fabric_->device());
+  const auto took = Clock::now() - step_host_begin_;
+  std::this_thread::sleep_for(
+      std::chrono::duration_cast<Clock::duration>(took * cfg_.train.inject_delay));
 }
 
 int64_t Run::counted_step() const {
@@ -172,7 +202,9 @@ int64_t Run::counted_step() const {
   return std::max<int64_t>(0, std::min(wanted, total - 1));  // a run shorter than that: its last step
 }
 
-void Run::record_counts(const metrics::StepCounts& c, const data::Batch& batch) {
+void Run::record_counts(const metrics::StepCounts& c,
+                        const std::optional<metrics::AllocationCounts>& allocations,
+                        const data::Batch& batch) {
   nlohmann::json calls = nlohmann::json::object(), flops = nlohmann::json::object();
   int64_t total = 0;
   for (const auto& [name, n] : c.calls) {
@@ -192,6 +224,12 @@ void Run::record_counts(const metrics::StepCounts& c, const data::Batch& batch) 
                       {"flops_analytic", analytic},
                       {"flops_counted_over_analytic", analytic > 0 ? nlohmann::json(counted / analytic)
                                                                    : nlohmann::json()}};
+  if (allocations) {
+    result_.counters["allocations"] = {{"count", allocations->allocations},
+                                       {"bytes", allocations->bytes},
+                                       {"peak_bytes", allocations->peak_bytes},
+                                       {"source", allocations->source}};
+  }
 }
 
 // --profile: record steps [warmup_steps, warmup_steps + profile_steps) of
@@ -240,6 +278,7 @@ bool Run::flush_pending(EpochState& es, int64_t batches) {
     losses = v.narrow(0, 0, count) / world;
     stop_requested = v[count].item<double>() > 0;
   }
+  inject_delay();
   clock_->end();
   const auto times = clock_->take();
   if (int64_t(times.size()) != count) throw RunError("step clock out of step with the batches");

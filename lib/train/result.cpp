@@ -94,6 +94,15 @@ json to_json(const RunResult& r) {
   if (!r.grad_scaler.is_null() && !r.grad_scaler.empty()) j["grad_scaler"] = r.grad_scaler;
   if (!r.error.empty()) j["error"] = r.error;
   if (!r.finished_at.empty()) j["finished_at"] = r.finished_at;
+  const double delay = r.config.is_object() && r.config.contains("train") &&
+                              r.config["train"].is_object() &&
+                              r.config["train"].value("inject_delay", json(0.0)).is_number()
+                          ? r.config["train"].value("inject_delay", 0.0)
+                          : 0.0;
+  if (delay > 0) {
+    j["fault_injection"] = {{"inject_delay", delay},
+                            {"what", "every training step delayed by this fraction of its own time"}};
+  }
   return j;
 }
 
@@ -185,6 +194,8 @@ RunRecord run_record_of(const json& doc, const std::filesystem::path& dir) {
   const json step = object_or_null(doc, "step_time_ms");
   r.step_ms_median = number(step, "median");
   r.counters = object_or_null(doc, "counters");
+  r.inject_delay = number(object_or_null(doc, "fault_injection"), "inject_delay")
+                       .value_or(number(object_or_null(r.config, "train"), "inject_delay").value_or(0.0));
   r.started_at = text(doc, "started_at", "");
   r.finished_at = text(doc, "finished_at", "");
   if (const json* series = field(doc, "step_ms_after_warmup"); series != nullptr && series->is_array()) {

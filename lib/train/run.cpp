@@ -497,6 +497,15 @@ RunResult Run::execute() {
     result_.warnings.push_back(comm->rendezvous_warning());
     say("warning: " + comm->rendezvous_warning());
   }
+  if (cfg_.train.inject_delay > 0) {
+    char line[160];
+    std::snprintf(line, sizeof(line),
+                  "fault injection: every training step is delayed by %g%% of its own time "
+                  "(train.inject_delay %g)",
+                  cfg_.train.inject_delay * 100, cfg_.train.inject_delay);
+    result_.warnings.push_back(line);
+    say(std::string("warning: ") + line);
+  }
   setup();  // loads data, builds the model, resumes: errors here write nothing
   if (opts_.dry_run) {
     say("== dry run: config valid, data and model ready; nothing trained or written");

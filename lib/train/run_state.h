@@ -129,7 +129,11 @@ class Run {
   // warm-up is shorter than two steps; a run shorter than that counts its
   // last step.
   int64_t counted_step() const;
-  void record_counts(const metrics::StepCounts& c, const data::Batch& batch);
+  void inject_delay();
+  Clock::time_point step_host_begin_;  // the current step's start on the host (train.inject_delay)
+  void record_counts(const metrics::StepCounts& c,
+                     const std::optional<metrics::AllocationCounts>& allocations,
+                     const data::Batch& batch);
 
   RunResult result_;
   std::vector<double> step_ms_;  // this rank's, after warm-up

@@ -752,7 +752,7 @@ TEST_CASE("cli: a checkpoint from inside an epoch resumes only on its rank count
   CHECK(result_of(again)["epochs"].size() == 2);
 }
 
-TEST_CASE("counters: two identical runs count the same work and --fail-counters passes them, a gradient clip moves only the op calls") {
+TEST_CASE("counters: two identical runs count the same work and --fail-counters passes them, a gradient clip moves the op calls and allocations only") {
   REQUIRE_MESSAGE(have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
   const auto root = fresh_dir("counters");
   const std::string run = "run" + smoke(8, 4) + " --set train.warmup_steps=2";
@@ -771,6 +771,12 @@ TEST_CASE("counters: two identical runs count the same work and --fail-counters 
   CHECK(ca["flops_counted"].get<double>() > 0);
   // What the ops were counted to do agrees with the model's own count.
   CHECK(std::fabs(ca["flops_counted_over_analytic"].get<double>() - 1.0) <= 0.10);
+  // The step's tensor allocations: every gradient (set to none between
+  // steps) and activation, counted exactly.
+  REQUIRE(ca["allocations"].is_object());
+  CHECK(ca["allocations"]["count"].get<int64_t>() > 50);
+  CHECK(ca["allocations"]["peak_bytes"].get<int64_t>() > 0);
+  CHECK(ca["allocations"]["peak_bytes"].get<int64_t>() <= ca["allocations"]["bytes"].get<int64_t>());
   CHECK(ca == b["counters"]);  // exact: no clock in them
   CHECK(a["step_time_ms"]["count"] == 2);  // 4 steps, 2 warm-up; the counted one is warm-up
   r = run_cli("compare " + (root / "a").string() + " " + (root / "b").string() + " --fail-counters");
@@ -779,6 +785,7 @@ TEST_CASE("counters: two identical runs count the same work and --fail-counters 
   const auto clip = result_of(root / "clip" / "rung");
   CHECK(clip["counters"]["op_calls"].get<int64_t>() > ca["op_calls"].get<int64_t>());
   CHECK(clip["counters"]["flops_counted"] == ca["flops_counted"]);
+  CHECK(clip["counters"]["allocations"]["count"].get<int64_t>() > ca["allocations"]["count"].get<int64_t>());
   // A change in the same config's counters (as a LibTorch or code change
   // would make) fails the gate, named with both values.
   auto doctored = b;
@@ -793,6 +800,35 @@ TEST_CASE("counters: two identical runs count the same work and --fail-counters 
   r = run_cli("compare " + (root / "a").string() + " " + (root / "b").string());  // no gate: listed only
   CHECK(r.code == 0);
   CHECK(r.output.find("| rung | op calls: aten::addmm |") != std::string::npos);
+}
+
+TEST_CASE("fault injection: train.inject_delay is warned, recorded, named by compare and changes no counter") {
+  REQUIRE_MESSAGE(have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
+  const auto root = fresh_dir("inject");
+  const std::string run = "run" + smoke(6, 4) + " --set train.warmup_steps=2";
+  auto r = run_cli(run + " --out " + (root / "base" / "rung").string());
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  r = run_cli(run + " --set train.inject_delay=0.2 --out " + (root / "slow" / "rung").string());
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  const auto base = result_of(root / "base" / "rung"), slow = result_of(root / "slow" / "rung");
+  CHECK_FALSE(base.contains("fault_injection"));
+  REQUIRE(slow.contains("fault_injection"));
+  CHECK(slow["fault_injection"]["inject_delay"] == 0.2);
+  REQUIRE(slow["warnings"].size() == 1);
+  CHECK(slow["warnings"][0].get<std::string>().rfind(
+            "fault injection: every training step is delayed by 20% of its own time", 0) == 0);
+  // Slower on purpose, the same work: compare judges the config unchanged
+  // and the counters equal, and says which side was slowed.
+  CHECK(slow["counters"] == base["counters"]);
+  r = run_cli("compare " + (root / "base").string() + " " + (root / "slow").string() + " --fail-counters");
+  INFO(r.output);
+  CHECK(r.code == 0);
+  CHECK(r.output.find("NOTE: other's runs carry fault injection (train.inject_delay 0.2") != std::string::npos);
+  CHECK(r.output.find("1 rungs compared, 0 not comparable") != std::string::npos);
+  // Refused outside its range, naming the field.
+  r = run_cli(run + " --set train.inject_delay=-0.1 --out " + (root / "bad").string());
+  CHECK(r.code == 2);
+  CHECK(r.output.find("train.inject_delay") != std::string::npos);
 }
 
 TEST_CASE("counters: a smaller ddp bucket adds exactly all-reduce calls, and --fail-counters names them") {

@@ -56,7 +56,7 @@ const std::vector<std::string> kAllPaths = {
     "train.eval_batch_size", "train.seed", "train.log_every", "train.limit_train_batches",
     "train.limit_eval_batches", "train.warmup_steps", "train.loop", "train.grad_clip",
     "train.max_steps", "train.checkpoint_every", "train.save_checkpoint", "train.test_weights",
-    "train.val_every_steps", "train.accumulate",
+    "train.val_every_steps", "train.accumulate", "train.inject_delay",
     "runtime.accelerator", "runtime.devices",
     "runtime.num_nodes", "runtime.strategy", "runtime.precision", "runtime.threads",
     "runtime.backend", "runtime.timeout_s", "runtime.master_addr", "runtime.master_port",

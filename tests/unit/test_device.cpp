@@ -9,16 +9,21 @@
 
 #include <doctest/doctest.h>
 
+#include <c10/core/CPUAllocator.h>
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "accel/config/run_config.h"
 #include "accel/kernels/adam.h"
+#include "accel/metrics/profiler.h"
 #include "accel/data/loader.h"
 #include "accel/train/device.h"
 #include "accel/train/fabric.h"
@@ -369,6 +374,39 @@ TEST_CASE("device: the step clock splits a step at its marks, an unmarked phase 
         doctest::Approx(t.total_ms).epsilon(1e-9));
 }
 
+TEST_CASE("metrics: the cpu allocation counter counts the calling thread's tensors, their bytes and the most live at once") {
+  std::optional<accel::metrics::AllocationCounts> c;
+  torch::Tensor kept;
+  {
+    accel::metrics::CpuAllocationCounter counter;
+    counter.start();
+    auto a = torch::empty({1000}, torch::kFloat);  // 4000 B
+    auto b = torch::empty({500}, torch::kFloat);   // 2000 B: 6000 live
+    std::thread([] { auto other = torch::empty({100000}, torch::kFloat); }).join();  // not this thread's
+    a.reset();                                     // 2000 live
+    kept = torch::empty({250}, torch::kFloat);     // 1000 B: 3000 live
+    CHECK_THROWS_AS(accel::metrics::CpuAllocationCounter().start(), accel::RunError);
+    c = counter.stop();
+  }
+  REQUIRE(c.has_value());
+  CHECK(c->allocations == 3);
+  CHECK(c->bytes == 7000);
+  CHECK(c->peak_bytes == 6000);
+  // A block counted then outlives the count: freed as its allocator frees it.
+  kept.fill_(1.0f);
+  CHECK(kept.sum().item<float>() == 250.0f);
+  kept.reset();
+  // The next count starts afresh, and the allocator is the one it was.
+  accel::metrics::CpuAllocationCounter again;
+  again.start();
+  auto d = torch::ones({10}, torch::kDouble);
+  const auto c2 = again.stop();
+  REQUIRE(c2.has_value());
+  CHECK(c2->allocations == 1);
+  CHECK(c2->bytes == 80);
+  CHECK(c10::GetCPUAllocator() == c10::GetDefaultCPUAllocator());
+}
+
 TEST_CASE("device: runtime.devices auto resolves to the gpus on cuda and one device elsewhere") {
   auto cfg = accel::config::to_run_config(
       nlohmann::json{{"runtime", {{"devices", "auto"}, {"accelerator", "cpu"}}}});
@@ -462,6 +500,30 @@ TEST_CASE("gpu memory peaks come from the caching allocator and reset") {
   CHECK(peak->max_reserved >= peak->max_allocated);
   train::reset_peak_memory(dev);
   CHECK(train::peak_memory(dev)->max_allocated < int64_t(256) << 20);
+}
+
+TEST_CASE("gpu allocation counter counts a step's allocations and keeps the run's peak") {
+  if (skip_without_gpu()) return;
+  const torch::Device dev(torch::kCUDA, 0);
+  const auto opts = torch::TensorOptions().device(dev);
+  train::reset_peak_memory(dev);
+  {
+    auto big = torch::empty({64, 1024, 1024}, opts);  // 256 MiB, before the step
+    train::synchronize(dev);
+  }
+  train::DeviceAllocationCounter counter(dev);
+  counter.start();
+  auto a = torch::empty({1024, 1024}, opts);  // 4 MiB
+  auto b = torch::empty({512, 1024}, opts);   // 2 MiB
+  a.reset();
+  const auto c = counter.stop();
+  REQUIRE(c.has_value());
+  CHECK(c->allocations == 2);
+  CHECK(c->bytes == (int64_t(6) << 20));
+  CHECK(c->peak_bytes == (int64_t(6) << 20));
+  CHECK(c->source == "CUDA caching allocator");
+  // The reset the step's peak needed does not lose the run's.
+  CHECK(train::peak_memory(dev)->max_allocated >= int64_t(256) << 20);
 }
 
 TEST_CASE("gpu step clock times steps with cuda events") {

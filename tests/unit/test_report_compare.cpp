@@ -80,7 +80,9 @@ TEST_CASE("compare: within every bound is ok, with the ratios and the delta show
   CHECK(out.unresolved == 0);
   // Each measure with its interval: step time from each run's own steps.
   CHECK(has(out.markdown, "| 01-finetune | step time (ms) | 100.0 | 105.0 | 1 / 1 | 1.050x ["));
-  CHECK(has(out.markdown, "| same | one run a side: within-run intervals only (no run-to-run noise) |"));
+  // 5% slower beyond doubt (its own steps say so), inside the 10% bound: same, and said.
+  CHECK(has(out.markdown, "| same: slower beyond doubt, within 10% | one run a side: within-run intervals only "
+                          "(no run-to-run noise) |"));
   CHECK(has(out.markdown, "| training time (s) |"));
   CHECK(has(out.markdown, "not judged: one run a side and no spread; judged by step time"));
 }
@@ -362,6 +364,52 @@ TEST_CASE("compare: repeats resolve what one run cannot, by the interval of the 
   CHECK(counted);
 }
 
+TEST_CASE("compare: a slowdown inside the bound is same, yet named slower beyond doubt") {
+  accel_test::TempDir tmp;
+  auto runs = [](std::vector<double> times) {
+    std::vector<FakeRun> v;
+    for (double t : times) {
+      FakeRun f;
+      f.time_s = t;
+      v.push_back(f);
+    }
+    return v;
+  };
+  SetBuilder(tmp / "base").rung("a", "00", runs({600, 606, 594})).write();
+  SetBuilder(tmp / "slow3").rung("a", "00", runs({618, 624, 612})).write();  // 3% slower, tight
+  SetBuilder(tmp / "same").rung("a", "00", runs({603, 597, 609})).write();
+  CompareBounds gate;
+  gate.slower_pct = 7;
+  const auto base = load_result_set(tmp / "base");
+  const auto slow = compare_sets(base, load_result_set(tmp / "slow3"), gate);
+  INFO(slow.markdown);
+  CHECK(slow.regressions == 0);
+  CHECK(slow.unresolved == 0);
+  const MeasureRow* row = nullptr;
+  for (const auto& r : slow.rows) {
+    if (r.measure == "training time") row = &r;
+  }
+  REQUIRE(row != nullptr);
+  CHECK(row->verdict == "same");
+  CHECK(row->change->low > 1.0);
+  CHECK(row->note == "slower beyond doubt, within 7%");
+  const auto same = compare_sets(base, load_result_set(tmp / "same"), gate);
+  for (const auto& r : same.rows) {
+    if (r.measure == "training time") CHECK(r.note.empty());
+  }
+}
+
+TEST_CASE("compare: fault injection is named on the verdict line and does not make configs differ") {
+  FakeRun b, o;
+  o.config_patch = {{"train", {{"inject_delay", 0.07}}}};
+  const auto out = compare_one(b, o, all_bounds());
+  INFO(out.markdown);
+  CHECK(out.not_comparable == 0);
+  CHECK(out.compared == 1);
+  CHECK(has(out.summary, "NOTE: other's runs carry fault injection (train.inject_delay 0.07"));
+  CHECK_FALSE(has(out.summary, "base's runs carry fault injection"));
+}
+
 TEST_CASE("compare: the CI markdown says the verdict first and the JSON carries every row") {
   FakeRun b = timed(), o = timed(117);
   const auto out = compare_one(b, o, all_bounds());
@@ -466,6 +514,27 @@ TEST_CASE("stats: the ratio interval is Welch's t on logs with repeats and the p
   r = ratio_interval(Sample{{100}, 0.01}, Sample{{100}, 0.01});
   CHECK(std::log(r->high) == doctest::Approx(1.959964 * std::sqrt(0.0002)).epsilon(1e-5));
   CHECK_FALSE(ratio_interval(Sample{{}, {}}, Sample{{1}, {}}).has_value());
+}
+
+TEST_CASE("stats: with this machine's noise known, repeats pool their spread with it, never narrower than their own") {
+  // Sides: logs {0, 0.1} each (variance 0.005, dof 1 + 1); noise sd 0.05 over
+  // 8 repeats (variance 0.0025, dof 7): pooled (2 x 0.005 + 7 x 0.0025) / 9,
+  // below the sides' 0.005, so the sides' 0.005 stays; dof 9.
+  Sample b{{100, 100 * std::exp(0.1)}, {}, 0.05, 8}, o{{100, 100 * std::exp(0.1)}, {}, 0.05, 8};
+  auto r = ratio_interval(b, o);
+  REQUIRE(r.has_value());
+  CHECK(r->method == "pooled t on logs, 2 and 2 runs with this machine's noise (8 repeats)");
+  CHECK(std::log(r->high) == doctest::Approx(2.262157 * std::sqrt(0.005 * (0.5 + 0.5))).epsilon(1e-5));
+  // A noisier machine than the sides: its variance pulls the pooled one up.
+  // Sides: logs {0, 0.02} (variance 0.0002); noise sd 0.05 (0.0025), 8 repeats:
+  // (2 x 0.0002 + 7 x 0.0025) / 9 = 0.0019889.
+  Sample b2{{100, 100 * std::exp(0.02)}, {}, 0.05, 8}, o2{{100, 100 * std::exp(0.02)}, {}, 0.05, 8};
+  r = ratio_interval(b2, o2);
+  const double pooled = (2 * 0.0002 + 7 * 0.0025) / 9;
+  CHECK(std::log(r->high) == doctest::Approx(2.262157 * std::sqrt(pooled)).epsilon(1e-5));
+  // Narrower than Welch's on the sides alone (dof 2: t = 4.30) at equal spread.
+  Sample b3{{100, 100 * std::exp(0.1)}, {}}, o3{{100, 100 * std::exp(0.1)}, {}};
+  CHECK(ratio_interval(b3, o3)->high > ratio_interval(b, o)->high);
 }
 
 TEST_CASE("stats: an accuracy difference uses the seeds' spread or the test set's binomial one") {

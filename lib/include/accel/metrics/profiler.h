@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -86,6 +87,40 @@ class StepCounter {
 
  private:
   std::shared_ptr<State> state_;
+};
+
+// The tensor allocations of one step: how many, their bytes, and the most of
+// those bytes live at once (above what was live when the step began). On a
+// CPU, counted by wrapping c10's CPU allocator for the step
+// (CpuAllocationCounter); on CUDA, read from the caching allocator's
+// statistics (train/device.h).
+struct AllocationCounts {
+  int64_t allocations = 0;
+  int64_t bytes = 0;
+  int64_t peak_bytes = 0;
+  std::string source;  // what counted them
+};
+
+// Counts the CPU tensor allocations the calling thread makes between start()
+// and stop() (on a CPU, the whole forward, backward and optimizer step:
+// autograd runs CPU backward on the calling thread). c10's CPU allocator is
+// wrapped for that time (c10::SetCPUAllocator, its public hook) and every
+// allocation still passes to it; other threads' (a loader's prefetch,
+// gloo's workers) are not counted. One counter counts at a time (RunError
+// otherwise). stop() returns nullopt where the wrapper could not be
+// installed (another allocator of higher priority is set).
+class CpuAllocationCounter {
+ public:
+  CpuAllocationCounter() = default;
+  ~CpuAllocationCounter();  // stops if counting
+  CpuAllocationCounter(const CpuAllocationCounter&) = delete;
+  CpuAllocationCounter& operator=(const CpuAllocationCounter&) = delete;
+  void start();
+  std::optional<AllocationCounts> stop();
+
+ private:
+  bool running_ = false;
+  bool installed_ = false;
 };
 
 // "name,calls,self_us,total_us,self_share" rows; and a fixed-width text table

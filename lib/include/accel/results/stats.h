@@ -72,7 +72,11 @@ struct Sample {
 };
 
 // OTHER/BASE for a positive measure, with a 95% interval:
-// - both sides with 2+ repeats: Welch's t on the logs' means;
+// - both sides with 2+ repeats: Welch's t on the logs' means; where this
+//   machine's measured noise is known too (calibrate --noise, both sides of
+//   that machine), a pooled t instead: the sides' log variance pooled with
+//   the noise's (its repeats add their degrees of freedom), never below the
+//   sides' own pooled variance;
 // - one side with one value, the other with 2+: the repeats' log spread stands
 //   for both (pooled, their dof);
 // - one value a side and this machine's measured noise: t on the logs with
@@ -105,6 +109,11 @@ int repeats_needed(double sd, double effect);
 // a side resolve at this log spread, alpha 0.05 and power 0.8:
 // d = (z_0.975 + z_0.8) sd sqrt(2 / runs).
 double smallest_resolved_change(double sd_log, int runs);
+// The same on an additive scale (test accuracy's points): d itself.
+double smallest_resolved_difference(double sd, int runs);
+
+// The median of values (nan for none).
+double median(std::vector<double> v);
 
 enum class Verdict { worse, better, same, unresolved };
 

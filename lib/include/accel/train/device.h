@@ -19,6 +19,7 @@
 #include <torch/torch.h>
 
 #include "accel/data/batch.h"
+#include "accel/metrics/profiler.h"
 
 namespace accel::train {
 
@@ -36,6 +37,24 @@ void reset_peak_memory(const torch::Device& device);
 std::optional<DeviceMemory> peak_memory(const torch::Device& device);
 // Waits for the device's queued work; nothing on a CPU.
 void synchronize(const torch::Device& device);
+
+// The tensor allocations of one step on a CUDA device, from the caching
+// allocator's statistics: allocations and bytes from its running counts, the
+// peak above what was allocated when the step began. Reading that peak means
+// resetting the allocator's; the peak before it is kept, so peak_memory()
+// still reports the whole run's. stop() is nullopt off CUDA (a CPU step's
+// allocations are counted by metrics::CpuAllocationCounter).
+class DeviceAllocationCounter {
+ public:
+  explicit DeviceAllocationCounter(const torch::Device& device) : device_(device) {}
+  void start();
+  std::optional<metrics::AllocationCounts> stop();
+
+ private:
+  torch::Device device_;
+  bool running_ = false;
+  int64_t allocations_ = 0, bytes_ = 0, current_ = 0;
+};
 
 // ---- timing ---------------------------------------------------------------------------
 

@@ -92,7 +92,8 @@ struct RunResult {
   nlohmann::json comm_per_step;
   // The exact work of one step (metrics::StepCounter), rank 0's: {step,
   // op_calls, op_calls_by_op, flops_counted, flops_counted_by_op,
-  // flops_analytic, flops_counted_over_analytic}; null when no step was
+  // flops_analytic, flops_counted_over_analytic, allocations: {count, bytes,
+  // peak_bytes, source}}; null when no step was
   // counted (a run resumed past it, or profiled then).
   nlohmann::json counters;
   std::string data_kind = "image";  // "image" | "text" (the dataset's kind)
@@ -139,6 +140,7 @@ struct RunRecord {
       tokens_per_s, flops_per_sample, model_flops_per_s, step_ms_median, step_ms_mean;
   int epochs_done = 0;
   nlohmann::json counters;  // null in results written before them
+  double inject_delay = 0;  // fault_injection: each step slowed by this fraction (0 = none)
   std::string started_at, finished_at;  // UTC, ISO 8601; empty when not recorded
   std::vector<double> step_ms_after_warmup;  // per step (ms); empty in results written before it
   std::vector<double> peak_memory_bytes;  // one per rank; empty = n/a

@@ -201,6 +201,22 @@ inline bool cpu_half_kernels() {
 #endif
 }
 
+// ---- allocators ------------------------------------------------------------------
+// c10::Allocator: allocate() is const before 2.3 and not from 2.3 on, when
+// copy_data() (for Allocator::clone) also became an override every
+// allocator must give. A wrapping allocator declares allocate() with
+// ACCEL_ALLOCATE_CONST and puts ACCEL_ALLOCATOR_COPY_DATA in its body.
+#if ACCEL_TORCH_AT_LEAST(2, 3)
+#define ACCEL_ALLOCATE_CONST
+#define ACCEL_ALLOCATOR_COPY_DATA                                                   \
+  void copy_data(void* dest, const void* src, std::size_t count) const override { \
+    default_copy_data(dest, src, count);                                          \
+  }
+#else
+#define ACCEL_ALLOCATE_CONST const
+#define ACCEL_ALLOCATOR_COPY_DATA
+#endif
+
 // ---- c10d (process groups) -----------------------------------------------------
 // torch::optim::Optimizer::state() is keyed by the parameter's TensorImpl:
 // 1.x as its address printed ("0x...", as c10::guts::to_string), 2.x as the
