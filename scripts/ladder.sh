@@ -16,9 +16,9 @@
 # batches so that the runs fit, and says so; the sweep prints the time left
 # as runs finish. The reports' MFU divide by the same peaks. `accel-bench
 # calibrate --comm` fits the collectives once (the report's predicted
-# scaling), and `accel-bench report` writes report.md, report.csv and
-# charts/ (runtime, accuracy and speedup: CSV, SVG, PNG) beside each set and
-# prints its table.
+# scaling), and `accel-bench report --html` writes report.md, report.csv,
+# report.html (one self-contained page) and charts/ (runtime, accuracy and
+# speedup: CSV, SVG, PNG) beside each set and prints its table.
 # Extra arguments go to the sweep (e.g. --resume, --repeats 3).
 # LADDER_OUT overrides the output root; LADDER_SUITE runs one suite file
 # alone; LADDER_BUDGET_MIN=0 runs the ladders as configured whatever they take.
@@ -67,8 +67,8 @@ for suite in "${suites[@]}"; do
     fi
   fi
   comm="$set_dir/peaks.json"
-  ./build/accel-bench report "$set_dir"
-  echo "ladder: results, report and charts in $set_dir/"
+  ./build/accel-bench report --html "$set_dir"
+  echo "ladder: results, report (report.md, report.html) and charts in $set_dir/"
 done
 echo "ladder: done in $(( $(date +%s) - start )) s"
 exit $rc

@@ -4,7 +4,8 @@
 #   scripts/setup.sh            # the main job: Debian packages, OpenBLAS as BLAS
 #   scripts/setup.sh --tests    # also what scripts/test.sh's other two legs need
 #   scripts/setup.sh --bench    # also what the benchmarks against PyTorch need (python3-torch;
-#                               # transformers and Lightning Fabric for the pip torch)
+#                               # transformers and Lightning Fabric for the pip torch) and
+#                               # chromium (report.html screenshots)
 #
 # Every download of the project happens here (scripts/test.sh calls
 # `setup.sh --tests` first; its legs then build and test offline):
@@ -37,7 +38,9 @@ for arg in "$@"; do
     # PEER=1 runs); not for the main job or the tests, so CI does not install it.
     # --bench also installs bench/text_peer.sh's peer (transformers, Lightning
     # Fabric) for the CUDA leg's pip torch (scripts/setup-peer.sh).
-    --bench) PKGS+=(python3-torch); bench=1 ;;
+    # --bench also installs Debian's chromium for bench/report_screenshot.sh
+    # (report.html rendered headless); never for the main job.
+    --bench) PKGS+=(python3-torch chromium); bench=1 ;;
     --tests) tests=1; PKGS+=(python3-yaml) ;;  # the CI example workflow test parses its YAML
     *) echo "setup.sh: unknown argument $arg (known: --tests, --bench)" >&2; exit 2 ;;
   esac

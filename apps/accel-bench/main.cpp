@@ -552,10 +552,12 @@ int cmd_compare(const LadderArgs& a) {
     std::cout << doc.dump(2) << "\n";
   } else if (a.compare_format == "md") {
     std::cout << accel::results::compare_ci_markdown(outcomes);
+  } else if (a.compare_format == "html") {
+    std::cout << accel::results::compare_html(outcomes);
   } else {
     for (const auto& out : outcomes) std::cout << out.markdown << "\n";
   }
-  if (against && a.compare_format != "json") std::cout << "\n" << against->markdown;
+  if (against && a.compare_format != "json" && a.compare_format != "html") std::cout << "\n" << against->markdown;
   const int status = accel::results::compare_exit_status(outcomes);
   if (status == 1 || (against && against->regressions > 0)) return 1;
   return status;
@@ -794,14 +796,17 @@ void add_ladder_commands(CLI::App& app, LadderArgs& a) {
                      "What a GPU (a CPU run: its machine) costs an hour: cost per run and per accuracy point")
       ->check(CLI::NonNegativeNumber);
   report->add_option("--prices", a.report.prices, "Instead: a JSON file of {\"<machine-id>\": price}");
+  report->add_flag("--html", a.report.html,
+                   "Also report.html: one self-contained page (tables, charts inline, every run to drill into; "
+                   "no script, opens from disk)");
   auto* compare = app.add_subcommand(
       "compare",
       "Compare result sets rung by rung, each change with its 95% interval; exit 1 on a regression "
       "(a whole interval beyond a bound), 4 when a gate is unresolved (an interval straddles a bound)");
   compare->add_option("--format", a.compare_format,
                       "text (default: the full tables), md (the verdict first and one table, for a CI "
-                      "summary) or json (everything, for tooling)")
-      ->check(CLI::IsMember({"text", "md", "json"}));
+                      "summary), json (everything, for tooling) or html (one self-contained page)")
+      ->check(CLI::IsMember({"text", "md", "json", "html"}));
   compare->add_option("sets", a.compare_sets, "BASE OTHER...")->required();
   compare->add_option("--fail-slower", a.bounds.slower_pct,
                       "Fail when a rung is PCT % slower beyond doubt (step time and training time)");

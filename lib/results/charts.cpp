@@ -14,13 +14,6 @@ namespace fs = std::filesystem;
 
 namespace accel::results {
 
-using machine::format_double;
-using machine::PeakTable;
-using machine::Prediction;
-using machine::PredictBase;
-using machine::PredictOptions;
-using machine::reference_file;
-using machine::run_mfu;
 namespace {
 
 OptNum scaled(OptNum v, double k) { return v ? OptNum(*v * k) : v; }
@@ -218,27 +211,34 @@ std::string gnuplot_script(const ChartData& c, const std::string& subtitle,
      << "set style fill solid 0.85 border -1\nset boxwidth 0.9\n"
      << title_lines(c.title, subtitle)
      << "set ylabel " << gnuplot_string(c.ylabel) << " noenhanced\nset xlabel 'rung'\n"
-     << "set yrange [0:*]\nset offsets 0,0,graph 0.12,0\nset grid ytics\n"
-     << "set xtics rotate by -20 noenhanced nomirror\nset key top right noenhanced\n";
+     << "set yrange [0:*]\nset offsets 0,0,graph " << (two ? "0.18" : "0.12") << ",0\nset grid ytics\n"
+     // The key on the left: a ladder's tallest bars (and their upright
+     // labels) are its last rungs, on the right.
+     << "set xtics rotate by -20 noenhanced nomirror\nset key top " << (two ? "left" : "right")
+     << " noenhanced\n";
   std::ostringstream plot;
   plot << "plot " << data << " skip 1 using 2:xtic(1) title 'this machine' lc rgb '#2b6cb0'";
   if (two) {
     plot << ", '' skip 1 using 5 title " << gnuplot_string(article_title) << " lc rgb '#dd6b20'";
   }
-  // Values on the bars (2 decimals under 10, else 1); "n/a" where ours is missing.
+  // Values on the bars (2 decimals under 10, else 1); "n/a" where a series
+  // has no figure for the rung, so that an absent bar never reads as zero.
+  // Beside an article's bars the labels stand upright above each bar: two
+  // values side by side on a narrow cluster ran into each other ("1.001.00").
   auto label = [](int col) {
     const std::string c = "$" + std::to_string(col);
     return "(" + c + "<10 ? sprintf(\"%.2f\"," + c + ") : sprintf(\"%.1f\"," + c + "))";
   };
-  plot << ", '' skip 1 using ($0" << off_ours << "):2:" << label(2)
-       << " with labels offset 0,0.8 font \",10\" notitle";
-  if (two) {
-    plot << ", '' skip 1 using ($0+1.0/6):5:" << label(5)
-         << " with labels offset 0,0.8 font \",10\" notitle";
-  }
-  plot << ", '' skip 1 using ($0" << off_ours
-       << "):(0):(strlen(strcol(2))==0 ? \"n/a\" : \"\") with labels offset 0,0.8 "
-          "font \",9\" tc rgb \"#555555\" notitle";
+  const std::string style = two ? " with labels rotate by 90 left offset 0,0.4 font \",9\" notitle"
+                                : " with labels offset 0,0.8 font \",10\" notitle";
+  const std::string missing_style = two ? " with labels rotate by 90 left offset 0,0.4 font \",8\" tc rgb \"#555555\" notitle"
+                                        : " with labels offset 0,0.8 font \",9\" tc rgb \"#555555\" notitle";
+  plot << ", '' skip 1 using ($0" << off_ours << "):2:" << label(2) << style;
+  if (two) plot << ", '' skip 1 using ($0+1.0/6):5:" << label(5) << style;
+  // valid(N), not strcol(N): an empty last field is no column at all to
+  // gnuplot, and a row whose label reads one is dropped.
+  plot << ", '' skip 1 using ($0" << off_ours << "):(0):(valid(2) ? \"\" : \"n/a\")" << missing_style;
+  if (two) plot << ", '' skip 1 using ($0+1.0/6):(0):(valid(5) ? \"\" : \"n/a\")" << missing_style;
   plot << "\n";
   return gp.str() + svg_and_png(c.name, plot.str());
 }

@@ -9,13 +9,8 @@ namespace fs = std::filesystem;
 
 namespace accel::results {
 
-using machine::format_double;
 using machine::PeakTable;
-using machine::Prediction;
-using machine::PredictBase;
-using machine::PredictOptions;
 using machine::reference_file;
-using machine::run_mfu;
 
 std::vector<ReportFiles> write_reports(const fs::path& dir, const ReportOptions& opts) {
   const auto sets = find_result_sets(dir);
@@ -64,6 +59,10 @@ std::vector<ReportFiles> write_reports(const fs::path& dir, const ReportOptions&
     f.files.insert(f.files.end(), charts.files.begin(), charts.files.end());
     f.notice = charts.notice;
     f.failed = charts.failed;
+    if (opts.html) {
+      metrics::write_file_atomic(target / "report.html", report_html(rep, target / "charts"));
+      f.files.push_back(target / "report.html");
+    }
     // A result.json that exists but does not read (truncated, not JSON) is
     // corruption, not a run still to come: say it beside the report.
     for (const auto& why : rep.unreadable) {

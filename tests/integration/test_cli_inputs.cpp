@@ -368,7 +368,7 @@ void check_no_data_in_double_quotes(const fs::path& script) {
   std::ifstream in(script);
   const std::string gp((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const std::vector<std::string> literals = {
-      "sans,12", "white", "sans,11", "\\n", "%.2f", "%.1f", ",10", ",9", "n/a", "#555555", ""};
+      "sans,12", "white", "sans,11", "\\n", "%.2f", "%.1f", ",10", ",9", ",8", "n/a", "#555555", ""};
   bool single = false;
   for (size_t i = 0; i < gp.size(); ++i) {
     const char c = gp[i];

@@ -46,6 +46,11 @@ Json read(const fs::path& f) {
   return Json::parse(in);
 }
 
+std::string read_text(const fs::path& f) {
+  std::ifstream in(f, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
 // A ViT of one block on 64 synthetic images, two batches per epoch.
 const char* kTiny = R"({
   "name": "tiny",
@@ -488,7 +493,7 @@ TEST_CASE("compare: exit 0 within bounds, 1 on a regression, 4 unresolved, throu
   CHECK(doc["comparisons"].size() == 2);
   CHECK(doc["comparisons"][0]["rows"][0]["verdict"] == "slower");
   CHECK(doc["comparisons"][1]["rows"][0]["verdict"] == "same");
-  r = run_cli("compare " + base + " " + base + " --format html");
+  r = run_cli("compare " + base + " " + base + " --format xml");
   CHECK(r.code == 2);
 }
 
@@ -554,6 +559,46 @@ TEST_CASE("compare: README's CI gate on one-run sets is unresolved, not green, a
   r = run_cli("compare " + base + " " + (tmp / "changed").string() + gate + " --allow-uncompared");
   CHECK(r.code == 0);  // nothing compared, nothing left unresolved
   CHECK(has(r.output, "WARNING: "));
+}
+
+TEST_CASE("report --html: the committed smoke baseline's page and a compare's parse as strict XML, each rung drilled into") {
+  fs::path committed;
+  for (const auto& s : fs::directory_iterator(source("results/baselines/smoke"))) committed = s.path();
+  REQUIRE(!committed.empty());
+  accel_test::TempDir tmp;
+  const auto set = tmp / "set";
+  fs::copy(committed, set, fs::copy_options::recursive);
+  auto r = run_cli("report --html " + set.string());
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  REQUIRE(fs::exists(set / "report.html"));
+  r = run_cli("compare " + set.string() + " " + set.string() + " --format html");
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  std::ofstream(tmp / "compare.html") << r.output;
+  // Python's expat: a strict XML parser; the page names no external resource.
+  for (const auto* page : {"set/report.html", "compare.html"}) {
+    INFO(page);
+    const std::string parse =
+        "python3 -c 'import sys, xml.etree.ElementTree as E; t = E.parse(sys.argv[1]); "
+        "ns = \"{http://www.w3.org/1999/xhtml}\"; "
+        "assert not t.getroot().findall(\".//\" + ns + \"script\"); "
+        "assert not [e for e in t.getroot().iter() if e.get(\"href\", \"#\")[:1] != \"#\" "
+        "or e.get(\"src\", \"data:\")[:5] != \"data:\"]' " +
+        (tmp / page).string();
+    CHECK(std::system(parse.c_str()) == 0);
+  }
+  const std::string html = read_text(set / "report.html");
+  const auto manifest = read(set / "sweep.json");
+  for (const auto* key : {"upstream", "rungs"}) {
+    for (const auto& rung : manifest[key]) {
+      const std::string id = rung["id"].get<std::string>();
+      INFO(id);
+      CHECK(html.find("<details id=\"rung-" + id + "\">") != std::string::npos);
+    }
+  }
+  CHECK(html.find("<section id=\"charts\">") != std::string::npos);
+  CHECK(html.find("<h2>Machine and versions</h2>") != std::string::npos);
+  const std::string cmp = read_text(tmp / "compare.html");
+  CHECK(cmp.find("<strong>") != std::string::npos);  // the verdict first, in bold
 }
 
 TEST_CASE("calibrate: measures fp32 and bf16 matmul per thread count into a peaks file") {

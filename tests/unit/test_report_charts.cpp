@@ -166,4 +166,65 @@ TEST_CASE("charts: gnuplot's SVG parses, one bar per rung in proportion, values 
   }
   CHECK(svg.find("training time (min)") != std::string::npos);
   CHECK(svg.find("article (A100)") != std::string::npos);
+  // An absent bar is labelled, never left to read as zero: ours for one rung,
+  // the article's for the two it has no figure for.
+  size_t na = 0;
+  for (size_t at = svg.find(">n/a<"); at != std::string::npos; at = svg.find(">n/a<", at + 1)) ++na;
+  CHECK(na == 3);
+  // Beside the article's bars the values stand upright, so neighbours never
+  // run into each other.
+  CHECK(svg.find("rotate(-90") != std::string::npos);
+}
+
+TEST_CASE("report html: one well-formed page, every text escaped, charts inline, every run to drill into") {
+  accel_test::TempDir tmp;
+  FakeRun a, b;
+  b.time_s = 300;
+  b.config_patch = {{"description", "<script>alert(1)</script> & 'quotes'"}};
+  SetBuilder builder(tmp / "set");
+  builder.reference({{"source", "s"}, {"rungs", {{"00", {{"time_min", 20.0}, {"test_acc_pct", 62.85}}}}}})
+      .rung("00-scratch", "00", {a})
+      .rung("01-finetune", "01", {b, b});
+  builder.manifest["rungs"][1]["changes"] = "init from <b>pretrain</b> | more";
+  builder.write();
+  const auto rep = build_report(load_result_set(tmp / "set"), PeakTable{});
+  const bool gnuplot = !find_program("gnuplot").empty();
+  if (gnuplot) write_charts(rep, tmp / "set" / "charts");
+  const std::string html = report_html(rep, tmp / "set" / "charts");
+  std::string why;
+  CHECK_MESSAGE(well_formed_xml(html, why), why);
+  CHECK(html.rfind("<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\"", 0) == 0);
+  // No script, nothing fetched: the only URL is the XHTML namespace.
+  CHECK(html.find("<script") == std::string::npos);
+  CHECK(html.find("https://") == std::string::npos);
+  size_t urls = 0;
+  for (size_t at = html.find("http://"); at != std::string::npos; at = html.find("http://", at + 1)) ++urls;
+  CHECK(urls == 1);
+  CHECK(html.find("&lt;script&gt;alert(1)&lt;/script&gt; &amp; &#39;quotes&#39;") != std::string::npos);
+  CHECK(html.find("init from &lt;b&gt;pretrain&lt;/b&gt; | more") != std::string::npos);
+  // The sections, one drill-down per rung with each repeat.
+  for (const char* id : {"id=\"summary\"", "id=\"charts\"", "id=\"machine\"", "id=\"rungs\"",
+                         "id=\"rung-00-scratch\"", "id=\"rung-01-finetune\""}) {
+    CHECK_MESSAGE(html.find(id) != std::string::npos, id);
+  }
+  CHECK(html.find("<h4>run r2: ok</h4>") != std::string::npos);
+  CHECK(html.find("resolved config") != std::string::npos);
+  // The report's own table, as report.md has it.
+  CHECK(html.find("<th>rung</th><th>article</th><th>what changed</th>") != std::string::npos);
+  if (gnuplot) {
+    CHECK(html.find("<img alt=\"runtime chart\" src=\"data:image/svg+xml;base64,") != std::string::npos);
+  } else {
+    CHECK(html.find("No charts") != std::string::npos);
+  }
+}
+
+TEST_CASE("report html: the markdown renderer keeps escaped pipes in a cell and closes every tag") {
+  const std::string md = "# t\n\nSome `code` and **bold** & <b>.\n\n| a | b |\n|---|---|\n| x \\| y | &lt;z |\n\n- one\n- two\n";
+  const auto html = markdown_html(md, 2);
+  std::string why;
+  CHECK_MESSAGE(well_formed_xml("<div>" + html + "</div>", why), why);
+  CHECK(html.find("<h2>t</h2>") != std::string::npos);
+  CHECK(html.find("<p>Some <code>code</code> and <strong>bold</strong> &amp; &lt;b&gt;.</p>") != std::string::npos);
+  CHECK(html.find("<td>x | y</td><td>&lt;z</td>") != std::string::npos);
+  CHECK(html.find("<ul>\n<li>one</li>\n<li>two</li>\n</ul>") != std::string::npos);
 }

@@ -125,5 +125,8 @@ std::string compare_ci_markdown(const std::vector<CompareOutcome>& outcomes);
 // Everything, for tooling: {"exit_status", "comparisons": [{base, other,
 // summary, counts, rows: [...]}]}.
 Json compare_json(const std::vector<CompareOutcome>& outcomes);
+// One self-contained XHTML page: the CI verdict and table, then each
+// comparison's full tables (results/report.h's report_html for a set).
+std::string compare_html(const std::vector<CompareOutcome>& outcomes);
 
 }  // namespace accel::results

@@ -102,6 +102,17 @@ std::string report_csv(const Report& r);
 std::string markdown_text(const std::string& s);
 std::string csv_text(const std::string& s);
 
+// report.html: one self-contained page (no script, no external style or
+// image; well-formed XHTML): the report's tables and sections, the SVG charts
+// of `charts_dir` inline as images, the machine and versions, and every run
+// of every rung (resolved config, step split, memory per rank, counters,
+// collectives, warnings). Every text from the set is escaped.
+std::string report_html(const Report& r, const std::filesystem::path& charts_dir);
+// The Markdown accel-bench writes (headings, tables, lists, paragraphs,
+// `code`, **strong**) as XHTML, "# " becoming h`top`; and text as XHTML.
+std::string markdown_html(const std::string& md, int top);
+std::string html_text(const std::string& s);
+
 // "12.3 s" / "4.56 min" / "n/a"; "77.08%"; "0.64 GB"; used by compare too.
 std::string fmt_time(OptNum seconds);
 std::string fmt_pct(OptNum fraction);
@@ -130,6 +141,7 @@ struct ReportOptions {
   // {"<machine-id>": price} for sets of several machines.
   std::optional<double> price_per_hour;
   std::filesystem::path prices;
+  bool html = false;  // also report.html (report_html)
 };
 
 struct ReportFiles {
