@@ -7,13 +7,13 @@
 # and, where the build has accel_bench, the text step's matmuls: their share
 # of the 32-true step, bf16's speedup on them alone, and the step speedup
 # those two account for.
-# Issue 18's goal: the text step at least 1.3x faster in bf16-mixed where the
+# What it checks: the text step at least 1.3x faster in bf16-mixed where the
 # CPU has native bf16 (AMX or AVX512-BF16), on LibTorch 1.13 and on 2.11.
 #
 #   bash bench/bf16_step.sh     # BUILDS ("build build-cuda": those present), ROUNDS (3),
 #                               # STEPS (60 timed, after 10 warm-up), OUT (runs/bf16-step/<time>)
 #
-# Not part of any test command: it measures, and says whether the goal is met.
+# Not part of any test command: it measures, and says whether the step is 1.3x faster.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"

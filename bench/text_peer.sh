@@ -13,7 +13,7 @@
 # (1, 2), ROUNDS rounds alternate the two sides; the medians are reported.
 # samples/s = batch / mean step time after the warm-up on both sides (accel-bench's
 # result.json samples_per_s). ratio = accel / peer: above 1 means accel-bench is
-# faster; the goal is 1.15 (TARGET_RATIO). accel-bench's step time includes its data
+# faster; it checks for 1.15 (TARGET_RATIO). accel-bench's step time includes its data
 # loader (tokenized batches collated on the host); the peer's batches are tensors
 # made before timing, so the comparison does not favour accel-bench.
 #
@@ -27,7 +27,7 @@
 # PRECISIONS ("32-true bf16-mixed"), THREADS ("1 2"), WARMUP (10), STEPS (40),
 # MAX_LENGTH (64), TARGET_RATIO (1.15), OUT (runs/text-peer/<UTC time>).
 # bf16 timings mean something only where the CPU has AVX512-BF16 or AMX (lscpu).
-# Not part of any test command: it measures, and only says whether the goal is met.
+# Not part of any test command: it measures, and only says whether the ratio reaches TARGET_RATIO.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"

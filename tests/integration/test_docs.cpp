@@ -1,0 +1,268 @@
+// The documentation a newcomer follows: every relative link in README.md,
+// CONTRIBUTING.md, docs/ and results/README.md resolves (the file, and a
+// heading for an anchor); every scripts/ and bench/ path it names exists;
+// every `accel-bench SUBCOMMAND --flag` it shows names a subcommand whose
+// --help lists that flag. And the product speaks of itself: no work-item
+// words anywhere in the tree.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "integration/cli_helpers.h"
+
+namespace fs = std::filesystem;
+using namespace cli_test;
+
+namespace {
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+
+std::vector<fs::path> doc_files() {
+  std::vector<fs::path> files = {source("README.md"), source("CONTRIBUTING.md"), source("results/README.md")};
+  for (const auto& e : fs::directory_iterator(source("docs"))) {
+    if (e.path().extension() == ".md") files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// GitHub's anchor of a heading: lower case, punctuation other than '-' and
+// '_' dropped, spaces as '-'; a repeated one gets -1, -2, ...
+std::set<std::string> anchors_of(const fs::path& md) {
+  std::set<std::string> out;
+  std::map<std::string, int> seen;
+  bool fenced = false;
+  for (const auto& l : lines_of(read_file(md))) {
+    if (l.rfind("```", 0) == 0) fenced = !fenced;
+    if (fenced || l.empty() || l[0] != '#') continue;
+    const auto start = l.find_first_not_of('#');
+    if (start == std::string::npos || l[start] != ' ') continue;
+    std::string slug;
+    for (size_t i = start + 1; i < l.size(); ++i) {
+      const auto c = static_cast<unsigned char>(l[i]);
+      if (std::isalnum(c) || c == '-' || c == '_' || c >= 0x80) {
+        slug += char(std::tolower(c));
+      } else if (c == ' ') {
+        slug += '-';
+      }
+    }
+    const int n = seen[slug]++;
+    out.insert(n == 0 ? slug : slug + "-" + std::to_string(n));
+  }
+  return out;
+}
+
+// What a reader is shown as code: the text of inline `spans` and the lines
+// of fenced blocks.
+std::vector<std::string> code_of(const fs::path& md) {
+  std::vector<std::string> out;
+  bool fenced = false;
+  for (const auto& l : lines_of(read_file(md))) {
+    if (l.rfind("```", 0) == 0) {
+      fenced = !fenced;
+      continue;
+    }
+    if (fenced) {
+      out.push_back(l);
+      continue;
+    }
+    for (size_t a = l.find('`'); a != std::string::npos;) {
+      const size_t b = l.find('`', a + 1);
+      if (b == std::string::npos) break;
+      out.push_back(l.substr(a + 1, b - a - 1));
+      a = l.find('`', b + 1);
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> words_of(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream in(s);
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
+
+std::map<std::string, std::string> g_help;  // "sub" or "sub subsub" -> its --help
+const std::string& help_of(const std::string& command) {
+  auto it = g_help.find(command);
+  if (it == g_help.end()) it = g_help.emplace(command, run_cli(command + " --help").output).first;
+  return it->second;
+}
+
+bool lists_word(const std::string& help, const std::string& word) {
+  for (size_t at = help.find(word); at != std::string::npos; at = help.find(word, at + 1)) {
+    const size_t end = at + word.size();
+    const bool before = at == 0 || !std::isalnum(static_cast<unsigned char>(help[at - 1])) ;
+    const bool after = end >= help.size() || !(std::isalnum(static_cast<unsigned char>(help[end])) || help[end] == '-');
+    if (before && after) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("docs: every relative link resolves, to its file and its heading") {
+  for (const auto& md : doc_files()) {
+    REQUIRE_MESSAGE(fs::exists(md), md.string());
+    const auto text = read_file(md);
+    bool fenced = false;
+    for (const auto& l : lines_of(text)) {
+      if (l.rfind("```", 0) == 0) fenced = !fenced;
+      if (fenced) continue;
+      for (size_t at = l.find("]("); at != std::string::npos; at = l.find("](", at + 2)) {
+        const size_t end = l.find(')', at + 2);
+        if (end == std::string::npos) break;
+        std::string target = l.substr(at + 2, end - at - 2);
+        if (const auto sp = target.find(' '); sp != std::string::npos) target = target.substr(0, sp);  // a title
+        if (target.empty() || target.find("://") != std::string::npos || target.rfind("mailto:", 0) == 0) continue;
+        INFO(md.string() << ": " << target);
+        const auto hash = target.find('#');
+        const std::string path = target.substr(0, hash);
+        const fs::path file = path.empty() ? md : md.parent_path() / path;
+        CHECK(fs::exists(file));
+        if (hash != std::string::npos && fs::exists(file) && file.extension() == ".md") {
+          CHECK(anchors_of(file).count(target.substr(hash + 1)) == 1);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("docs: every script and every accel-bench subcommand and flag shown exists") {
+  const std::string top = help_of("");
+  std::set<std::string> subcommands;
+  {
+    bool in = false;
+    for (const auto& l : lines_of(top)) {
+      if (l.rfind("Subcommands:", 0) == 0) in = true;
+      else if (in && l.size() > 2 && l[0] == ' ' && l[1] == ' ' && l[2] != ' ') subcommands.insert(words_of(l)[0]);
+    }
+  }
+  REQUIRE(subcommands.count("run") == 1);
+  int commands = 0;
+  for (const auto& md : doc_files()) {
+    for (const auto& code : code_of(md)) {
+      const auto w = words_of(code);
+      for (size_t i = 0; i < w.size(); ++i) {
+        // Paths of the project's scripts.
+        for (const char* dir : {"scripts/", "bench/"}) {
+          const auto at = w[i].find(dir);
+          if (at == std::string::npos || (at > 0 && w[i][at - 1] != '/' && w[i][at - 1] != '(')) continue;
+          std::string p = w[i].substr(at);
+          while (!p.empty() && std::string(".,;:)'\"`").find(p.back()) != std::string::npos) p.pop_back();
+          if (p.find('<') != std::string::npos || p.find('*') != std::string::npos || p.find('$') != std::string::npos) continue;
+          if (p.size() > 3 && (p.substr(p.size() - 3) == ".sh" || p.substr(p.size() - 3) == ".py")) {
+            INFO(md.string() << ": " << code);
+            CHECK_MESSAGE(fs::exists(source(p)), p);
+          }
+        }
+        // accel-bench SUBCOMMAND [SUB] --flag ...
+        const std::string& t = w[i];
+        const bool exe = t == "accel-bench" || (t.size() > 12 && t.compare(t.size() - 12, 12, "/accel-bench") == 0);
+        if (!exe || i + 1 >= w.size()) continue;
+        const std::string sub = w[i + 1];
+        if (subcommands.count(sub) == 0) {
+          // A word after the name in prose ("the accel-bench CLI") is no command.
+          const bool looks_like_one = !sub.empty() && std::islower(static_cast<unsigned char>(sub[0])) &&  // not --version
+                                      sub.find_first_not_of("abcdefghijklmnopqrstuvwxyz-") == std::string::npos &&
+                                      w.size() > i + 2;
+          INFO(md.string() << ": " << code);
+          CHECK_MESSAGE(!looks_like_one, ("no subcommand \"" + sub + "\""));
+          continue;
+        }
+        ++commands;
+        std::string command = sub;
+        if (i + 2 < w.size() && lists_word(help_of(sub), w[i + 2]) &&
+            help_of(sub).find("Subcommands:") != std::string::npos &&
+            w[i + 2].find_first_not_of("abcdefghijklmnopqrstuvwxyz-") == std::string::npos) {
+          command += " " + w[i + 2];
+        }
+        // A sub-subcommand also takes its parent's options (history --db).
+        const std::string help = help_of(command) + (command == sub ? "" : help_of(sub));
+        for (size_t k = i + 2; k < w.size(); ++k) {
+          const std::string& f = w[k];
+          if (f == "|" || f == ";" || f == "&&" || f == "||" || f == "#" || f[0] == '>' || f == "\\") break;
+          if (f.rfind("--", 0) != 0 || f.size() < 3) continue;
+          std::string flag = f.substr(0, f.find('='));
+          while (!flag.empty() && std::string(".,;:)'\"`").find(flag.back()) != std::string::npos) flag.pop_back();
+          INFO(md.string() << ": " << code);
+          CHECK_MESSAGE(lists_word(help, flag), ("accel-bench " + command + " has no " + flag));
+        }
+      }
+    }
+  }
+  CHECK(commands > 20);  // the docs show the commands, so the check checked something
+}
+
+TEST_CASE("docs: the product speaks of itself, with no work-item words anywhere in the tree") {
+  // Phrases that speak of how the product is being made, not of the
+  // product; matched as whole words, case-insensitive.
+  const std::vector<std::string> words = {"issue", "stop", "session", "sessions", "goal", "goals",
+                                          "workplace", "work item", "this vm", "the intel vm"};
+  std::vector<fs::path> files;
+  for (const char* root : {"README.md", "CONTRIBUTING.md", "CMakeLists.txt"}) files.push_back(source(root));
+  for (const char* dir : {"apps", "lib", "tests", "bench", "scripts", "configs", "docs", "results", ".github", ".ci"}) {
+    if (!fs::exists(source(dir))) continue;
+    for (const auto& e : fs::recursive_directory_iterator(source(dir))) {
+      if (!e.is_regular_file()) continue;
+      const auto ext = e.path().extension().string();
+      static const std::set<std::string> text = {".cpp", ".h", ".inc", ".cmake", ".txt", ".md", ".sh",
+                                                 ".py", ".json", ".yml", ".yaml", ".csv", ""};
+      if (text.count(ext) == 0 || e.file_size() > 4'000'000) continue;
+      if (e.path().filename() == "test_docs.cpp") continue;  // this list
+      files.push_back(e.path());
+    }
+  }
+  int found = 0;
+  for (const auto& f : files) {
+    const auto ls = lines_of(read_file(f));
+    for (size_t n = 0; n < ls.size(); ++n) {
+      std::string low = ls[n];
+      for (auto& c : low) c = char(std::tolower(static_cast<unsigned char>(c)));
+      for (const auto& w : words) {
+        for (size_t at = low.find(w); at != std::string::npos; at = low.find(w, at + 1)) {
+          const size_t end = at + w.size();
+          const bool before = at == 0 || !std::isalnum(static_cast<unsigned char>(low[at - 1]));
+          const bool after = end >= low.size() || !std::isalnum(static_cast<unsigned char>(low[end]));
+          if (!before || !after) continue;
+          // "issue" and "stop" as ordinary words ("an open issue", "the run
+          // stops") are fine; a work item's number after them is not.
+          if (w == "issue" || w == "stop") {
+            size_t d = end;
+            while (d < low.size() && (low[d] == ' ' || low[d] == '#')) ++d;
+            if (d == end || d >= low.size() || !std::isdigit(static_cast<unsigned char>(low[d]))) continue;
+            // Another project's issue, cited as a source ("NVIDIA/nccl-tests issue #119"), is a citation.
+            size_t p = at;
+            while (p > 0 && low[p - 1] == ' ') --p;
+            const size_t q = low.find_last_of(" \"(", p == 0 ? 0 : p - 1);
+            const std::string before = low.substr(q == std::string::npos ? 0 : q + 1, p - (q == std::string::npos ? 0 : q + 1));
+            if (before.find('/') != std::string::npos) continue;
+          }
+          ++found;
+          MESSAGE(f.string() << ":" << n + 1 << ": \"" << w << "\" in: " << ls[n].substr(0, 160));
+        }
+      }
+    }
+  }
+  CHECK(found == 0);
+}
