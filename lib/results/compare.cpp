@@ -172,6 +172,12 @@ Json measure_noise(const ResultSet& set) {
           {"rungs", rungs}, {"machine", machine}};
 }
 
+std::string counter_value(OptNum v) {
+  if (!v) return "(none)";
+  return std::fabs(*v - std::round(*v)) < 1e-9 && std::fabs(*v) < 1e15 ? format_double("%.0f", *v)
+                                                                          : format_double("%.6g", *v);
+}
+
 namespace {
 
 // The counters that differ between two runs (exactly), in name order.
@@ -191,12 +197,6 @@ std::vector<CounterChange> counter_changes(const std::string& rung, const RunRec
   }
   std::sort(out.begin(), out.end(), [](const CounterChange& x, const CounterChange& y) { return x.counter < y.counter; });
   return out;
-}
-
-std::string counter_value(OptNum v) {
-  if (!v) return "(none)";
-  return std::fabs(*v - std::round(*v)) < 1e-9 && std::fabs(*v) < 1e15 ? format_double("%.0f", *v)
-                                                                          : format_double("%.6g", *v);
 }
 
 struct Side {
@@ -267,14 +267,7 @@ OptNum ratio(OptNum a, OptNum b) {
 }
 
 std::string set_row(const char* role, const ResultSet& s) {
-  Json env;
-  for (const auto* list : {&s.rungs, &s.upstream}) {
-    for (const auto& r : *list) {
-      for (const auto& run : r.repeats) {
-        if (env.is_null() && run.env.is_object()) env = run.env;
-      }
-    }
-  }
+  const Json env = s.env();
   std::string hw = str_at(env, "cpu_model", "?") + ", " + str_at(env, "cores", "?") + " cores";
   const int gpus = int(num_at(env, "gpu_count").value_or(0));
   if (gpus > 0) hw += ", " + std::to_string(gpus) + " x " + str_at(env, "gpu_name", "GPU");

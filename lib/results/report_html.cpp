@@ -5,13 +5,11 @@
 // is escaped; the charts are images (data: URIs), which a browser never runs.
 // The page is well-formed XHTML, so a strict XML parser reads it too.
 #include <algorithm>
-#include <cmath>
-#include <fstream>
-#include <iterator>
 #include <sstream>
 
 #include "accel/results/compare.h"
 #include "accel/results/report.h"
+#include "accel/util/input_file.h"
 
 namespace fs = std::filesystem;
 
@@ -209,11 +207,6 @@ std::string page(const std::string& title, const std::string& body) {
          "</body>\n</html>\n";
 }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
 std::string bytes_text(double b) {
   if (b >= 1e9) return fmt_num(b / 1e9, "%.2f GB");
   if (b >= 1e6) return fmt_num(b / 1e6, "%.1f MB");
@@ -233,8 +226,7 @@ std::string pairs_table(const std::vector<std::pair<std::string, std::string>>& 
 
 std::string number_text(const Json& v) {
   if (!v.is_number()) return v.is_string() ? v.get<std::string>() : v.dump();
-  const double d = v.get<double>();
-  return d == double(int64_t(d)) && std::fabs(d) < 1e15 ? fmt_num(d, "%.0f") : fmt_num(d, "%.6g");
+  return counter_value(v.get<double>());
 }
 
 std::string run_html(const RunRecord& run, const std::string& name) {
@@ -319,14 +311,7 @@ std::string run_html(const RunRecord& run, const std::string& name) {
 }
 
 std::string machine_html(const ResultSet& set) {
-  Json env;
-  for (const auto* list : {&set.rungs, &set.upstream}) {
-    for (const auto& r : *list) {
-      for (const auto& run : r.repeats) {
-        if (env.is_null() && run.env.is_object()) env = run.env;
-      }
-    }
-  }
+  const Json env = set.env();
   std::vector<std::pair<std::string, std::string>> rows = {{"machine id", set.machine_id}};
   if (env.is_object()) {
     for (const auto& [k, v] : env.items()) {
@@ -369,7 +354,7 @@ std::string report_html(const Report& r, const fs::path& charts_dir) {
   }
   for (const auto& svg : svgs) {
     const std::string name = svg.stem().string();
-    b << "<figure><img alt=\"" << html_text(name) << " chart\" src=\"data:image/svg+xml;base64," << base64(slurp(svg))
+    b << "<figure><img alt=\"" << html_text(name) << " chart\" src=\"data:image/svg+xml;base64," << base64(read_input_file(svg, "chart"))
       << "\"/><figcaption>" << html_text(name) << "</figcaption></figure>\n";
   }
   b << "</section>\n<section id=\"machine\">\n<h2>Machine and versions</h2>\n" << machine_html(set) << "</section>\n";

@@ -50,6 +50,17 @@ const RungRuns* ResultSet::find(const std::string& id) const {
   return nullptr;
 }
 
+Json ResultSet::env() const {
+  for (const auto* list : {&rungs, &upstream}) {
+    for (const auto& r : *list) {
+      for (const auto& run : r.repeats) {
+        if (run.env.is_object()) return run.env;
+      }
+    }
+  }
+  return Json();
+}
+
 namespace {
 
 [[noreturn]] void bad_manifest(const fs::path& set, const std::string& what) {

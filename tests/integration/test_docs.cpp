@@ -2,8 +2,8 @@
 // CONTRIBUTING.md, docs/ and results/README.md resolves (the file, and a
 // heading for an anchor); every scripts/ and bench/ path it names exists;
 // every `accel-bench SUBCOMMAND --flag` it shows names a subcommand whose
-// --help lists that flag. And the product speaks of itself: no work-item
-// words anywhere in the tree.
+// --help lists that flag. And the product speaks of itself: nowhere in the
+// tree a word about how it is being made.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -18,16 +18,12 @@
 #include <vector>
 
 #include "integration/cli_helpers.h"
+#include "support/read_text.h"
 
 namespace fs = std::filesystem;
 using namespace cli_test;
 
 namespace {
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
 
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> out;
@@ -51,7 +47,7 @@ std::set<std::string> anchors_of(const fs::path& md) {
   std::set<std::string> out;
   std::map<std::string, int> seen;
   bool fenced = false;
-  for (const auto& l : lines_of(read_file(md))) {
+  for (const auto& l : lines_of(accel_test::read_text(md))) {
     if (l.rfind("```", 0) == 0) fenced = !fenced;
     if (fenced || l.empty() || l[0] != '#') continue;
     const auto start = l.find_first_not_of('#');
@@ -76,7 +72,7 @@ std::set<std::string> anchors_of(const fs::path& md) {
 std::vector<std::string> code_of(const fs::path& md) {
   std::vector<std::string> out;
   bool fenced = false;
-  for (const auto& l : lines_of(read_file(md))) {
+  for (const auto& l : lines_of(accel_test::read_text(md))) {
     if (l.rfind("```", 0) == 0) {
       fenced = !fenced;
       continue;
@@ -124,7 +120,7 @@ bool lists_word(const std::string& help, const std::string& word) {
 TEST_CASE("docs: every relative link resolves, to its file and its heading") {
   for (const auto& md : doc_files()) {
     REQUIRE_MESSAGE(fs::exists(md), md.string());
-    const auto text = read_file(md);
+    const auto text = accel_test::read_text(md);
     bool fenced = false;
     for (const auto& l : lines_of(text)) {
       if (l.rfind("```", 0) == 0) fenced = !fenced;
@@ -214,11 +210,12 @@ TEST_CASE("docs: every script and every accel-bench subcommand and flag shown ex
   CHECK(commands > 20);  // the docs show the commands, so the check checked something
 }
 
-TEST_CASE("docs: the product speaks of itself, with no work-item words anywhere in the tree") {
+TEST_CASE("docs: the product speaks of itself, with no word about how it is being made anywhere in the tree") {
   // Phrases that speak of how the product is being made, not of the
-  // product; matched as whole words, case-insensitive.
-  const std::vector<std::string> words = {"issue", "stop", "session", "sessions", "goal", "goals",
-                                          "workplace", "work item", "this vm", "the intel vm"};
+  // product; matched as whole words, case-insensitive. Spelt in pieces, so
+  // that this file, searched like every other, is no match of its own list.
+  const std::vector<std::string> words = {"issue", "stop", "ses" "sion", "ses" "sions", "go" "al", "go" "als",
+                                          "work" "place", "work" " item", "this" " vm", "the intel" " vm"};
   std::vector<fs::path> files;
   for (const char* root : {"README.md", "CONTRIBUTING.md", "CMakeLists.txt"}) files.push_back(source(root));
   for (const char* dir : {"apps", "lib", "tests", "bench", "scripts", "configs", "docs", "results", ".github", ".ci"}) {
@@ -229,13 +226,12 @@ TEST_CASE("docs: the product speaks of itself, with no work-item words anywhere 
       static const std::set<std::string> text = {".cpp", ".h", ".inc", ".cmake", ".txt", ".md", ".sh",
                                                  ".py", ".json", ".yml", ".yaml", ".csv", ""};
       if (text.count(ext) == 0 || e.file_size() > 4'000'000) continue;
-      if (e.path().filename() == "test_docs.cpp") continue;  // this list
       files.push_back(e.path());
     }
   }
   int found = 0;
   for (const auto& f : files) {
-    const auto ls = lines_of(read_file(f));
+    const auto ls = lines_of(accel_test::read_text(f));
     for (size_t n = 0; n < ls.size(); ++n) {
       std::string low = ls[n];
       for (auto& c : low) c = char(std::tolower(static_cast<unsigned char>(c)));
@@ -246,7 +242,7 @@ TEST_CASE("docs: the product speaks of itself, with no work-item words anywhere 
           const bool after = end >= low.size() || !std::isalnum(static_cast<unsigned char>(low[end]));
           if (!before || !after) continue;
           // "issue" and "stop" as ordinary words ("an open issue", "the run
-          // stops") are fine; a work item's number after them is not.
+          // stops") are fine; a ticket's number after them is not.
           if (w == "issue" || w == "stop") {
             size_t d = end;
             while (d < low.size() && (low[d] == ' ' || low[d] == '#')) ++d;

@@ -29,6 +29,7 @@
 #include "unit/test_report_fixtures.h"
 #include "accel/results/charts.h"
 #include "integration/cli_helpers.h"
+#include "support/read_text.h"
 #include "support/temp_dir.h"
 
 namespace fs = std::filesystem;
@@ -44,11 +45,6 @@ bool has(const std::string& text, const std::string& part) {
 Json read(const fs::path& f) {
   std::ifstream in(f);
   return Json::parse(in);
-}
-
-std::string read_text(const fs::path& f) {
-  std::ifstream in(f, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
 // A ViT of one block on 64 synthetic images, two batches per epoch.
@@ -586,7 +582,7 @@ TEST_CASE("report --html: the committed smoke baseline's page and a compare's pa
         (tmp / page).string();
     CHECK(std::system(parse.c_str()) == 0);
   }
-  const std::string html = read_text(set / "report.html");
+  const std::string html = accel_test::read_text(set / "report.html");
   const auto manifest = read(set / "sweep.json");
   for (const auto* key : {"upstream", "rungs"}) {
     for (const auto& rung : manifest[key]) {
@@ -597,7 +593,7 @@ TEST_CASE("report --html: the committed smoke baseline's page and a compare's pa
   }
   CHECK(html.find("<section id=\"charts\">") != std::string::npos);
   CHECK(html.find("<h2>Machine and versions</h2>") != std::string::npos);
-  const std::string cmp = read_text(tmp / "compare.html");
+  const std::string cmp = accel_test::read_text(tmp / "compare.html");
   CHECK(cmp.find("<strong>") != std::string::npos);  // the verdict first, in bold
 }
 

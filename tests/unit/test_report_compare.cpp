@@ -52,6 +52,17 @@ FakeRun timed(double ms = 100, double samples = 100000) {
   return f;
 }
 
+// Repeats of one rung that differ only in their training time (s).
+std::vector<FakeRun> runs(const std::vector<double>& times) {
+  std::vector<FakeRun> v;
+  for (double t : times) {
+    FakeRun f;
+    f.time_s = t;
+    v.push_back(f);
+  }
+  return v;
+}
+
 CompareBounds all_bounds() {
   CompareBounds b;
   b.slower_pct = 10;
@@ -327,15 +338,6 @@ TEST_CASE("compare: one run a side and no spread is unresolved, never a silent p
 
 TEST_CASE("compare: repeats resolve what one run cannot, by the interval of the ratio") {
   accel_test::TempDir tmp;
-  auto runs = [](std::vector<double> times) {
-    std::vector<FakeRun> v;
-    for (double t : times) {
-      FakeRun f;
-      f.time_s = t;
-      v.push_back(f);
-    }
-    return v;
-  };
   // Three repeats a side, 1% apart within a side.
   SetBuilder(tmp / "base").rung("a", "00", runs({600, 606, 594})).write();
   SetBuilder(tmp / "same").rung("a", "00", runs({603, 597, 609})).write();
@@ -366,15 +368,6 @@ TEST_CASE("compare: repeats resolve what one run cannot, by the interval of the 
 
 TEST_CASE("compare: a slowdown inside the bound is same, yet named slower beyond doubt") {
   accel_test::TempDir tmp;
-  auto runs = [](std::vector<double> times) {
-    std::vector<FakeRun> v;
-    for (double t : times) {
-      FakeRun f;
-      f.time_s = t;
-      v.push_back(f);
-    }
-    return v;
-  };
   SetBuilder(tmp / "base").rung("a", "00", runs({600, 606, 594})).write();
   SetBuilder(tmp / "slow3").rung("a", "00", runs({618, 624, 612})).write();  // 3% slower, tight
   SetBuilder(tmp / "same").rung("a", "00", runs({603, 597, 609})).write();

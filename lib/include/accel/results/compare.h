@@ -90,6 +90,9 @@ struct CounterChange {
 // step", "collective bytes per step", "rank 0 param bytes", ... Empty when the
 // run recorded none.
 std::map<std::string, double> run_counters(const RunRecord& run);
+// A counter's value as compare and the HTML report print it: a whole number
+// without decimals, else 6 significant digits; "(none)" when absent.
+std::string counter_value(OptNum v);
 
 struct CompareOutcome {
   std::string base_dir, other_dir, base_machine, other_machine;

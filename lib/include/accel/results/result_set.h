@@ -58,6 +58,9 @@ struct ResultSet {
   std::vector<RungRuns> upstream, rungs;
   // The rung with this id, or nullptr.
   const RungRuns* find(const std::string& id) const;
+  // The environment block of its first run that has one (rungs, then
+  // upstream runs): the machine and versions; null when none has.
+  Json env() const;
 };
 
 // Loads SET (a folder with sweep.json, or a folder of run folders with
