@@ -8,6 +8,7 @@
 
 #include "accel/config/run_config.h"
 #include "accel/data/catalog.h"
+#include "accel/dist/catalog.h"
 #include "accel/models/catalog.h"
 #include "schema.h"
 
@@ -225,7 +226,7 @@ std::vector<Field> build_table() {
         "deepspeed_stage_2 = ZeRO stage 2 built on c10d (parameters whole on every rank, "
         "gradients reduce-scattered and optimizer state kept in 1/N shards), "
         "deepspeed_stage_1 = ZeRO stage 1 (gradients all-reduced); neither uses DeepSpeed")
-          .one_of({"auto", "single", "ddp", "fsdp", "deepspeed_stage_1", "deepspeed_stage_2"}),
+          .one_of(dist::strategy_choices()),
       s("runtime.backend", "auto", "process-group backend; auto = nccl on cuda, gloo on cpu")
           .one_of({"auto", "gloo", "nccl"}),
       i("runtime.timeout_s", 180,

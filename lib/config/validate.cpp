@@ -11,6 +11,7 @@
 
 #include "accel/config/run_config.h"
 #include "accel/data/catalog.h"
+#include "accel/dist/catalog.h"
 #include "accel/models/catalog.h"
 #include "accel/util/errors.h"
 #include "schema.h"
@@ -207,9 +208,10 @@ void check_data(const json& d, const Origins& o) {
 void check_runtime(const json& rt, const Origins& o) {
   // devices "auto" is resolved at launch (1 under strategy single).
   const bool many = rt["devices"].is_number() && rt["devices"] != 1;
-  if (rt["strategy"] == "single" && (many || rt["num_nodes"] != 1))
+  const auto* strategy = dist::find_strategy(rt["strategy"].get<std::string>());
+  if (strategy && strategy->one_rank && (many || rt["num_nodes"] != 1))
     throw ConfigError(where_of(o, {"runtime.strategy", "runtime.devices", "runtime.num_nodes"}) +
-                      "runtime.strategy: \"single\" needs runtime.devices = 1 and "
+                      "runtime.strategy: \"" + strategy->name + "\" needs runtime.devices = 1 and "
                       "runtime.num_nodes = 1, got " + rt["devices"].dump() + " and " +
                       rt["num_nodes"].dump());
 }

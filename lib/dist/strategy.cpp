@@ -1,6 +1,9 @@
 // Strategy base behaviour, the single-device strategy and the factory.
 #include "accel/dist/strategy.h"
 
+#include <cstdio>
+#include <string>
+
 #include "accel/util/errors.h"
 #include "strategies.h"
 
@@ -91,23 +94,131 @@ int64_t optimizer_state_bytes(const torch::optim::Optimizer& optimizer) {
   return bytes;
 }
 
-std::unique_ptr<Strategy> make_strategy(const StrategyOptions& o, DistContext ctx) {
-  const bool many = ctx.world_size > 1;
-  std::string name = o.name;
-  if (name == "auto") name = many ? "ddp" : "single";
-  if (name == "single") {
-    if (many) {
-      throw ConfigError("runtime.strategy: \"single\" runs one process, but this run has " +
-                        std::to_string(ctx.world_size) +
-                        " ranks (runtime.devices x runtime.num_nodes); use \"ddp\", \"fsdp\" or "
-                        "\"deepspeed_stage_2\"");
-    }
-    return std::make_unique<SingleDeviceStrategy>(std::move(ctx));
+namespace {
+
+std::unique_ptr<Strategy> make_single(const StrategyOptions& /*options*/, DistContext ctx) {
+  return std::make_unique<SingleDeviceStrategy>(std::move(ctx));
+}
+std::unique_ptr<Strategy> make_zero1(const StrategyOptions& options, DistContext ctx) {
+  return make_zero(options, std::move(ctx), 1);
+}
+std::unique_ptr<Strategy> make_zero2(const StrategyOptions& options, DistContext ctx) {
+  return make_zero(options, std::move(ctx), 2);
+}
+
+// What each strategy's step sends (lib/dist/ddp.cpp, fsdp.cpp, fsdp_state.cpp).
+StepSchedule ddp_schedule(const StrategyKnobs& k) {
+  StepSchedule s;
+  s.grads = StepSchedule::Grads::Buckets;
+  char mb[32];
+  std::snprintf(mb, sizeof mb, "%.0f", k.bucket_mb);
+  s.description = std::string("DDP buckets of ") + mb + " MB in reverse parameter order";
+  return s;
+}
+
+StepSchedule fsdp_schedule(const StrategyKnobs& k) {
+  StepSchedule s;
+  const bool none = k.fsdp_sharding == "NO_SHARD";
+  s.grads = none ? StepSchedule::Grads::UnitAllReduce : StepSchedule::Grads::UnitReduceScatter;
+  s.gather_forward = !none;
+  s.gather_backward = k.fsdp_sharding == "FULL_SHARD";
+  s.split_units = !none;
+  s.params_sharded = s.grads_sharded = s.optimizer_sharded = !none;
+  s.description = "FSDP " + k.fsdp_sharding;
+  return s;
+}
+
+StepSchedule zero_schedule(int stage) {
+  StepSchedule s;
+  s.grads = stage == 1 ? StepSchedule::Grads::UnitAllReduce : StepSchedule::Grads::UnitReduceScatter;
+  s.gather_after_step = true;
+  s.split_units = true;
+  s.copy_out_slice = stage == 1;
+  // Parameters whole; this rank's slice of the gradients and optimizer state
+  // (stage 1 also drops the whole gradient after each step).
+  s.grads_sharded = s.optimizer_sharded = true;
+  s.description = "ZeRO";
+  return s;
+}
+StepSchedule zero1_schedule(const StrategyKnobs& /*k*/) { return zero_schedule(1); }
+StepSchedule zero2_schedule(const StrategyKnobs& /*k*/) { return zero_schedule(2); }
+
+}  // namespace
+
+const std::vector<StrategyRow>& strategy_registry() {
+  static const std::vector<StrategyRow> rows = {
+      {{"single", "one process, one device", true, {}, nullptr}, make_single},
+      {{"ddp", "every rank holds the whole model; gradients all-reduced in buckets during backward",
+        false, {{"runtime.bucket_mb", {"25", "5", "100"}}}, ddp_schedule},
+       make_ddp},
+      {{"fsdp", "parameters, gradients and optimizer state in 1/N shards per unit, gathered around each unit",
+        false,
+        {{"runtime.fsdp_sharding", {"\"FULL_SHARD\"", "\"SHARD_GRAD_OP\"", "\"NO_SHARD\""}},
+         {"runtime.fsdp_prefetch", {"true", "false"}}},
+        fsdp_schedule},
+       make_fsdp},
+      {{"deepspeed_stage_1", "ZeRO stage 1 on c10d: optimizer state in 1/N shards, gradients all-reduced",
+        false, {}, zero1_schedule},
+       make_zero1},
+      {{"deepspeed_stage_2",
+        "ZeRO stage 2 on c10d: optimizer state and gradients in 1/N shards (reduce-scattered), parameters whole",
+        false, {}, zero2_schedule},
+       make_zero2},
+  };
+  return rows;
+}
+
+const std::vector<StrategyInfo>& strategy_catalog() {
+  static const std::vector<StrategyInfo> infos = [] {
+    std::vector<StrategyInfo> out;
+    for (const auto& r : strategy_registry()) out.push_back(r.info);
+    return out;
+  }();
+  return infos;
+}
+
+const StrategyInfo* find_strategy(const std::string& name) {
+  for (const auto& s : strategy_catalog()) {
+    if (s.name == name) return &s;
   }
-  if (name == "ddp") return make_ddp(o, std::move(ctx));
-  if (name == "fsdp") return make_fsdp(o, std::move(ctx));
-  if (name == "deepspeed_stage_1") return make_zero(o, std::move(ctx), 1);
-  if (name == "deepspeed_stage_2") return make_zero(o, std::move(ctx), 2);
+  return nullptr;
+}
+
+std::vector<std::string> strategy_choices() {
+  std::vector<std::string> out = {"auto"};
+  for (const auto& s : strategy_catalog()) out.push_back(s.name);
+  return out;
+}
+
+std::string multi_rank_strategy_list() {
+  std::string out;
+  for (const auto& s : strategy_catalog()) {
+    if (!s.one_rank) out += (out.empty() ? "\"" : ", \"") + s.name + "\"";
+  }
+  return out;
+}
+
+std::string resolve_strategy(const std::string& name, int world) {
+  if (name != "auto") return name;
+  return world > 1 ? "ddp" : "single";
+}
+
+bool is_multi_rank_strategy(const std::string& name) {
+  const auto* s = find_strategy(name);
+  return s != nullptr && !s->one_rank;
+}
+
+std::unique_ptr<Strategy> make_strategy(const StrategyOptions& o, DistContext ctx) {
+  const std::string name = resolve_strategy(o.name, ctx.world_size);
+  for (const auto& row : strategy_registry()) {
+    if (row.info.name != name) continue;
+    if (row.info.one_rank && ctx.world_size > 1) {
+      throw ConfigError("runtime.strategy: \"" + name + "\" runs one process, but this run has " +
+                        std::to_string(ctx.world_size) +
+                        " ranks (runtime.devices x runtime.num_nodes); use " + multi_rank_strategy_list());
+    }
+    return row.make(o, std::move(ctx));
+  }
   throw ConfigError("runtime.strategy: unknown strategy \"" + o.name + "\"");
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "accel/dist/catalog.h"
 #include "accel/machine/predict.h"
 #include "accel/util/errors.h"
 
@@ -21,8 +22,7 @@ std::string format_double(const char* format, double v) {
 
 namespace {
 
-bool is_fsdp(const std::string& s) { return s == "fsdp"; }
-bool is_zero(const std::string& s) { return s == "deepspeed_stage_1" || s == "deepspeed_stage_2"; }
+using Grads = dist::StepSchedule::Grads;
 
 // What FSDP and ZeRO send (lib/dist/fsdp.cpp): gathers and reductions in the
 // autocast dtype under a mixed precision, else the parameters' dtype (16-bit
@@ -36,6 +36,18 @@ int64_t reduce_bytes_of(const std::string& precision, int64_t element_bytes, con
   if (!cm.bf16_reductions && bf16_comm(precision)) return 4;
   return comm_bytes_of(precision, element_bytes);
 }
+
+}  // namespace
+
+dist::StepSchedule schedule_of(const PredictOptions& o) {
+  const auto* info = dist::find_strategy(o.strategy);
+  if (info == nullptr || info->schedule == nullptr) {
+    throw ConfigError("--strategy: \"" + o.strategy + "\" cannot be predicted (" + dist::multi_rank_strategy_list() + ")");
+  }
+  return info->schedule({o.fsdp_sharding, o.fsdp_prefetch, o.bucket_mb});
+}
+
+namespace {
 
 // A JSON reading error as a one-line input error naming the file.
 template <typename F>
@@ -268,26 +280,26 @@ PredictOptions options_for(const PredictBase& b, const std::string& strategy) {
 std::vector<Call> step_calls(const PredictBase& b, const PredictOptions& o, int n) {
   std::vector<Call> calls;
   if (n <= 1) return calls;
-  const auto& s = o.strategy;
+  const dist::StepSchedule s = schedule_of(o);
   const CommModel& cm = o.nodes > 1 ? o.inter : o.intra;
   const auto rs_kind = cm.native_reduce_scatter ? Collective::ReduceScatter : Collective::AllReduce;
   const int64_t comm_bytes = comm_bytes_of(b.precision, b.element_bytes);
   const int64_t reduce_bytes = reduce_bytes_of(b.precision, b.element_bytes, cm);
-  if (s == "ddp") {
+  if (s.grads == Grads::Buckets) {
     for (int64_t bucket : ddp_buckets(b, o)) {
       calls.push_back({Collective::AllReduce, "all_reduce", double(bucket), "backward"});
     }
-  } else if (is_fsdp(s) || is_zero(s)) {
+  } else {
     const int U = int(b.units.size());
-    const bool full = is_fsdp(s) && o.fsdp_sharding == "FULL_SHARD";
-    const bool none = is_fsdp(s) && o.fsdp_sharding == "NO_SHARD";
+    const bool full = s.gather_backward;
+    const bool none = !s.split_units;
     const int pad = none ? 1 : n;  // NO_SHARD's flat buffer is not split
     const auto bytes_of = [&](int u, int64_t elem) { return double(padded(b.units[size_t(u)].numel, pad) * elem); };
     // Units without parameters send nothing (lib/dist/fsdp.cpp skips them).
     const auto gather = [&](int u, const char* phase, int64_t elem) {
       if (b.units[size_t(u)].numel > 0) calls.push_back({Collective::AllGather, "all_gather", bytes_of(u, elem), phase, u});
     };
-    if (is_fsdp(s) && !none) {
+    if (s.gather_forward) {
       for (int u = 0; u < U; ++u) gather(u, "forward", comm_bytes);
     }
     for (int u = U - 1; u >= 0; --u) {
@@ -297,7 +309,7 @@ std::vector<Call> step_calls(const PredictBase& b, const PredictOptions& o, int 
       if (full && o.fsdp_prefetch && u > 0) gather(u - 1, "backward", comm_bytes);
       if (full && !o.fsdp_prefetch && u < U - 1) gather(u, "backward", comm_bytes);
       if (b.units[size_t(u)].numel == 0) continue;
-      if (none || s == "deepspeed_stage_1") {
+      if (s.grads == Grads::UnitAllReduce) {
         calls.push_back({Collective::AllReduce, "all_reduce", bytes_of(u, reduce_bytes), "backward", u});
       } else {
         calls.push_back({rs_kind, "reduce_scatter", bytes_of(u, reduce_bytes), "backward", u});
@@ -305,11 +317,9 @@ std::vector<Call> step_calls(const PredictBase& b, const PredictOptions& o, int 
     }
     // Clipping a sharded gradient sums its squares over the ranks (fsdp_state.cpp).
     if (b.grad_clip > 0 && !none) calls.push_back({Collective::AllReduce, "all_reduce", 8.0, "optimizer"});
-    if (is_zero(s)) {
+    if (s.gather_after_step) {
       for (int u = 0; u < U; ++u) gather(u, "optimizer", b.element_bytes);
     }
-  } else {
-    throw ConfigError("--strategy: \"" + s + "\" cannot be predicted (ddp, fsdp, deepspeed_stage_1, deepspeed_stage_2)");
   }
   // 16-mixed: every rank agrees whether the step overflowed (the GradScaler's found_inf).
   if (b.precision == "16-mixed") calls.push_back({Collective::AllReduce, "all_reduce", 4.0, "optimizer"});
@@ -328,9 +338,9 @@ std::vector<Call> step_calls(const PredictBase& b, const PredictOptions& o, int 
 CopyTraffic copy_traffic(const PredictBase& b, const PredictOptions& o, int n) {
   CopyTraffic t;
   if (n <= 1) return t;
-  const auto& s = o.strategy;
+  const dist::StepSchedule s = schedule_of(o);
   const double e = double(b.element_bytes);
-  if (s == "ddp") {
+  if (s.grads == Grads::Buckets) {
     double G = 0;
     for (const auto numel : b.param_numels) G += double(numel) * e;
     t.backward = 4 * G;        // each gradient into its bucket; the bucket / N
@@ -340,9 +350,9 @@ CopyTraffic copy_traffic(const PredictBase& b, const PredictOptions& o, int n) {
   const CommModel& cm = o.nodes > 1 ? o.inter : o.intra;
   const double c = double(comm_bytes_of(b.precision, b.element_bytes));
   const double r = double(reduce_bytes_of(b.precision, b.element_bytes, cm));
-  const bool full = is_fsdp(s) && o.fsdp_sharding == "FULL_SHARD";
-  const bool none = is_fsdp(s) && o.fsdp_sharding == "NO_SHARD";
-  const bool gathers = is_fsdp(s) && !none;
+  const bool full = s.gather_backward;
+  const bool none = !s.split_units;
+  const bool gathers = s.gather_forward;
   const int U = int(b.units.size());
   for (int u = 0; u < U; ++u) {
     if (b.units[size_t(u)].numel == 0) continue;  // nothing gathered or reduced
@@ -351,7 +361,7 @@ CopyTraffic copy_traffic(const PredictBase& b, const PredictOptions& o, int n) {
     t.backward += P * (e + r) + 2 * P * r;  // gradients into the flat buffer (its dtype), the buffer / N
     if (r != e) {
       t.backward += shard * (r + e);  // the reduced slice into the parameters' dtype
-    } else if (s == "deepspeed_stage_1") {
+    } else if (s.copy_out_slice) {
       t.backward += 2 * shard * e;  // its slice of the all-reduced buffer, copied out
     }
     if (gathers && c != e) {
@@ -360,7 +370,7 @@ CopyTraffic copy_traffic(const PredictBase& b, const PredictOptions& o, int n) {
       t.forward += one;
       if (full && u < U - 1) t.backward += one;  // gathered again for its backward (the last one stays)
     }
-    if (is_zero(s)) t.optimizer += 2 * shard * e;  // the stepped shard copied for its all-gather
+    if (s.gather_after_step) t.optimizer += 2 * shard * e;  // the stepped shard copied for its all-gather
   }
   return t;
 }
@@ -399,7 +409,7 @@ Prediction simulate(const PredictBase& b, const PredictOptions& o, int n) {
   const Colocation& co = o.intra.colocation;
   const bool shared = co.ranks >= 2 && (n + o.nodes - 1) / o.nodes >= 2;
   const double kc = shared ? co.compute : 1.0, km = shared ? co.memory : 1.0;
-  const auto& s = o.strategy;
+  const dist::StepSchedule s = schedule_of(o);
   // The strategy's own copies, memory-bound: at the device's bandwidth, as
   // slow as calibrate's stream ran with every rank streaming where ranks
   // share a host. No bandwidth known: none charged.
@@ -408,7 +418,7 @@ Prediction simulate(const PredictBase& b, const PredictOptions& o, int n) {
   const double F = b.forward_ms * k * kc + copy_ms(copies.forward);
   const double B = b.backward_ms * k * kc + copy_ms(copies.backward);
   const double A = copy_ms(copies.after_backward);
-  const bool sharded_opt = n > 1 && (is_zero(s) || (is_fsdp(s) && o.fsdp_sharding != "NO_SHARD"));
+  const bool sharded_opt = n > 1 && s.optimizer_sharded;
   const double O = optimizer_ms(b, o, n, shared, sharded_opt) + copy_ms(copies.optimizer);
   Timeline tl{cm, n};
   const auto calls = step_calls(b, o, n);
@@ -421,7 +431,7 @@ Prediction simulate(const PredictBase& b, const PredictOptions& o, int n) {
   };
   const auto shares = compute_shares(b);
   const int U = int(b.units.size());
-  if (s == "ddp" || n == 1) {
+  if (s.grads == Grads::Buckets || n == 1) {
     tl.compute(F);
     // Buckets complete as backward produces their gradients (in bytes, evenly).
     double total = 0;
@@ -534,17 +544,11 @@ std::vector<Prediction> predict(const PredictBase& b, const PredictOptions& o,
       one_device_rate = double(b.batch_per_device) / (one.step_ms / 1e3);
     }
     p.efficiency = p.samples_per_s / (n * one_device_rate);
-    const auto& s = o.strategy;
+    const dist::StepSchedule s = schedule_of(o);
     const double P = double(b.param_bytes), G = double(b.grad_bytes), Op = double(b.optimizer_bytes);
-    if (n == 1 || s == "ddp" || (is_fsdp(s) && o.fsdp_sharding == "NO_SHARD")) {
-      p.state_bytes_per_rank = P + G + Op;
-    } else if (is_fsdp(s)) {
-      p.state_bytes_per_rank = (P + G + Op) / n;
-    } else {
-      // ZeRO 1 and 2: parameters whole, this rank's slice of the gradients and
-      // optimizer state (stage 1 also drops the whole gradient after each step).
-      p.state_bytes_per_rank = P + (G + Op) / n;
-    }
+    const auto per_rank = [&](double bytes, bool sharded) { return n > 1 && sharded ? bytes / n : bytes; };
+    p.state_bytes_per_rank =
+        per_rank(P, s.params_sharded) + per_rank(G, s.grads_sharded) + per_rank(Op, s.optimizer_sharded);
     if (o.price_per_device_hour) p.cost = *o.price_per_device_hour * n * p.train_time_s / 3600.0;
     rows.push_back(p);
   }
@@ -576,23 +580,23 @@ std::vector<std::string> prediction_assumptions(const PredictBase& b, const Pred
   a.push_back(cm.overlaps_compute
                   ? "collectives overlap compute on one channel, in the order the strategy issues them"
                   : "collectives do not overlap compute (a CPU rank's own cores move the data): every one is exposed");
-  if (o.strategy == "ddp") {
-    a.push_back("DDP buckets of " + format_double("%.0f", o.bucket_mb) + " MB in reverse parameter order" +
-                (o.small_first_bucket ? ", the first 1 MiB" : "") +
+  const dist::StepSchedule s = schedule_of(o);
+  if (s.grads == Grads::Buckets) {
+    a.push_back(s.description + (o.small_first_bucket ? ", the first 1 MiB" : "") +
                 ", each all-reduced as soon as backward has produced it (gradients produced evenly over backward)");
-  } else if (is_fsdp(o.strategy)) {
-    a.push_back("FSDP " + o.fsdp_sharding + " over " + std::to_string(b.units.size()) +
+  } else if (!s.gather_after_step) {
+    a.push_back(s.description + " over " + std::to_string(b.units.size()) +
                 " units, compute shared by their matmul parameters" + (o.fsdp_prefetch ? ", the next unit prefetched" : "") +
                 "; optimizer time / N");
   } else {
-    a.push_back("ZeRO over " + std::to_string(b.units.size()) +
+    a.push_back(s.description + " over " + std::to_string(b.units.size()) +
                 " units: reductions as each unit's backward ends, the stepped shards all-gathered after the optimizer; optimizer time / N");
   }
   const bool copies = o.copy_bytes_per_s > 0;
   if (copies) {
     const int n = b.device_kind == "cpu" && o.intra.colocation.ranks >= 2 ? o.intra.colocation.ranks : 2;
     a.push_back("the strategy's own copies (" +
-                std::string(o.strategy == "ddp" ? "gradients into the buckets, / N, and back into .grad"
+                std::string(s.grads == Grads::Buckets ? "gradients into the buckets, / N, and back into .grad"
                                                 : "gradients into the flat buffers and / N, 16-bit gathers converted, stepped shards copied") +
                 "): " + format_double("%.1f", copy_traffic(b, o, n).total() / 1e6) + " MB read and written a step at " +
                 std::to_string(n) + " devices, at " + format_double("%.1f", o.copy_bytes_per_s / 1e9) + " GB/s (" +

@@ -106,8 +106,10 @@ PredictOutput run_predict(const PredictRequest& q) {
   } catch (const Json::exception& e) {  // a field of another type than the file's kind has
     throw ConfigError((q.result.empty() ? q.article : q.result) + ": malformed (" + e.what() + ")");
   }
-  if (q.strategy == "single" || q.strategy == "auto") {
-    throw ConfigError("--strategy: \"" + q.strategy + "\" runs one device; predict ddp, fsdp, deepspeed_stage_1 or deepspeed_stage_2");
+  if (!dist::is_multi_rank_strategy(q.strategy)) {
+    throw ConfigError("--strategy: \"" + q.strategy + "\" " +
+                      (dist::find_strategy(q.strategy) || q.strategy == "auto" ? "runs one device" : "is no strategy") +
+                      "; predict one of " + dist::multi_rank_strategy_list());
   }
   PredictOptions o = options_for(b, q.strategy);
   o.nodes = q.nodes;

@@ -13,6 +13,7 @@
 
 #include "accel/data/catalog.h"
 #include "accel/data/dataset.h"
+#include "accel/dist/catalog.h"
 #include "accel/metrics/metrics.h"
 #include "accel/models/family.h"
 #include "accel/precision/precision.h"
@@ -27,7 +28,7 @@ namespace fs = std::filesystem;
 namespace {
 
 // The strategies that exist for several ranks (they also run on one).
-bool many_rank_strategy(const std::string& s) { return s != "auto" && s != "single"; }
+bool many_rank_strategy(const std::string& s) { return dist::is_multi_rank_strategy(s); }
 
 // What a captured train step cannot hold: host decisions inside the step
 // (GradScaler's skip, clipping's norm), several ranks' collectives, and
@@ -105,10 +106,10 @@ void check_runnable(const config::RunConfig& cfg, bool check_environment) {
                       " rank(s) needs train.loop \"fabric\" (the plain loop is the article's "
                       "one-device script)");
   }
-  if (rt.strategy == "single" && world > 1) {
-    throw ConfigError("runtime.strategy: \"single\" runs one process, but runtime.devices x "
-                      "runtime.num_nodes is " + std::to_string(world) +
-                      "; use \"ddp\", \"fsdp\" or \"deepspeed_stage_2\"");
+  const auto* strategy = dist::find_strategy(rt.strategy);
+  if (strategy && strategy->one_rank && world > 1) {
+    throw ConfigError("runtime.strategy: \"" + rt.strategy + "\" runs one process, but runtime.devices x "
+                      "runtime.num_nodes is " + std::to_string(world) + "; use " + dist::multi_rank_strategy_list());
   }
   const int k = cfg.train.accumulate;
   if (rt.cuda_graphs) check_graphable(cfg);

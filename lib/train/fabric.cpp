@@ -31,7 +31,7 @@ torch::Device resolve_device(const std::string& accelerator, int local_rank) {
 
 int resolve_devices(const config::RuntimeConfig& rt) {
   if (rt.devices > 0) return rt.devices;
-  if (rt.strategy == "single") return 1;
+  if (const auto* s = dist::find_strategy(rt.strategy); s && s->one_rank) return 1;
   const auto device = resolve_device(rt.accelerator);
   return device.is_cuda() ? std::max(1, int(torch::cuda::device_count())) : 1;
 }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "accel/dist/strategy.h"
+#include "accel/util/errors.h"
 #include "accel/models/vit.h"
 #include "accel/precision/precision.h"
 
@@ -467,4 +468,47 @@ TEST_CASE("fsdp: bf16-mixed with bf16 communication stays close to 32-true") {
   }
   accel_test::TempDir dir;
   test::spawn_ranks(name, 2, dir.path.string());
+}
+
+TEST_CASE("strategy registry: every row builds on one rank under its own name, and the schema, checks and predict read the rows") {
+  const auto& rows = dist::strategy_registry();
+  REQUIRE(rows.size() == dist::strategy_catalog().size());
+  std::vector<std::string> names;
+  for (const auto& row : rows) {
+    CAPTURE(row.info.name);
+    names.push_back(row.info.name);
+    REQUIRE(bool(row.make));
+    CHECK(dist::find_strategy(row.info.name) != nullptr);
+    CHECK(strategy(row.info.name, nullptr)->name() == row.info.name);
+    // A multi-rank row says what its step sends; a one-rank row sends nothing.
+    CHECK((row.info.schedule != nullptr) == !row.info.one_rank);
+    CHECK(dist::is_multi_rank_strategy(row.info.name) == !row.info.one_rank);
+    for (const auto& knob : row.info.knobs) {
+      CHECK(knob.values.size() >= 2);
+      CHECK(knob.field.rfind("runtime.", 0) == 0);
+    }
+  }
+  CHECK(dist::strategy_choices().front() == "auto");
+  CHECK(dist::strategy_choices().size() == rows.size() + 1);
+  CHECK(dist::resolve_strategy("auto", 1) == "single");
+  CHECK(dist::resolve_strategy("auto", 2) == "ddp");
+  CHECK(dist::find_strategy("auto") == nullptr);
+  CHECK(dist::find_strategy("zero3") == nullptr);
+  CHECK_THROWS_WITH_AS(strategy("zero3", nullptr), doctest::Contains("unknown strategy \"zero3\""), ConfigError);
+  // The schedules as lib/dist issues them: FSDP's sharding knob decides its gathers.
+  const auto fsdp = [](const std::string& sharding) {
+    dist::StrategyKnobs k;
+    k.fsdp_sharding = sharding;
+    return dist::find_strategy("fsdp")->schedule(k);
+  };
+  CHECK(fsdp("FULL_SHARD").gather_backward);
+  CHECK_FALSE(fsdp("SHARD_GRAD_OP").gather_backward);
+  CHECK(fsdp("SHARD_GRAD_OP").gather_forward);
+  CHECK_FALSE(fsdp("NO_SHARD").gather_forward);
+  CHECK(fsdp("NO_SHARD").grads == dist::StepSchedule::Grads::UnitAllReduce);
+  const auto zero2 = dist::find_strategy("deepspeed_stage_2")->schedule({});
+  CHECK(zero2.gather_after_step);
+  CHECK_FALSE(zero2.params_sharded);
+  CHECK(zero2.grads == dist::StepSchedule::Grads::UnitReduceScatter);
+  CHECK(dist::find_strategy("deepspeed_stage_1")->schedule({}).copy_out_slice);
 }

@@ -14,6 +14,7 @@
 
 #include <torch/torch.h>
 
+#include "accel/dist/catalog.h"
 #include "accel/dist/comm.h"
 
 namespace accel::dist {
@@ -132,7 +133,7 @@ class SingleDeviceStrategy : public Strategy {
 };
 
 struct StrategyOptions {
-  std::string name = "auto";  // auto | single | ddp | fsdp | deepspeed_stage_1 | deepspeed_stage_2
+  std::string name = "auto";  // "auto" or a registry row's name (accel/dist/catalog.h)
   double bucket_mb = 25.0;              // ddp: gradient bucket size
   // ddp: the first bucket (the last layers' gradients) capped at 1 MiB, as
   // PyTorch does, so its all-reduce starts early in the backward pass. Worth
@@ -146,6 +147,14 @@ struct StrategyOptions {
   // master shards stay in the parameters' dtype.
   c10::ScalarType comm_dtype = c10::ScalarType::Float;
 };
+
+// A row of the strategy registry: its facts (accel/dist/catalog.h) and its
+// factory. A new strategy is one row (lib/dist/strategy.cpp).
+struct StrategyRow {
+  StrategyInfo info;
+  std::unique_ptr<Strategy> (*make)(const StrategyOptions& options, DistContext ctx) = nullptr;
+};
+const std::vector<StrategyRow>& strategy_registry();
 
 // "auto" is single on one rank and ddp on several. Throws ConfigError naming
 // runtime.strategy for a strategy this context cannot run.

@@ -35,6 +35,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "accel/dist/catalog.h"
 #include "accel/train/result.h"
 #include "accel/util/json_doc.h"
 
@@ -173,7 +174,7 @@ PredictBase base_from_article(const Json& reference, const std::string& rung, co
                               const Json& config, const std::string& file);
 
 struct PredictOptions {
-  std::string strategy = "ddp";  // ddp | fsdp | deepspeed_stage_1 | deepspeed_stage_2
+  std::string strategy = "ddp";  // a multi-rank row of accel/dist/catalog.h
   std::string fsdp_sharding = "FULL_SHARD";
   bool fsdp_prefetch = true;
   double bucket_mb = 25.0;
@@ -195,6 +196,11 @@ struct PredictOptions {
 // sharding, prefetch and DDP bucket size; on a GPU DDP's small first bucket
 // and the loss all-reduce at log steps only.
 PredictOptions options_for(const PredictBase& base, const std::string& strategy);
+
+// The strategy's step under these options, from its registry row
+// (accel/dist/catalog.h); ConfigError naming --strategy for a strategy that
+// runs one rank or is unknown.
+dist::StepSchedule schedule_of(const PredictOptions& o);
 
 // The collectives one step issues on `devices` ranks, in issue order.
 std::vector<Call> step_calls(const PredictBase& base, const PredictOptions& o, int devices);
