@@ -33,6 +33,7 @@
 #include "accel/results/report.h"
 #include "accel/ladder/estimate.h"
 #include "accel/ladder/sweep.h"
+#include "accel/ladder/tune.h"
 #include "accel/results/summary.h"
 #include "accel/dist/launcher.h"
 #include "accel/train/checkpoint.h"
@@ -449,6 +450,8 @@ struct LadderArgs {
   std::string predict_devices;
   double predict_price = -1;
   double report_price = -1;
+  accel::ladder::TuneOptions tune;
+  std::string tune_config, tune_budget, tune_space, tune_out, tune_calibration;
 };
 
 int cmd_sweep(LadderArgs& a) {
@@ -477,6 +480,22 @@ int cmd_sweep(LadderArgs& a) {
     failed = failed || s.failed > 0;
   }
   return failed ? 1 : 0;
+}
+
+int cmd_tune(LadderArgs& a) {
+  auto& o = a.tune;
+  o.config = a.tune_config;
+  o.space = a.tune_space;
+  o.out = a.tune_out;
+  o.calibration = a.tune_calibration;
+  if (!a.tune_budget.empty()) o.budget_s = accel::ladder::parse_duration_s(a.tune_budget);
+  o.log = &std::cout;
+  const auto out = accel::ladder::run_tune(o);
+  if (out.interrupted) {
+    std::cout << "tune: stopped; continue with the same command and --resume\n";
+    return accel::kInterruptedExitCode;
+  }
+  return 0;
 }
 
 int cmd_report(LadderArgs& a) {
@@ -764,8 +783,13 @@ int cmd_predict(LadderArgs& a) {
 void add_ladder_commands(CLI::App& app, LadderArgs& a) {
   auto* sweep = app.add_subcommand("sweep", "Run a suite's rungs (each as a child run) into OUT/<suite>/<machine-id>/");
   sweep->add_option("--suite", a.suites, "Suite file (JSON); several run one after the other");
-  sweep->add_option("--repeats", a.sweep.repeats, "Runs per rung (default 1, or one per seed)");
+  sweep->add_option("--repeats,--runs", a.sweep.repeats,
+                    "Runs per rung (default 1, or one per seed); with a target, 3 or more give each rung an "
+                    "MLPerf score (the fastest and slowest dropped)");
   sweep->add_option("--seeds", a.seeds, "Comma-separated train.seed per repeat, e.g. 1,2,3");
+  sweep->add_flag("--to-target", a.sweep.to_target,
+                  "Train every rung to the suite's target_accuracy and stop there (train.target, "
+                  "train.stop_at_target)");
   sweep->add_option("-o,--out", a.sweep.out, "Output root (default runs/sweep)");
   sweep->add_flag("--resume", a.sweep.resume, "Reuse finished runs whose resolved config is unchanged");
   sweep->add_flag("--rerun-upstream", a.sweep.rerun_upstream,
@@ -785,6 +809,25 @@ void add_ladder_commands(CLI::App& app, LadderArgs& a) {
                     "that they fit; said before anything runs");
   sweep->add_option("--only", a.sweep.only, "Run only these rungs (ids; the upstream runs as always)")
       ->delimiter(',');
+  auto* tune = app.add_subcommand(
+      "tune", "Find the setting of a run config that reaches a target validation accuracy soonest on this machine");
+  tune->add_option("-c,--config", a.tune_config, "The base run config (JSON)")->required();
+  tune->add_option("-s,--set", a.tune.sets, "Override a field of the base (repeatable)");
+  tune->add_option("--target", a.tune.target, "Validation accuracy to reach, e.g. 0.80")->required();
+  tune->add_option("--budget", a.tune_budget, "Wall time for the whole search: 30m, 1h, 90s (default: none)");
+  tune->add_option("--space", a.tune_space,
+                   "Search space (JSON: global_batch, lr_rule, ranks, strategies, knobs, fields); default: "
+                   "half, the base's and double global batch, the precisions, every ranks x threads split "
+                   "and strategy with its knobs, the optimizer implementations");
+  tune->add_option("-o,--out", a.tune_out, "Output folder (default runs/tune/<config name>)");
+  tune->add_option("--calibration", a.tune_calibration,
+                   "peaks.json with a comm fit (calibrate --comm): predict multi-rank settings and prune the slow ones");
+  tune->add_flag("--resume", a.tune.resume, "Continue the tune in --out, reusing its finished runs");
+  tune->add_option("--short-steps", a.tune.short_steps, "Steps of a throughput run (default 30)");
+  tune->add_option("--confirm", a.tune.confirm, "Fastest settings trained to the target besides the base (default 2)");
+  tune->add_option("--runs", a.tune.runs, "Runs to the target per confirmed setting, MLPerf-scored (default 5, at least 4)");
+  tune->add_option("--eval-every", a.tune.eval_every_samples,
+                   "Validate every N training samples in runs to the target (default: 25 of the base's steps)");
   auto* report = app.add_subcommand("report", "Report a result set: report.md, report.csv, charts/");
   report->add_option("dir", a.report_dir, "Result set, or a folder of sets")->required();
   report->add_option("-o,--out", a.report.out, "Write here instead of the set's folder");
@@ -894,6 +937,7 @@ void add_history_commands(CLI::App& app, LadderArgs& a) {
 // The ladder command that parsed, run; -1 when none of them.
 int dispatch_ladder_commands(CLI::App& app, LadderArgs& a, int argc, char** argv) {
   if (app.got_subcommand("sweep")) return cmd_sweep(a);
+  if (app.got_subcommand("tune")) return cmd_tune(a);
   if (app.got_subcommand("report")) return cmd_report(a);
   if (app.got_subcommand("compare")) return cmd_compare(a);
   if (app.got_subcommand("calibrate")) return cmd_calibrate(a, argc, argv);

@@ -110,6 +110,9 @@ TrainConfig train_of(const json& t) {
   c.val_every_steps = t["val_every_steps"].get<int64_t>();
   c.accumulate = t["accumulate"].get<int>();
   c.inject_delay = t["inject_delay"].get<double>();
+  c.target = t["target"].get<double>();
+  c.target_metric = t["target_metric"].get<std::string>();
+  c.stop_at_target = t["stop_at_target"].get<bool>();
   return c;
 }
 

@@ -208,6 +208,19 @@ std::vector<Field> build_table() {
       i("train.accumulate", 1,
         "gradient accumulation: batches per optimizer step (ddp/fsdp reduce only on the last, "
         "as Fabric's no_backward_sync)").at_least(1),
+      d("train.target", 0.0,
+        "time to accuracy: the validation accuracy to reach (a fraction; test accuracy is never "
+        "used to stop); the run records the steps, samples and time (training and the "
+        "validations) at the first validation that reaches it, or that none did. Validations "
+        "run at epoch ends and every train.val_every_steps; train.max_steps caps the steps; "
+        "0 = no target")
+          .at_least(0).at_most(1),
+      s("train.target_metric", "val_acc",
+        "train.target's measure: val_acc = accuracy on the validation split")
+          .one_of({"val_acc"}),
+      b("train.stop_at_target", false,
+        "end training at the validation that first reaches train.target: the test pass (and "
+        "the final checkpoint) then hold the weights that reached it"),
       d("train.inject_delay", 0.0,
         "fault injection, to test a gate: delay every training step by this fraction of its "
         "own time (0.07 = 7% slower) by sleeping inside the timed step, after a device sync; "

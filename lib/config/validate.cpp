@@ -205,6 +205,13 @@ void check_data(const json& d, const Origins& o) {
   }
 }
 
+void check_train(const json& t, const Origins& o) {
+  if (t["stop_at_target"] == true && !(t["target"].get<double>() > 0))
+    throw ConfigError(where_of(o, {"train.stop_at_target", "train.target"}) +
+                      "train.stop_at_target: needs train.target, the validation accuracy to stop at "
+                      "(e.g. 0.85)");
+}
+
 void check_runtime(const json& rt, const Origins& o) {
   // devices "auto" is resolved at launch (1 under strategy single).
   const bool many = rt["devices"].is_number() && rt["devices"] != 1;
@@ -343,6 +350,7 @@ json validate(const json& merged, const Origins& origins) {
   check_model(out["model"], origins, *family);
   check_classes(out, origins);
   check_data(out["data"], origins);
+  check_train(out["train"], origins);
   check_runtime(out["runtime"], origins);
   return out;
 }

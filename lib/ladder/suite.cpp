@@ -110,7 +110,7 @@ Suite load_suite(const fs::path& file) {
   s.file = file;
   const Json doc = read_json_file(file);
   only_keys(s, doc, "suite", {"suite", "description", "reference", "results", "target_accuracy",
-                              "set", "upstream", "rungs"});
+                              "convergence_reference", "set", "upstream", "rungs"});
   s.name = text(s, doc, "suite", "suite", true);
   check_id(s, "suite", s.name);
   s.description = text(s, doc, "suite", "description", false);
@@ -121,6 +121,7 @@ Suite load_suite(const fs::path& file) {
     }
     s.target_accuracy = t.get<double>();
   }
+  s.convergence_reference = text(s, doc, "suite", "convergence_reference", false);
   const auto ref = text(s, doc, "suite", "reference", false);
   if (!ref.empty()) s.reference = read_json_file(file.parent_path() / ref);
   if (doc.contains("set")) s.sets = set_list(s, doc["set"], "set", /*non_empty=*/false);
@@ -149,6 +150,13 @@ Suite load_suite(const fs::path& file) {
     if (!r.init_from.empty() && !known) {
       bad(s, "rung " + r.id + ": init_from \"" + r.init_from + "\" is not an upstream id");
     }
+  }
+  if (!s.convergence_reference.empty() &&
+      std::none_of(s.rungs.begin(), s.rungs.end(), [&](const SuiteRung& r) { return r.id == s.convergence_reference; })) {
+    bad(s, "convergence_reference: \"" + s.convergence_reference + "\" is not a rung id");
+  }
+  if (!s.convergence_reference.empty() && !s.target_accuracy) {
+    bad(s, "convergence_reference: needs target_accuracy (samples to that target are what it compares)");
   }
   return s;
 }

@@ -63,7 +63,11 @@ class Sweep {
  public:
   Sweep(const SweepOptions& o, const fs::path& suite, Progress& progress, EtaTracker& eta,
         const Json& machine)
-      : opts_(o), suite_(load_suite(suite)), progress_(progress), eta_(eta), machine_(machine) {}
+      : opts_(o), suite_(load_suite(suite)), progress_(progress), eta_(eta), machine_(machine) {
+    if (opts_.to_target && !suite_.target_accuracy) {
+      throw ConfigError("--to-target: " + suite.string() + " has no target_accuracy to train to");
+    }
+  }
 
   // What each rung will do here (nothing run, nothing written); its runs are
   // added to the ETA. fraction < 1: every run whose steps are not capped
@@ -148,6 +152,14 @@ Prepared Sweep::prepare(const SuiteRung& r) const {
   if (const auto it = budget_sets_.find(r.id); it != budget_sets_.end()) p.budget_sets = it->second;
   p.sets = suite_.sets;
   p.sets.insert(p.sets.end(), r.sets.begin(), r.sets.end());
+  const bool upstream = std::any_of(suite_.upstream.begin(), suite_.upstream.end(),
+                                    [&](const SuiteRung& u) { return u.id == r.id; });
+  if (opts_.to_target && !upstream) {
+    char target[40];
+    std::snprintf(target, sizeof target, "%.17g", *suite_.target_accuracy);
+    p.sets.push_back(std::string("train.target=") + target);
+    p.sets.push_back("train.stop_at_target=true");
+  }
   p.sets.insert(p.sets.end(), opts_.sets.begin(), opts_.sets.end());
   if (!r.config.empty()) {
     try {
@@ -541,6 +553,8 @@ SweepSummary Sweep::run(const SweepPlan& planned, std::chrono::steady_clock::tim
                {"rungs", Json::array()}};
   manifest_["target_accuracy"] =
       suite_.target_accuracy ? Json(*suite_.target_accuracy) : Json(nullptr);
+  manifest_["convergence_reference"] = suite_.convergence_reference;
+  manifest_["to_target"] = opts_.to_target;
   manifest_["reference"] = suite_.reference;
   for (const auto& u : suite_.upstream) manifest_["upstream"].push_back(plan_entry(u));
   for (const auto& r : suite_.rungs) manifest_["rungs"].push_back(plan_entry(r));

@@ -1,6 +1,7 @@
 #include "accel/results/report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <set>
 
@@ -21,13 +22,81 @@ Stat stat_of(std::vector<double> v) {
   return s;
 }
 
+namespace {
+bool recorded_for(const RunRecord& run, double target) {
+  return run.target && std::fabs(run.target->value - target) < 1e-12;
+}
+}  // namespace
+
 OptNum time_to_target(const RunRecord& run, double target) {
+  if (recorded_for(run, target)) return run.target->reached ? run.target->time_s : std::nullopt;
   double t = 0;
   for (size_t i = 0; i < run.epoch_time_s.size(); ++i) {
     t += run.epoch_time_s[i];
     if (run.epoch_val_acc[i] >= target) return t;
   }
   return std::nullopt;
+}
+
+OptNum samples_to_target(const RunRecord& run, double target) {
+  if (recorded_for(run, target) && run.target->reached) return run.target->samples;
+  return std::nullopt;
+}
+
+namespace {
+// Training samples between two validations of a run: train.val_every_steps x
+// batch x ranks, else an epoch's; 0 when unknown.
+double eval_interval_samples(const RunRecord& run) {
+  const double batch = double(run.batch_size.value_or(0)) * run.world_size;
+  const double every = num_at(run.config, "train/val_every_steps").value_or(0);
+  if (every > 0 && batch > 0) return every * batch;
+  if (run.epochs_done > 0 && run.steps > 0 && batch > 0) return double(run.steps) / run.epochs_done * batch;
+  return 0;
+}
+}  // namespace
+
+std::vector<TargetScore> score_to_target(const ResultSet& set) {
+  std::vector<TargetScore> out;
+  if (!set.target_accuracy) return out;
+  const double target = *set.target_accuracy;
+  for (const auto& r : set.rungs) {
+    if (!r.comparable) continue;
+    TargetScore s;
+    s.id = r.id;
+    std::vector<std::optional<double>> times, samples;
+    for (const auto& run : r.repeats) {
+      if (!run.ok()) continue;
+      ++s.runs;
+      s.eval_interval = std::max(s.eval_interval, eval_interval_samples(run));
+      const auto t = time_to_target(run, target);
+      if (t) ++s.reached;
+      times.push_back(t);
+      samples.push_back(t ? samples_to_target(run, target) : std::nullopt);
+    }
+    if (s.runs == 0) continue;
+    s.time_s = stats::olympic_score(times);
+    // Samples only where every reaching run recorded them (runs with their own train.target).
+    const bool all_samples =
+        std::count_if(samples.begin(), samples.end(), [](const auto& v) { return v.has_value(); }) == s.reached;
+    if (all_samples) s.samples = stats::olympic_score(samples);
+    if (!r.article.empty() && set.reference.is_object()) {
+      s.ref_time_min = num_at(set.reference, "rungs/" + r.article + "/time_min");
+      s.ref_acc_pct = num_at(set.reference, "rungs/" + r.article + "/test_acc_pct");
+    }
+    out.push_back(std::move(s));
+  }
+  if (set.convergence_reference.empty()) return out;
+  const TargetScore* ref = nullptr;
+  for (const auto& s : out) {
+    if (s.id == set.convergence_reference) ref = &s;
+  }
+  if (ref == nullptr) return out;
+  const auto ref_samples = ref->samples;
+  for (auto& s : out) {
+    s.convergence = stats::convergence_check(ref_samples, s.samples, std::max(ref->eval_interval, s.eval_interval));
+    if (s.convergence && s.time_s.valid) s.normalised_time_s = s.time_s.mean * s.convergence->normalisation;
+  }
+  return out;
 }
 
 namespace {
@@ -226,6 +295,7 @@ Report build_report(const ResultSet& set, const PeakTable& peaks) {
   rep.speedup_base = add_base_speedups(rep.rungs, set.reference);
   rep.notes.push_back(machine_note(set));
   rep.scaling = predict_scaling(set, peaks.calibration(), rep.notes);
+  rep.targets = score_to_target(set);
   const auto& cal = peaks.calibration();
   if (cal.is_object() && cal.contains("noise") && cal["noise"].is_object() &&
       str_at(cal["noise"], "machine_id") == set.machine_id) {

@@ -102,6 +102,51 @@ std::string csv_field(const std::string& s) { return csv_text(s); }
 
 std::string csv_num(OptNum v) { return v ? fmt_num(v, "%.6g") : ""; }
 
+std::string target_markdown(const ResultSet& set, const std::vector<TargetScore>& scores) {
+  if (scores.empty()) return "";
+  std::ostringstream md;
+  const std::string ref = set.convergence_reference;
+  md << "\n## Time to target, MLPerf-scored\n\nTo " << fmt_pct(set.target_accuracy)
+     << " validation accuracy (test accuracy never stops a run), over each rung's ok runs as MLPerf "
+        "Training scores them: the fastest and the slowest dropped and the rest averaged; a run that "
+        "missed the target counts as the slowest, two misses invalidate the rung, and fewer than 3 "
+        "runs give no score (`sweep --runs 5 --to-target`). Time is training with its validations up "
+        "to the one that reached the target.";
+  if (!ref.empty()) {
+    md << " Convergence: each rung's samples to the target against " << escape_md(ref)
+       << "'s, by MLPerf's one-sided two-sample t-test at p = 0.05 with the reference's spread: "
+          "\"faster\" converges faster than the reference allows (a suspect evaluation), \"slower\" "
+          "significantly slower (a change that learned differently, which MLPerf accepts and this "
+          "report names), the validation grid's rounding added to the reference's variance; the time "
+          "normalised as MLPerf normalises (x the reference's samples over the rung's, never below 1).";
+  }
+  md << "\n\n| rung | runs | reached | time to target | 95% interval | samples to target"
+     << (ref.empty() ? "" : " | convergence vs " + escape_md(ref) + " | samples allowed | normalised time")
+     << " | article time | article acc |\n|---|---|---|---|---|---" << (ref.empty() ? "" : "|---|---|---")
+     << "|---|---|\n";
+  for (const auto& s : scores) {
+    md << "| " << escape_md(s.id) << " | " << s.runs << " | " << s.reached << " | ";
+    if (s.time_s.valid) {
+      md << fmt_time(s.time_s.mean) << " | "
+         << (s.time_s.ci_low ? fmt_time(*s.time_s.ci_low) + " - " + fmt_time(*s.time_s.ci_high) : "-") << " | ";
+    } else {
+      md << "n/a: " << escape_md(s.time_s.why) << " | - | ";
+    }
+    md << (s.samples.valid ? fmt_num(s.samples.mean, "%.0f") : "n/a");
+    if (!ref.empty()) {
+      if (s.convergence) {
+        const auto& c = *s.convergence;
+        md << " | " << (s.id == ref ? "reference" : c.verdict) << " | " << fmt_num(c.min_mean, "%.0f") << " - "
+           << fmt_num(c.max_mean, "%.0f") << " | " << fmt_time(s.normalised_time_s);
+      } else {
+        md << " | n/a | - | -";
+      }
+    }
+    md << " | " << fmt_num(s.ref_time_min, "%.2f min") << " | " << fmt_num(s.ref_acc_pct, "%.2f%%") << " |\n";
+  }
+  return md.str();
+}
+
 std::string report_markdown(const Report& r) {
   const bool minutes = any_minutes(r);
   std::ostringstream md;
@@ -210,6 +255,7 @@ std::string report_markdown(const Report& r) {
          << fmt_num(row.cost, "%.4g") << " | " << fmt_num(row.cost_per_point, "%.4g") << " |\n";
     }
   }
+  md << target_markdown(r.set, r.targets);
   md << scaling_markdown(r.scaling);
   return md.str();
 }

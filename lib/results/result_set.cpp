@@ -161,6 +161,7 @@ ResultSet load_result_set(const fs::path& dir) {
       }
     }
     s.target_accuracy = num_at(s.manifest, "target_accuracy");
+    s.convergence_reference = str_at(s.manifest, "convergence_reference", "");
     if (s.manifest.contains("reference")) s.reference = s.manifest["reference"];
     for (const auto& [key, up] : {std::pair{"upstream", true}, std::pair{"rungs", false}}) {
       if (!s.manifest.contains(key) || !s.manifest[key].is_array()) continue;

@@ -251,4 +251,69 @@ Verdict judge_band(const Interval& d, double band) {
   return Verdict::same;
 }
 
+OlympicScore olympic_score(const std::vector<std::optional<double>>& runs) {
+  OlympicScore o;
+  o.runs = int(runs.size());
+  std::vector<double> done;
+  for (const auto& r : runs) {
+    if (r && std::isfinite(*r)) {
+      done.push_back(*r);
+    } else {
+      ++o.misses;
+    }
+  }
+  if (o.runs < 3) {
+    o.why = std::to_string(o.runs) + (o.runs == 1 ? " run" : " runs") +
+            ": an olympic score drops the fastest and the slowest and needs at least 3";
+    return o;
+  }
+  if (o.misses > 1) {
+    o.why = std::to_string(o.misses) + " of " + std::to_string(o.runs) +
+            " runs missed the target: more than one invalidates the score";
+    return o;
+  }
+  std::sort(done.begin(), done.end());
+  // The fastest dropped; the slowest too, which is the miss where there is one.
+  o.kept.assign(done.begin() + 1, done.end() - (o.misses == 0 ? 1 : 0));
+  double sum = 0;
+  for (double v : o.kept) sum += v;
+  o.mean = sum / double(o.kept.size());
+  double ss = 0;
+  for (double v : o.kept) ss += (v - o.mean) * (v - o.mean);
+  o.sd = std::sqrt(ss / double(o.kept.size()));
+  if (o.kept.size() >= 2 && o.kept.front() > 0) {
+    std::vector<double> logs;
+    for (double v : o.kept) logs.push_back(std::log(v));
+    const auto s = summarize(logs);
+    o.ci_low = std::exp(*s->ci_low);
+    o.ci_high = std::exp(*s->ci_high);
+  }
+  o.valid = true;
+  return o;
+}
+
+std::optional<ConvergenceCheck> convergence_check(const OlympicScore& reference, const OlympicScore& rung,
+                                                  double resolution) {
+  if (!reference.valid || !rung.valid || reference.kept.empty() || rung.kept.empty()) return std::nullopt;
+  // Two kept runs between them leave the t-test no degrees of freedom.
+  if (reference.kept.size() + rung.kept.size() < 3) return std::nullopt;
+  ConvergenceCheck c;
+  c.ref_mean = reference.mean;
+  c.ref_sd = reference.sd;
+  c.resolution = std::max(0.0, resolution);
+  c.sd = std::sqrt(c.ref_sd * c.ref_sd + c.resolution * c.resolution / 12.0);
+  c.mean = rung.mean;
+  c.n_ref = int(reference.kept.size());
+  c.n = int(rung.kept.size());
+  const double dof = double(c.n_ref + c.n - 2);
+  c.t = dof > 0 ? t_quantile(0.95, dof) : 0;
+  const double half = c.sd > 0 && dof > 0 ? c.t * c.sd * std::sqrt(1.0 / c.n_ref + 1.0 / c.n) : 0;
+  c.min_mean = c.ref_mean - half;
+  c.max_mean = c.ref_mean + half;
+  c.max_speedup = c.min_mean > 0 ? c.ref_mean / c.min_mean : 1;
+  c.verdict = c.mean < c.min_mean ? "faster" : c.mean > c.max_mean ? "slower" : "same";
+  c.normalisation = c.mean > 0 ? std::max(1.0, c.ref_mean / c.mean) : 1;
+  return c;
+}
+
 }  // namespace accel::results::stats

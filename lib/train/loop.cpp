@@ -52,6 +52,41 @@ EvalResult Run::evaluate(data::Loader& loader, EvalCount& count) {
   return {sums[0].item<double>() / total, sums[2].item<double>() / total};
 }
 
+bool Run::check_target(const EvalResult& val, int epoch, double elapsed_s) {
+  const auto& t = cfg_.train;
+  if (!(t.target > 0)) return false;
+  ++target_evaluations_;
+  if (target_reached_ || !val.acc || !(*val.acc >= t.target)) return false;
+  target_reached_ = true;
+  target_step_ = step_;
+  target_epoch_ = epoch;
+  target_time_s_ = elapsed_s;
+  target_val_acc_ = *val.acc;
+  say("== target reached: validation " + percent_or_na(val.acc) + " >= " + percent_or_na(t.target) +
+      " at step " + std::to_string(step_) + " (" + std::to_string(step_ * t.batch_size * fabric_->world_size()) +
+      " samples, " + std::to_string(int64_t(std::lround(elapsed_s))) + " s of training and validation)");
+  stopped_at_target_ = t.stop_at_target;
+  return t.stop_at_target;
+}
+
+nlohmann::json Run::target_json() const {
+  const auto& t = cfg_.train;
+  if (!(t.target > 0)) return nullptr;
+  nlohmann::json j = {{"metric", t.target_metric},
+                      {"value", t.target},
+                      {"reached", target_reached_},
+                      {"evaluations", target_evaluations_},
+                      {"stopped", stopped_at_target_}};
+  if (target_reached_) {
+    j["step"] = target_step_;
+    j["samples"] = target_step_ * t.batch_size * fabric_->world_size();
+    j["time_s"] = target_time_s_;
+    j["epoch"] = target_epoch_;
+    j["val_acc"] = target_val_acc_;
+  }
+  return j;
+}
+
 nlohmann::json Run::best_json() const {
   if (!best_acc_) return nullptr;
   return {{"val_acc", *best_acc_}, {"epoch", best_epoch_}, {"step", best_step_}};
@@ -346,11 +381,13 @@ void Run::train_epochs() {
         const auto val = evaluate(*val_loader_, val_count_);
         say("== validation at step " + std::to_string(step_) + ": " + percent_or_na(val.acc));
         result_.rows.push_back({"val", step_, epoch, val.loss, {}, val.acc, {}});
+        const bool at_target = check_target(val, epoch, train_time_s_ + es.elapsed_s + seconds_since(segment));
         if (track_best(val, epoch)) {
           es.elapsed_s += seconds_since(segment);
           write_best(epoch - 1, es);
           segment = Clock::now();
         }
+        stop = stop || at_target;
       }
       const bool periodic = cfg_.train.checkpoint_every > 0 &&
                             step_ % cfg_.train.checkpoint_every == 0;
@@ -371,7 +408,8 @@ void Run::train_epochs() {
         persist_best_before_exit(epoch - 1, es);
         throw Interrupted("stopped by a signal after " + std::to_string(step_) + " steps");
       }
-      say("== stopped after " + std::to_string(step_) + " steps (train.max_steps), mid-epoch");
+      say("== stopped after " + std::to_string(step_) + " steps (" +
+          (stopped_at_target_ ? "train.stop_at_target" : "train.max_steps") + "), mid-epoch");
       return;
     }
     const auto val = evaluate(*val_loader_, val_count_);
@@ -388,6 +426,10 @@ void Run::train_epochs() {
     result_.rows.push_back({"epoch", step_, epoch, mean_loss, train_acc, val.acc, {}});
     result_.epochs.push_back({epoch, train_acc, val.acc, val.loss, mean_loss, es.batches,
                               es.elapsed_s});
+    if (check_target(val, epoch, train_time_s_)) {
+      stop = true;
+      if (epoch < epochs) say("== stopped after epoch " + std::to_string(epoch) + " (train.stop_at_target)");
+    }
     if (track_best(val, epoch)) {
       say("== best validation accuracy so far: " + percent_or_na(val.acc) + " (epoch " +
           std::to_string(epoch) + ", step " + std::to_string(step_) + ")");

@@ -91,6 +91,7 @@ json to_json(const RunResult& r) {
     j["best_val"] = r.best_val;
     j["test_acc_last"] = num(r.test_acc_last);
   }
+  if (!r.target.is_null()) j["target"] = r.target;
   if (!r.grad_scaler.is_null() && !r.grad_scaler.empty()) j["grad_scaler"] = r.grad_scaler;
   if (!r.error.empty()) j["error"] = r.error;
   if (!r.finished_at.empty()) j["finished_at"] = r.finished_at;
@@ -196,6 +197,21 @@ RunRecord run_record_of(const json& doc, const std::filesystem::path& dir) {
   r.counters = object_or_null(doc, "counters");
   r.inject_delay = number(object_or_null(doc, "fault_injection"), "inject_delay")
                        .value_or(number(object_or_null(r.config, "train"), "inject_delay").value_or(0.0));
+  if (const json target = object_or_null(doc, "target"); target.is_object()) {
+    if (const Opt v = number(target, "value")) {
+      RunRecord::Target t;
+      t.value = *v;
+      t.reached = target.value("reached", json(false)) == json(true);
+      t.stopped = target.value("stopped", json(false)) == json(true);
+      if (t.reached) {
+        t.step = number(target, "step");
+        t.samples = number(target, "samples");
+        t.time_s = number(target, "time_s");
+        t.val_acc = number(target, "val_acc");
+      }
+      r.target = t;
+    }
+  }
   r.started_at = text(doc, "started_at", "");
   r.finished_at = text(doc, "finished_at", "");
   if (const json* series = field(doc, "step_ms_after_warmup"); series != nullptr && series->is_array()) {

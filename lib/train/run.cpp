@@ -108,6 +108,10 @@ void Run::setup() {
     throw ConfigError("train.test_weights: \"best_val\" picks weights by validation accuracy, "
                       "but this run has no validation samples (data.val_fraction)");
   }
+  if (cfg_.train.target > 0 && splits_.val.size() == 0) {
+    throw ConfigError("train.target: time to accuracy is read from validation accuracy, but this "
+                      "run has no validation samples (data.val_fraction)");
+  }
   const auto& family = models::model_family(cfg_.model.arch);
   const auto facts = data_facts();
 
@@ -279,6 +283,17 @@ void Run::resume() {
     val_count_ = {v[0].get<int64_t>(), v[1].get<int64_t>(), v[2].get<double>()};
   }
   resume_best(x);
+  if (const auto t = x.value("target", nlohmann::json()); t.is_object()) {
+    target_evaluations_ = t.value("evaluations", int64_t(0));
+    if (t.value("reached", false)) {
+      target_reached_ = true;
+      target_step_ = t.value("step", int64_t(0));
+      target_epoch_ = t.value("epoch", 0);
+      target_time_s_ = t.value("time_s", 0.0);
+      target_val_acc_ = t.value("val_acc", 0.0);
+      stopped_at_target_ = t.value("stopped", false);
+    }
+  }
   result_.resumed_from = {{"path", opts_.resume.string()}, {"step", p.step},
                           {"epoch", p.epoch}, {"batch_in_epoch", p.batch_in_epoch}};
   say("== resumed from " + opts_.resume.string() + " at step " + std::to_string(p.step) +
@@ -326,6 +341,7 @@ void Run::save(const std::filesystem::path& file, int epochs_done, const EpochSt
              {"rows", rows_to_json(result_.rows)},
              {"epochs", epochs_to_json(result_.epochs)},
              {"best_val", best_json()},
+             {"target", target_json()},
              {"val_count", {val_count_.passes, val_count_.samples, val_count_.time_s}},
              {"world_size", fabric_->world_size()},
              {"epoch_state",
@@ -391,6 +407,9 @@ void Run::finish() {
     } else {
       say("Test accuracy " + percent_or_na(test.acc) + " (no validation ran: the last weights)");
     }
+  } else if (stopped_at_target_) {
+    say("Test accuracy " + percent_or_na(test.acc) + " (the weights that reached the target, step " +
+        std::to_string(target_step_) + ")");
   } else {
     say("Test accuracy " + percent_or_na(test.acc));
   }
@@ -408,6 +427,7 @@ void Run::finish() {
   result_.train_time_s = train_time_s_;
   result_.steps = step_;
   result_.work = work_json();
+  result_.target = target_json();
   result_.step_time_ms = steps;
   result_.step_ms_after_warmup.reserve(slowest.size());
   for (double ms : slowest) result_.step_ms_after_warmup.push_back(std::round(ms * 1e3) / 1e3);

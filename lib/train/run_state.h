@@ -95,6 +95,12 @@ class Run {
   void persist_best_before_exit(int epochs_done, const EpochState& es);
   void load_weights(const models::NamedTensors& weights);
   bool best_val() const { return cfg_.train.test_weights == "best_val"; }
+  // train.target: after each validation, whether it is the first to reach
+  // the target (recorded with the training time so far, `elapsed_s`, and the
+  // samples trained); true when the run should stop there
+  // (train.stop_at_target).
+  bool check_target(const EvalResult& val, int epoch, double elapsed_s);
+  nlohmann::json target_json() const;
   bool writes_checkpoints() const {
     return cfg_.train.save_checkpoint || cfg_.train.checkpoint_every > 0;
   }
@@ -167,6 +173,11 @@ class Run {
   bool best_on_disk_ = false;              // OUT/best.ckpt holds them
   std::filesystem::path best_copy_from_;   // resumed into another out dir: copy its best.ckpt
   nlohmann::json best_json() const;
+  // train.target: the first validation that reached it, as target_json writes it.
+  bool target_reached_ = false, stopped_at_target_ = false;
+  int64_t target_step_ = 0, target_evaluations_ = 0;
+  int target_epoch_ = 0;
+  double target_time_s_ = 0, target_val_acc_ = 0;
 };
 
 }  // namespace accel::train::detail

@@ -345,3 +345,69 @@ TEST_CASE("cli: test_weights best_val tests the first best validation's weights 
   CHECK(r.output.find("train.test_weights") != std::string::npos);
   for (const auto& p : {best, there, first, rest}) fs::remove_all(p);
 }
+
+TEST_CASE("cli: train.target records the first validation that reaches it, or that none did, and stop_at_target tests the weights that reached it") {
+  if (!have_fashion_mnist()) {
+    MESSAGE("dataset-fashion-mnist not installed; skipped");
+    return;
+  }
+  const auto plain = fresh_dir("target-plain"), stopped = fresh_dir("target-stop"),
+             capped = fresh_dir("target-capped"), missed = fresh_dir("target-missed");
+  const std::string args = " -c " + source("configs/smoke/scratch-smoke.json") +
+                           " --set train.epochs=2 --set train.limit_train_batches=6"
+                           " --set train.val_every_steps=2 --set optim.lr=3e-3 -q";
+  auto r = run_cli("run" + args + " --out " + plain.string());
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  const auto vals = validations(plain);
+  REQUIRE(vals.size() == 6);
+  // The target: the best validation; reached first where a validation first equals it.
+  auto top = vals.front();
+  for (const auto& v : vals) {
+    if (v.second > top.second) top = v;
+  }
+  char target[32];
+  std::snprintf(target, sizeof target, "%.17g", top.second);
+  const auto recorded_dir = plain.string() + "-rec";
+  r = run_cli("run" + args + " --set train.target=" + target + " --out " + recorded_dir);
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  const auto rec = read_json(fs::path(recorded_dir) / "result.json");
+  CHECK(rec["target"]["reached"] == true);
+  CHECK(rec["target"]["stopped"] == false);
+  CHECK(rec["target"]["step"] == top.first);
+  CHECK(rec["target"]["samples"] == top.first * rec["config"]["train"]["batch_size"].get<int64_t>());
+  CHECK(rec["target"]["val_acc"].get<double>() == top.second);
+  CHECK(rec["target"]["evaluations"] == 6);
+  CHECK(rec["target"]["time_s"].get<double>() > 0);
+  CHECK(rec["target"]["time_s"].get<double>() <= rec["train_time_s"].get<double>());
+  CHECK(rec["steps"] == 12);  // recorded, not stopped
+  // Stopped there: the test pass and the final checkpoint hold the weights
+  // that reached the target, the same as a run capped at that step.
+  r = run_cli("run" + args + " --set train.target=" + target + " --set train.stop_at_target=true --out " +
+              stopped.string());
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  const auto st = read_json(stopped / "result.json");
+  CHECK(st["steps"] == top.first);
+  CHECK(st["target"]["stopped"] == true);
+  CHECK(st["target"]["step"] == top.first);
+  r = run_cli("run" + args + " --set train.max_steps=" + std::to_string(top.first) + " --out " + capped.string());
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  CHECK(read_json(capped / "result.json")["test_acc"] == st["test_acc"]);
+  check_checkpoints_match(stopped / "checkpoint.ckpt", capped / "checkpoint.ckpt");
+  // A target above every validation: not reached, no step, the run whole.
+  r = run_cli("run" + args + " --set train.target=0.999 --set train.stop_at_target=true --out " + missed.string());
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  const auto mi = read_json(missed / "result.json");
+  CHECK(mi["target"]["reached"] == false);
+  CHECK_FALSE(mi["target"].contains("step"));
+  CHECK(mi["target"]["evaluations"] == 6);
+  CHECK(mi["steps"] == 12);
+  // Refused before any work: a stop without a target, a target without validation.
+  r = run_cli("run" + args + " --set train.stop_at_target=true --out " + fresh_dir("target-none").string());
+  CHECK(r.code == 2);
+  CHECK(r.output.find("train.stop_at_target") != std::string::npos);
+  r = run_cli("run" + args + " --set train.target=0.5 --set data.val_fraction=0 --out " +
+              fresh_dir("target-noval").string());
+  CHECK(r.code == 2);
+  CHECK(r.output.find("train.target") != std::string::npos);
+  for (const auto& p : {plain, stopped, capped, missed, fs::path(recorded_dir)}) fs::remove_all(p);
+}

@@ -853,3 +853,97 @@ TEST_CASE("ci example: the gpu-gate workflow parses and its accel-bench steps ru
   }
   CHECK(ran == 4);  // sweep, history add, compare, report
 }
+
+TEST_CASE("cli: tune measures, prunes what cannot fit memory, confirms to the target, writes a winner run takes, and --resume reuses its runs") {
+  accel_test::TempDir tmp;
+  const auto config = tmp.write("tiny.json", kTiny);
+  // One rank; the optimizer's two implementations; a global batch no memory holds.
+  const auto space = tmp.write("space.json", R"({"global_batch": [8, 2000000], "ranks": [1], "knobs": false,
+      "fields": {"runtime.precision": ["32-true"], "optim.implementation": ["fused", "torch"]}})");
+  const auto out = tmp / "tune";
+  const std::string args = "tune -c " + config.string() + " --target 0.01 --space " + space.string() +
+                           " --short-steps 3 --confirm 1 --runs 4 --eval-every 8 -o " + out.string();
+  auto r = cli_test::run_cli(args);
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  const auto state = report_test::read_json(out / "tune.json");
+  CHECK(state["status"] == "done");
+  // The batch no memory holds was refused by the run's own check before any work.
+  bool memory = false;
+  for (const auto& p : state["pruned"]) {
+    if (p["label"].get<std::string>().find("global batch 2000000") != std::string::npos) {
+      memory = p["why"].get<std::string>().find("more than this machine's") != std::string::npos;
+    }
+  }
+  CHECK_MESSAGE(memory, state["pruned"].dump());
+  // The base and one candidate confirmed in 4 runs each, MLPerf-scored.
+  int confirmed = 0;
+  for (const auto& row : state["rows"]) {
+    if (row["confirmed"] == true) {
+      ++confirmed;
+      CHECK(row["time_to_target"]["runs"] == 4);
+    }
+  }
+  CHECK(confirmed == 2);
+  const auto md = accel_test::read_text(out / "tune.md");
+  CHECK(md.find("| rank | setting | predicted samples/s | measured samples/s | time to target") != std::string::npos);
+  CHECK(md.find("## Pruned before any run") != std::string::npos);
+  if (fs::exists(out / "winner.json")) {
+    // A config `run` takes.
+    auto dry = cli_test::run_cli("run -c " + (out / "winner.json").string() + " --dry-run -q");
+    CHECK_MESSAGE(dry.code == 0, dry.output);
+  } else {
+    CHECK(md.find("No winner") != std::string::npos);
+  }
+  // The same folder again: refused without --resume; with it, every run reused.
+  r = cli_test::run_cli(args);
+  CHECK(r.code == 2);
+  CHECK(r.output.find("--resume") != std::string::npos);
+  r = cli_test::run_cli(args + " --resume");
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  size_t reused = 0;
+  for (size_t at = r.output.find("reused"); at != std::string::npos; at = r.output.find("reused", at + 1)) ++reused;
+  CHECK(reused == 3 + 2 * 4);  // three throughput runs, two settings x 4 runs to the target
+  CHECK(report_test::read_json(out / "tune.json")["rows"] == state["rows"]);
+}
+
+TEST_CASE("sweep: --to-target trains every rung to the suite's target and the report scores them as MLPerf does against the reference rung") {
+  accel_test::TempDir tmp;
+  tmp.write("suite/tiny.json", kTiny);
+  const auto suite = tmp.write("suite/suite.json", R"({
+    "suite": "tiny",
+    "target_accuracy": 0.01,
+    "convergence_reference": "00-a",
+    "rungs": [
+      { "id": "00-a", "config": "tiny.json", "changes": "a" },
+      { "id": "01-b", "config": "tiny.json", "changes": "b, the Fabric loop", "set": ["runtime.precision=32-true", "train.loop=fabric"] }
+    ]
+  })");
+  const auto out = tmp / "out";
+  auto r = run_cli("sweep --suite " + suite.string() + " --out " + out.string() +
+                   " --runs 4 --to-target --set train.val_every_steps=1");
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  const auto set = the_set(out);
+  const auto manifest = read(set / "sweep.json");
+  CHECK(manifest["to_target"] == true);
+  CHECK(manifest["convergence_reference"] == "00-a");
+  for (const char* rung : {"00-a", "01-b"}) {
+    for (int i = 1; i <= 4; ++i) {
+      const auto res = read(set / rung / ("r" + std::to_string(i)) / "result.json");
+      CHECK(res["config"]["train"]["target"] == 0.01);
+      CHECK(res["config"]["train"]["stop_at_target"] == true);
+      CHECK(res["target"]["value"] == 0.01);
+    }
+  }
+  r = run_cli("report " + set.string());
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  std::ifstream in(set / "report.md");
+  const std::string md((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(has(md, "## Time to target, MLPerf-scored"));
+  CHECK(has(md, "convergence vs 00-a"));
+  CHECK(has(md, "| reference |"));
+  // Without a target in the suite, --to-target is refused before anything runs.
+  const auto bare = tmp.write("suite/bare.json", R"({"suite": "bare", "rungs": [{"id": "a", "config": "tiny.json"}]})");
+  r = run_cli("sweep --suite " + bare.string() + " --out " + (tmp / "out2").string() + " --to-target");
+  CHECK(r.code == 2);
+  CHECK(has(r.output, "target_accuracy"));
+}

@@ -56,7 +56,8 @@ const std::vector<std::string> kAllPaths = {
     "train.eval_batch_size", "train.seed", "train.log_every", "train.limit_train_batches",
     "train.limit_eval_batches", "train.warmup_steps", "train.loop", "train.grad_clip",
     "train.max_steps", "train.checkpoint_every", "train.save_checkpoint", "train.test_weights",
-    "train.val_every_steps", "train.accumulate", "train.inject_delay",
+    "train.val_every_steps", "train.accumulate", "train.inject_delay", "train.target",
+    "train.target_metric", "train.stop_at_target",
     "runtime.accelerator", "runtime.devices",
     "runtime.num_nodes", "runtime.strategy", "runtime.precision", "runtime.threads",
     "runtime.backend", "runtime.timeout_s", "runtime.master_addr", "runtime.master_port",
@@ -107,7 +108,7 @@ TEST_CASE("config: schema defaults match the RunConfig struct defaults") {
   SAME(optim.beta1); SAME(optim.beta2); SAME(optim.eps);
   SAME(train.epochs); SAME(train.batch_size); SAME(train.eval_batch_size); SAME(train.seed);
   SAME(train.log_every); SAME(train.limit_train_batches); SAME(train.limit_eval_batches);
-  SAME(train.warmup_steps);
+  SAME(train.warmup_steps); SAME(train.target); SAME(train.target_metric); SAME(train.stop_at_target);
   SAME(runtime.accelerator); SAME(runtime.devices); SAME(runtime.num_nodes);
   SAME(runtime.strategy); SAME(runtime.precision); SAME(runtime.threads);
   SAME(runtime.matmul_precision); SAME(runtime.cuda_graphs);

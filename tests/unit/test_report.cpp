@@ -643,3 +643,75 @@ TEST_CASE("report: the strategy column is the one the run resolved, not the conf
   const auto rep = build_report(load_result_set(tmp.path), PeakTable{});
   CHECK(row(rep, "00").strategy == "single");
 }
+
+namespace {
+
+// A run that trained with train.target 0.9 and reached it after `samples`
+// (`seconds`), or missed it (samples 0).
+FakeRun to_target(double samples, double seconds) {
+  FakeRun f;
+  f.target = {{"metric", "val_acc"}, {"value", 0.9}, {"reached", samples > 0}, {"evaluations", 10}};
+  if (samples > 0) {
+    f.target["samples"] = samples;
+    f.target["time_s"] = seconds;
+    f.target["step"] = samples / 16;
+  }
+  return f;
+}
+
+std::vector<FakeRun> runs_to_target(const std::vector<double>& samples) {
+  std::vector<FakeRun> out;
+  for (double s : samples) out.push_back(to_target(s, s / 100));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("report: time to target is MLPerf-scored per rung and each rung's convergence checked against the suite's reference rung") {
+  accel_test::TempDir tmp;
+  // MLPerf's worked example in samples (epochs x 1000): the reference of ten
+  // runs, S1 within what it allows, S2 faster than it allows; a rung that
+  // converges slower; one with one miss (scored) and one with two (invalid).
+  SetBuilder b(tmp.path);
+  b.target(0.9).reference(reference());
+  b.manifest["convergence_reference"] = "01-ref";
+  b.rung("01-ref", "01", runs_to_target({16e3, 14e3, 16e3, 17e3, 16e3, 16e3, 15e3, 16e3, 15e3, 16e3}));
+  b.rung("02-s1", "", runs_to_target({15e3, 15e3, 15e3, 16e3, 16e3}));
+  b.rung("03-s2", "", runs_to_target({14e3, 14e3, 14e3, 15e3, 16e3}));
+  b.rung("04-slow", "", runs_to_target({18e3, 18e3, 19e3, 18e3, 18e3}));
+  b.rung("05-one-miss", "", runs_to_target({16e3, 0, 15e3, 16e3, 16e3}));
+  b.rung("06-two-miss", "", runs_to_target({16e3, 0, 0, 16e3, 16e3}));
+  b.write();
+  const auto rep = build_report(load_result_set(tmp.path), PeakTable{});
+  REQUIRE(rep.targets.size() == 6);
+  const auto score = [&](const std::string& id) -> const TargetScore& {
+    for (const auto& t : rep.targets) {
+      if (t.id == id) return t;
+    }
+    FAIL("no score " << id);
+    throw;
+  };
+  CHECK(score("01-ref").time_s.mean == doctest::Approx(157.5));  // 15.75e3 samples at 100/s
+  CHECK(score("01-ref").convergence->verdict == "same");
+  CHECK(score("02-s1").convergence->verdict == "same");
+  CHECK(score("02-s1").convergence->min_mean == doctest::Approx(15212.6).epsilon(1e-4));
+  CHECK(*score("02-s1").normalised_time_s == doctest::Approx(15.75e3 / 100));  // x 15.75 / 15.33
+  CHECK(score("03-s2").convergence->verdict == "faster");
+  CHECK(score("04-slow").convergence->verdict == "slower");
+  CHECK(*score("04-slow").normalised_time_s == doctest::Approx(score("04-slow").time_s.mean));
+  CHECK(score("05-one-miss").time_s.valid);
+  CHECK(score("05-one-miss").reached == 4);
+  CHECK(score("05-one-miss").time_s.mean == doctest::Approx(160));  // 15e3 dropped, the miss dropped
+  CHECK_FALSE(score("06-two-miss").time_s.valid);
+  CHECK_FALSE(score("06-two-miss").convergence.has_value());
+  const auto md = report_markdown(rep);
+  CHECK(has(md, "## Time to target, MLPerf-scored"));
+  CHECK(has(md, "| 03-s2 | 5 | 5 | "));
+  CHECK(has(md, "| faster |"));
+  CHECK(has(md, "| slower |"));
+  CHECK(has(md, "2 of 5 runs missed the target"));
+  // The article's time and accuracy beside the reference rung.
+  CHECK(has(md, "| 20.00 min | 95.00% |"));
+  // compare and the report's main table read the run's own record, not epoch sums.
+  CHECK(*time_to_target(load_result_set(tmp.path).rungs[0].repeats[0], 0.9) == doctest::Approx(160));
+}

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "accel/ladder/tune.h"
 #include "accel/results/compare.h"
 #include "accel/results/history.h"
 #include "accel/machine/peaks.h"
@@ -456,6 +457,77 @@ TEST_CASE("stats: a summary gives median, quartiles, MAD, CV and the t interval 
   CHECK_FALSE(summarize({}).has_value());
 }
 
+TEST_CASE("stats: the olympic score drops the fastest and slowest, lets one miss be the slowest, and two invalidate it") {
+  using Runs = std::vector<std::optional<double>>;
+  auto s = stats::olympic_score(Runs{30, 10, 20, 50, 40});
+  REQUIRE(s.valid);
+  CHECK(s.kept == std::vector<double>{20, 30, 40});
+  CHECK(s.mean == doctest::Approx(30));
+  CHECK(s.sd == doctest::Approx(std::sqrt(200.0 / 3)));  // population, as MLPerf's
+  REQUIRE(s.ci_low);
+  CHECK(*s.ci_low < 30);
+  // One miss: it is the slowest, dropped; the fastest goes too.
+  s = stats::olympic_score(Runs{30, 10, std::nullopt, 50, 40});
+  REQUIRE(s.valid);
+  CHECK(s.misses == 1);
+  CHECK(s.kept == std::vector<double>{30, 40, 50});
+  // Two misses invalidate, as do fewer than three runs.
+  s = stats::olympic_score(Runs{30, std::nullopt, std::nullopt, 50, 40});
+  CHECK_FALSE(s.valid);
+  CHECK(s.why.find("2 of 5 runs missed") != std::string::npos);
+  s = stats::olympic_score(Runs{30, 40});
+  CHECK_FALSE(s.valid);
+  CHECK(s.why.find("at least 3") != std::string::npos);
+}
+
+TEST_CASE("stats: the convergence check reproduces MLPerf's worked example of reference convergence points") {
+  // training_rules.adoc, "Appendix: RCP Examples" (mlcommons/training_policies):
+  // ten reference runs per batch size, submissions of five runs, epochs to converge.
+  using Runs = std::vector<std::optional<double>>;
+  const auto ref128 = stats::olympic_score(Runs{16, 14, 16, 17, 16, 16, 15, 16, 15, 16});
+  const auto ref256 = stats::olympic_score(Runs{20, 21, 21, 20, 22, 22, 21, 21, 20, 20});
+  CHECK(ref128.mean == doctest::Approx(15.75));
+  CHECK(ref128.sd == doctest::Approx(0.43).epsilon(0.01));
+  CHECK(ref256.mean == doctest::Approx(20.75));
+  CHECK(ref256.sd == doctest::Approx(0.66).epsilon(0.01));
+  // S1 (batch 128): mean 15.33 above the lowest allowed 15.21 (a 3.53% speedup at most): accepted, normalised.
+  const auto s1 = stats::convergence_check(ref128, stats::olympic_score(Runs{15, 15, 15, 16, 16}));
+  REQUIRE(s1);
+  CHECK(s1->n_ref == 8);
+  CHECK(s1->n == 3);
+  CHECK(s1->t == doctest::Approx(1.833113).epsilon(1e-5));
+  CHECK(s1->min_mean == doctest::Approx(15.21).epsilon(0.001));
+  CHECK((s1->max_speedup - 1) * 100 == doctest::Approx(3.53).epsilon(0.01));
+  CHECK(s1->mean == doctest::Approx(15.33).epsilon(0.001));
+  CHECK(s1->verdict == "same");
+  CHECK(s1->normalisation == doctest::Approx(15.75 / (46.0 / 3)));
+  // S2 (batch 256): mean 19.33 below the lowest allowed 19.93 (4.12%): faster than the reference allows.
+  const auto s2 = stats::convergence_check(ref256, stats::olympic_score(Runs{19, 19, 19, 20, 21}));
+  REQUIRE(s2);
+  CHECK(s2->min_mean == doctest::Approx(19.93).epsilon(0.001));
+  CHECK((s2->max_speedup - 1) * 100 == doctest::Approx(4.12).epsilon(0.01));
+  CHECK(s2->verdict == "faster");
+  // The same bound above the mean names a rung that converges significantly slower.
+  const auto slow = stats::convergence_check(ref128, stats::olympic_score(Runs{17, 17, 18, 17, 17}));
+  REQUIRE(slow);
+  CHECK(slow->verdict == "slower");
+  CHECK(slow->normalisation == 1.0);  // never below 1: a slower rung is not made faster
+  // Every reference run reaching the target at the same validation: a spread
+  // of 0, so any lower mean would read faster; a validation every 300 samples
+  // cannot tell 1440 from 1500, and the check with that resolution does not.
+  const auto same_eval = stats::olympic_score(Runs{1500, 1500, 1500, 1500});
+  const auto lower = stats::olympic_score(Runs{1440, 1440, 1440, 1440});
+  CHECK(stats::convergence_check(same_eval, lower)->verdict == "faster");
+  const auto graded = stats::convergence_check(same_eval, lower, 300);
+  CHECK(graded->verdict == "same");
+  CHECK(graded->sd == doctest::Approx(300 / std::sqrt(12.0)));
+  CHECK(stats::convergence_check(same_eval, stats::olympic_score(Runs{900, 900, 900, 900}), 300)->verdict == "faster");
+  // Three runs a side keep one each: no degrees of freedom, no check.
+  CHECK_FALSE(stats::convergence_check(stats::olympic_score(Runs{15, 16, 17}), stats::olympic_score(Runs{15, 16, 17})));
+  // An invalid score has no check.
+  CHECK_FALSE(stats::convergence_check(ref128, stats::olympic_score(Runs{15, std::nullopt, std::nullopt})));
+}
+
 TEST_CASE("stats: quantiles come from Boost.Math") {
   CHECK(normal_quantile(0.975) == doctest::Approx(1.959964).epsilon(1e-6));
   CHECK(t_quantile(0.975, 2) == doctest::Approx(4.302653).epsilon(1e-6));
@@ -743,4 +815,142 @@ TEST_CASE("noise: a set of unchanged repeats gives this machine's spread, and on
   SetBuilder(tmp / "one").rung("a", "00", {FakeRun{}}).write();
   CHECK_THROWS_WITH_AS(measure_noise(load_result_set(tmp / "one")), doctest::Contains("sweep --repeats 5"),
                        accel::ConfigError);
+}
+
+namespace {
+
+Json tune_base() {
+  return {{"name", "x"},
+          {"train", {{"batch_size", 16}, {"seed", 1}}},
+          {"optim", {{"name", "adam"}, {"lr", 1e-3}}},
+          {"runtime",
+           {{"accelerator", "cpu"}, {"devices", 1}, {"num_nodes", 1}, {"strategy", "auto"},
+            {"precision", "32-true"}, {"threads", 0}}}};
+}
+
+const accel::ladder::Setting& setting(const std::vector<accel::ladder::Setting>& all, const std::string& label_part) {
+  for (const auto& s : all) {
+    if (s.label.find(label_part) != std::string::npos) return s;
+  }
+  FAIL("no setting " << label_part);
+  throw;
+}
+
+bool sets_has(const accel::ladder::Setting& s, const std::string& set) {
+  return std::find(s.sets.begin(), s.sets.end(), set) != s.sets.end();
+}
+
+}  // namespace
+
+TEST_CASE("tune: the space prunes an emulated precision, more ranks than cores and a batch that does not split, and scales the learning rate by its rule") {
+  using namespace accel::ladder;
+  TuneMachine m;
+  m.cores = 2;
+  m.emulated = {"bf16-mixed"};
+  m.emulated_note = "no AVX512-BF16 or AMX";
+  const Json space = {{"global_batch", {15, 16, 24}},
+                      {"ranks", {1, 2, 512}},
+                      {"strategies", {"ddp"}},
+                      {"knobs", false},
+                      {"fields", {{"optim.implementation", {"fused"}}}}};
+  std::string rule;
+  const auto all = tune_space(tune_base(), space, m, &rule);
+  CHECK(rule == "sqrt");
+  REQUIRE(all.front().is_base);
+  CHECK(all.front().global_batch == 16);
+  // 3 batches x (1 rank + 2 ranks + 512 ranks) x 2 precisions, and the base.
+  CHECK(all.size() == 1 + 3 * 3 * 2);
+  for (const auto& s : all) {
+    CAPTURE(s.label);
+    if (s.precision == "bf16-mixed") CHECK_FALSE(s.pruned.empty());
+    if (s.precision == "bf16-mixed" && s.ranks == 1) CHECK(s.pruned.find("emulated") != std::string::npos);
+    if (s.ranks == 512) CHECK(s.pruned.find("more ranks than cores") != std::string::npos);
+  }
+  CHECK(setting(all, "global batch 15, 32-true, 2 ranks").pruned.find("does not split over 2 ranks") != std::string::npos);
+  const auto& two = setting(all, "global batch 24, 32-true, 2 ranks x 1 thr, ddp");
+  CHECK(two.pruned.empty());
+  CHECK(sets_has(two, "train.batch_size=12"));  // the global batch split over the ranks
+  CHECK(sets_has(two, "train.loop=fabric"));
+  CHECK(sets_has(two, "runtime.strategy=ddp"));
+  char lr[64];
+  std::snprintf(lr, sizeof lr, "optim.lr=%.6g", 1e-3 * std::sqrt(24.0 / 16.0));
+  CHECK(sets_has(two, lr));
+  const auto& one = setting(all, "global batch 16, 32-true, 1 rank x 2 thr");
+  CHECK(sets_has(one, "runtime.threads=2"));
+  CHECK(sets_has(one, "optim.lr=0.001"));
+  // The strategies' knobs from the registry: ddp's bucket sizes, one at a time.
+  Json with_knobs = space;
+  with_knobs["knobs"] = true;
+  with_knobs["ranks"] = {2};
+  with_knobs["global_batch"] = {16};
+  const auto knobbed = tune_space(tune_base(), with_knobs, m);
+  CHECK(setting(knobbed, "runtime.bucket_mb=5").pruned.empty());
+  CHECK(setting(knobbed, "runtime.bucket_mb=100").ranks == 2);
+  // A linear rule, and a space it cannot read, named.
+  Json linear = space;
+  linear["lr_rule"] = "linear";
+  std::snprintf(lr, sizeof lr, "optim.lr=%.6g", 1e-3 * 24.0 / 16.0);
+  CHECK(sets_has(setting(tune_space(tune_base(), linear, m), "global batch 24, 32-true, 1 rank"), lr));
+  CHECK_THROWS_WITH_AS(tune_space(tune_base(), Json{{"batch", {1}}}, m), doctest::Contains("unknown key \"batch\""),
+                       accel::ConfigError);
+  CHECK_THROWS_WITH_AS(tune_space(tune_base(), Json{{"strategies", {"single"}}}, m),
+                       doctest::Contains("not a multi-rank strategy"), accel::ConfigError);
+  CHECK_THROWS_WITH_AS(tune_space(tune_base(), Json{{"fields", {{"train.batch_size", {8}}}}}, m),
+                       doctest::Contains("global_batch"), accel::ConfigError);
+}
+
+TEST_CASE("tune: a setting that converges faster than the base allows is never ranked, however fast, and a slower one is named") {
+  using namespace accel::ladder;
+  using Runs = std::vector<std::optional<double>>;
+  const auto base_samples = stats::olympic_score(Runs{400, 400, 480, 400, 480});
+  const auto row = [&](const std::string& id, bool base, double seconds, const Runs& samples) {
+    TuneRow r;
+    r.id = r.label = id;
+    r.is_base = base;
+    r.confirmed = true;
+    r.samples_per_s = 100;
+    r.time_to_target = stats::olympic_score(Runs{seconds, seconds, seconds, seconds, seconds});
+    r.samples_to_target = stats::olympic_score(samples);
+    r.convergence = stats::convergence_check(base_samples, r.samples_to_target);
+    return r;
+  };
+  std::vector<TuneRow> rows = {
+      row("base", true, 100, Runs{400, 400, 480, 400, 480}),
+      row("fast-but-learns-less", false, 30, Runs{160, 160, 160, 160, 160}),
+      row("slow-learner", false, 60, Runs{960, 960, 960, 960, 960}),
+      row("honest", false, 80, Runs{400, 480, 400, 400, 480}),
+  };
+  TuneRow measured;
+  measured.id = measured.label = "measured only";
+  measured.samples_per_s = 500;
+  rows.push_back(measured);
+  const auto winner = rank_rows(rows);
+  REQUIRE(winner);
+  // The fastest converged faster than the base allows: never ranked. The slow
+  // learner is ranked (MLPerf accepts slower convergence; its time pays for
+  // the extra samples) and named.
+  CHECK(rows[*winner].id == "slow-learner");
+  CHECK(rows[1].rank == 0);
+  CHECK(rows[1].verdict.find("converges faster than the base allows") != std::string::npos);
+  CHECK(rows[2].rank == 1);
+  CHECK(rows[2].verdict.find("converges significantly slower") != std::string::npos);
+  CHECK(rows[3].rank == 2);
+  CHECK(rows[0].rank == 3);
+  CHECK(rows[4].rank == 0);
+  CHECK(rows[4].verdict.find("measured only") != std::string::npos);
+  // Nothing confirmed: no winner.
+  std::vector<TuneRow> none = {measured};
+  CHECK_FALSE(rank_rows(none));
+}
+
+TEST_CASE("tune: a budget reads as minutes, hours and seconds, and refuses what it cannot read") {
+  using accel::ladder::parse_duration_s;
+  CHECK(parse_duration_s("30m") == 1800);
+  CHECK(parse_duration_s("1h30m") == 5400);
+  CHECK(parse_duration_s("90s") == 90);
+  CHECK(parse_duration_s("45") == 2700);
+  for (const char* bad : {"", "soon", "1h30", "-5m", "0", "3x"}) {
+    CAPTURE(bad);
+    CHECK_THROWS_AS(parse_duration_s(bad), accel::ConfigError);
+  }
 }

@@ -35,6 +35,7 @@ struct FakeRun {
   std::vector<double> steps;
   double test_samples = 0;  // work.test.samples when > 0
   std::string finished_at;  // when set, the run's end (UTC, ISO 8601)
+  Json target;              // result.json's "target" (train.target) when set
 };
 
 // n step times around `ms`, spread +-rel, deterministic (no two alike).
@@ -87,6 +88,7 @@ inline Json fake_result(const FakeRun& f) {
     if (!after.empty()) r["step_time_ms"] = {{"median", after[after.size() / 2]}, {"count", after.size()}};
   }
   if (!f.finished_at.empty()) r["finished_at"] = f.finished_at;
+  if (!f.target.is_null()) r["target"] = f.target;
   if (f.test_samples > 0) r["work"] = {{"test", {{"samples", f.test_samples}, {"passes", 1}}}};
   r["epochs"] = Json::array();
   for (size_t i = 0; i < f.epoch_time.size(); ++i) {

@@ -98,6 +98,9 @@ struct TrainConfig {
   std::string test_weights = "last";  // last | best_val: the weights the test pass uses
   int64_t val_every_steps = 0;      // validate every N steps too; 0 = at each epoch's end only
   double inject_delay = 0.0;        // fault injection: each step slowed by this fraction; 0 = off
+  double target = 0.0;              // validation accuracy to reach; 0 = none
+  std::string target_metric = "val_acc";
+  bool stop_at_target = false;      // end training when the target is reached
 };
 
 struct RuntimeConfig {

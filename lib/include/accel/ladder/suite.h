@@ -6,7 +6,10 @@
 //   "suite": "ladder-cpu",                      folder name of the result set
 //   "description": "...",                      optional
 //   "reference": "../../../results/reference/cvpr2023-vit.json",  optional, relative to this file
-//   "target_accuracy": 0.85,                    optional, val accuracy (fraction) for time-to-target
+//   "target_accuracy": 0.85,                    optional, val accuracy (fraction) for time-to-target;
+//                                               `sweep --to-target` stops every rung there
+//   "convergence_reference": "01-finetune",     optional, the rung whose samples to the target
+//                                               every rung's are checked against (MLPerf's t-test)
 //   "results": "../../../results/ladder-cpu",   optional, its committed result sets (one
 //                                               folder per machine): what `sweep --plan`
 //                                               scales its estimate of this machine from
@@ -78,6 +81,10 @@ struct Suite {
   std::filesystem::path file;
   std::string name, description;
   std::optional<double> target_accuracy;
+  // The rung every other rung's convergence (samples to the target) is
+  // checked against, as MLPerf checks a submission against its reference
+  // convergence points ("" = none).
+  std::string convergence_reference;
   nlohmann::json reference;  // the article's figures, or null
   std::filesystem::path results;  // committed result sets of the suite, or empty
   std::vector<std::string> sets;

@@ -33,6 +33,9 @@ struct SweepOptions {
   // epoch so that they fit (never below 30%); said before anything runs and
   // recorded in sweep.json ("budget", each rung's "budget_sets").
   double budget_minutes = 0;
+  // Every rung trains to the suite's target_accuracy and stops there
+  // (train.target, train.stop_at_target); ConfigError without one.
+  bool to_target = false;
   std::filesystem::path exe;      // the accel-bench binary; empty = /proc/self/exe
   std::ostream* log = nullptr;    // progress; nullptr = silent
   bool terminal = false;          // progress bars instead of log lines

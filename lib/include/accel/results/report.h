@@ -24,9 +24,31 @@ struct Stat {
 };
 Stat stat_of(std::vector<double> values);
 
-// Time until val accuracy first reaches `target` (sum of epoch times, as
-// MLPerf times to a target); nullopt when never reached.
+// Time until val accuracy first reaches `target`: the run's own record
+// where it trained with that train.target (training and validations up to
+// the validation that reached it, at its step), else the sum of epoch times
+// to the first epoch whose validation reached it (as MLPerf times to a
+// target); nullopt when never reached.
 OptNum time_to_target(const RunRecord& run, double target);
+// The training samples to that validation: from the run's own record only
+// (nullopt otherwise, or when not reached).
+OptNum samples_to_target(const RunRecord& run, double target);
+
+// A rung's time to the suite's target scored as MLPerf scores it, over its
+// ok runs (a run that did not reach it is a miss), and its convergence
+// (samples to the target) checked against the suite's reference rung.
+struct TargetScore {
+  std::string id;
+  int runs = 0, reached = 0;
+  stats::OlympicScore time_s, samples;
+  std::optional<stats::ConvergenceCheck> convergence;  // nullopt: no reference, or a score invalid
+  OptNum normalised_time_s;  // time_s.mean x the convergence's normalisation
+  OptNum ref_time_min, ref_acc_pct;  // the article's
+  double eval_interval = 0;  // training samples between two validations (the runs' largest; 0 unknown)
+};
+// Every rung with a run, where the set has a target (empty otherwise).
+std::vector<TargetScore> score_to_target(const ResultSet& set);
+std::string target_markdown(const ResultSet& set, const std::vector<TargetScore>& scores);
 
 struct RungRow {
   std::string id, article, changes, status;
@@ -81,6 +103,7 @@ struct Report {
   std::vector<std::string> notes;  // peaks used, failures, machine facts
   std::vector<std::string> unreadable;  // result.json files that exist but do not read: why
   std::vector<ScalingLine> scaling;     // predicted scaling of the multi-rank rungs
+  std::vector<TargetScore> targets;     // time to the suite's target, MLPerf-scored
   // This machine's measured noise (calibrate --noise, in the calibration
   // file), when it is of the set's machine; null otherwise.
   Json noise;

@@ -54,6 +54,7 @@ struct ResultSet {
   Json manifest;  // sweep.json, or null for a plain folder of runs
   std::string suite, machine_id;
   OptNum target_accuracy;
+  std::string convergence_reference;  // the suite's reference rung for the convergence check ("" = none)
   Json reference;  // the article's figures (manifest copy), or null
   std::vector<RungRuns> upstream, rungs;
   // The rung with this id, or nullptr.

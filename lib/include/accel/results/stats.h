@@ -131,4 +131,56 @@ Verdict judge_lower_is_worse(const Interval& difference, double bound);
 // whole interval lies outside [-band, band], unresolved when it straddles an edge.
 Verdict judge_band(const Interval& difference, double band);
 
+// MLPerf Training's scoring of time to a quality target (training_rules.adoc,
+// "Benchmark Results" and "Reference Convergence Points"):
+//
+// Olympic score: of N runs (nullopt = a run that missed the target) drop the
+// fastest and the slowest and average the rest; one miss may be the slowest
+// dropped, two or more invalidate the score, as may fewer than 3 runs.
+struct OlympicScore {
+  bool valid = false;
+  std::string why;          // invalid: the reason, one line
+  int runs = 0, misses = 0;
+  double mean = 0;          // of the kept runs
+  std::vector<double> kept; // sorted
+  double sd = 0;            // of the kept runs, population (ddof 0), as MLPerf's
+  // A 95% t interval of the kept runs' mean on the log scale (2+ kept, all
+  // positive; a time's interval never reaches below 0).
+  std::optional<double> ci_low, ci_high;
+};
+OlympicScore olympic_score(const std::vector<std::optional<double>>& runs);
+
+// The convergence check: a rung's samples (or epochs) to target against its
+// reference rung's, each olympic-scored. MLPerf's one-sided two-sample
+// Student t-test with equal variances at p = 0.05, the reference's
+// population spread standing for both: the lowest mean a submission may
+// show is ref_mean - t_{0.95, n_ref + n - 2} sd sqrt(1/n_ref + 1/n), with
+// n_ref and n the kept runs of each. Below it the rung converges faster than
+// the reference allows (a suspect evaluation, or a change that learned
+// differently); the same bound above the mean flags a rung that converges
+// significantly slower (a precision or schedule that changed learning),
+// which MLPerf accepts and this harness names. MLPerf normalises a faster
+// (but allowed) result by ref_mean / mean, never below 1.
+// `resolution`: the samples between two validations (the larger of the two
+// sides'): samples to target are known only to that grid, so where it is
+// coarse against the runs' spread (every reference run reaching the target at
+// the same validation gives a spread of 0, and any other mean would read
+// significant) its rounding, a uniform error of one interval with variance
+// resolution^2 / 12, is added to the reference's variance. 0: MLPerf's test
+// exactly (its worked example).
+struct ConvergenceCheck {
+  double ref_mean = 0, ref_sd = 0, mean = 0;
+  double resolution = 0, sd = 0;    // sd: the spread the test used (ref_sd with the rounding)
+  int n_ref = 0, n = 0;
+  double t = 0;                     // t_{0.95, n_ref + n - 2}
+  double min_mean = 0, max_mean = 0;
+  double max_speedup = 1;           // ref_mean / min_mean
+  std::string verdict;              // "faster" | "slower" | "same"
+  double normalisation = 1;         // max(1, ref_mean / mean)
+};
+// nullopt where either score is invalid, or where the kept runs of both
+// leave the test no degrees of freedom (one each: 3 runs a side).
+std::optional<ConvergenceCheck> convergence_check(const OlympicScore& reference, const OlympicScore& rung,
+                                                  double resolution = 0);
+
 }  // namespace accel::results::stats

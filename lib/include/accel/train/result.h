@@ -73,6 +73,9 @@ struct RunResult {
   std::string test_weights = "last";
   nlohmann::json best_val;        // best_val: {val_acc, epoch, step} of the tested weights
   Opt test_acc_last;              // best_val: the last weights' test accuracy
+  // train.target: {metric, value, reached, step, samples, time_s, epoch,
+  // val_acc, evaluations, stopped}; null without a target.
+  nlohmann::json target;
   double train_time_s = 0;
   double init_time_s = 0;
   int64_t steps = 0;
@@ -141,6 +144,16 @@ struct RunRecord {
   int epochs_done = 0;
   nlohmann::json counters;  // null in results written before them
   double inject_delay = 0;  // fault_injection: each step slowed by this fraction (0 = none)
+  // train.target, where the run had one: the value, whether the run reached
+  // it, and at which step, training samples and time (training with its
+  // validations) it first did.
+  struct Target {
+    double value = 0;
+    bool reached = false;
+    bool stopped = false;  // train.stop_at_target ended the run there
+    Opt step, samples, time_s, val_acc;
+  };
+  std::optional<Target> target;
   std::string started_at, finished_at;  // UTC, ISO 8601; empty when not recorded
   std::vector<double> step_ms_after_warmup;  // per step (ms); empty in results written before it
   std::vector<double> peak_memory_bytes;  // one per rank; empty = n/a
