@@ -414,6 +414,7 @@ class Tuner {
   int failed_ = 0;
   int stop_signal_ = 0;
   std::vector<std::string> not_run_;
+  std::string base_twin_;  // the candidate that resolved to the base's config ("" = none)
 };
 
 std::vector<std::string> Tuner::short_sets() const {
@@ -498,14 +499,14 @@ std::optional<double> Tuner::predict(const Setting& s, const fs::path& single_re
   q.strategy = s.strategy;
   q.calibration = o_.calibration.string();
   q.threads_per_device = s.threads;
-  for (const auto& set : s.sets) {
-    const auto eq = set.find('=');
-    const auto k = set.substr(0, eq), v = set.substr(eq + 1);
-    if (k == "runtime.fsdp_sharding") q.fsdp_sharding = v;
-    if (k == "runtime.bucket_mb") q.bucket_mb = std::stod(v);
-    if (k == "runtime.fsdp_prefetch") q.fsdp_prefetch = v == "true" ? 1 : 0;
-  }
   try {
+    for (const auto& set : s.sets) {
+      const auto eq = set.find('=');
+      const auto k = set.substr(0, eq), v = set.substr(eq + 1);
+      if (k == "runtime.fsdp_sharding") q.fsdp_sharding = v;
+      if (k == "runtime.bucket_mb") q.bucket_mb = std::stod(v);
+      if (k == "runtime.fsdp_prefetch") q.fsdp_prefetch = v == "true" ? 1 : 0;
+    }
     const auto out = machine::run_predict(q);
     for (const auto& r : out.json.at("rows")) {
       if (r.value("devices", 0) == s.ranks) return r.value("samples_per_s", 0.0);
@@ -689,7 +690,10 @@ TuneOutcome Tuner::run() {
     if (s.is_base || !s.pruned.empty()) continue;
     try {
       const auto h = config::config_hash(resolve(s));
-      if (!seen.insert(h).second) s.pruned = h == base_hash ? "the base's own setting" : "the same config as another";
+      if (!seen.insert(h).second) {
+        s.pruned = h == base_hash ? "the base's own setting" : "the same config as another";
+        if (h == base_hash) base_twin_ = s.id;
+      }
     } catch (const ConfigError& e) {
       s.pruned = std::string("the config refuses it: ") + e.what();
     }
@@ -857,6 +861,11 @@ TuneOutcome Tuner::run() {
         say("  " + fmt("%.1f", rec.samples_per_s.value_or(0)) + " samples/s" +
             (row.predicted_samples_per_s ? " (predicted " + fmt("%.1f", *row.predicted_samples_per_s) + ")" : ""));
         if (s.ranks == 1) single_result.emplace(key_of(s), dir_ / "runs" / ("short-" + s.id));
+        // The base's run stands for its one-rank twin, which is not run again:
+        // the multi-rank settings of the base's batch and precision are predicted from it.
+        if (s.is_base && !base_twin_.empty()) {
+          single_result.emplace(key_of(setting_of(base_twin_)), dir_ / "runs" / ("short-" + s.id));
+        }
       } else {
         row.verdict = "failed: " + rec.error;
       }
@@ -920,7 +929,7 @@ TuneOutcome Tuner::run() {
       const bool reached = rec.target && rec.target->reached;
       times.push_back(reached ? rec.target->time_s : std::nullopt);
       samples.push_back(reached ? rec.target->samples : std::nullopt);
-      if (rec.test_acc) test_accs[c].push_back(*rec.test_acc);
+      if (reached && rec.test_acc) test_accs[c].push_back(*rec.test_acc);
       if (!row.memory_per_rank_bytes && !rec.peak_memory_bytes.empty()) {
         row.memory_per_rank_bytes = *std::max_element(rec.peak_memory_bytes.begin(), rec.peak_memory_bytes.end());
       }

@@ -59,11 +59,12 @@ bool Run::check_target(const EvalResult& val, int epoch, double elapsed_s) {
   if (target_reached_ || !val.acc || !(*val.acc >= t.target)) return false;
   target_reached_ = true;
   target_step_ = step_;
+  target_samples_ = samples_trained();
   target_epoch_ = epoch;
   target_time_s_ = elapsed_s;
   target_val_acc_ = *val.acc;
   say("== target reached: validation " + percent_or_na(val.acc) + " >= " + percent_or_na(t.target) +
-      " at step " + std::to_string(step_) + " (" + std::to_string(step_ * t.batch_size * fabric_->world_size()) +
+      " at step " + std::to_string(step_) + " (" + std::to_string(target_samples_) +
       " samples, " + std::to_string(int64_t(std::lround(elapsed_s))) + " s of training and validation)");
   stopped_at_target_ = t.stop_at_target;
   return t.stop_at_target;
@@ -79,7 +80,7 @@ nlohmann::json Run::target_json() const {
                       {"stopped", stopped_at_target_}};
   if (target_reached_) {
     j["step"] = target_step_;
-    j["samples"] = target_step_ * t.batch_size * fabric_->world_size();
+    j["samples"] = target_samples_;
     j["time_s"] = target_time_s_;
     j["epoch"] = target_epoch_;
     j["val_acc"] = target_val_acc_;

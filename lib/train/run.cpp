@@ -283,15 +283,21 @@ void Run::resume() {
     val_count_ = {v[0].get<int64_t>(), v[1].get<int64_t>(), v[2].get<double>()};
   }
   resume_best(x);
-  if (const auto t = x.value("target", nlohmann::json()); t.is_object()) {
+  steps_before_ = p.step;
+  samples_before_ = x.value("samples_trained", p.step * cfg_.train.batch_size * saved_world);
+  // What the checkpoint recorded of a target counts only for the same target
+  // (another one is checked afresh from here).
+  if (const auto t = x.value("target", nlohmann::json()); t.is_object() && cfg_.train.target > 0 &&
+                                                          t.value("value", -1.0) == cfg_.train.target) {
     target_evaluations_ = t.value("evaluations", int64_t(0));
     if (t.value("reached", false)) {
       target_reached_ = true;
       target_step_ = t.value("step", int64_t(0));
+      target_samples_ = t.value("samples", target_step_ * cfg_.train.batch_size * saved_world);
       target_epoch_ = t.value("epoch", 0);
       target_time_s_ = t.value("time_s", 0.0);
       target_val_acc_ = t.value("val_acc", 0.0);
-      stopped_at_target_ = t.value("stopped", false);
+      stopped_at_target_ = t.value("stopped", false) && cfg_.train.stop_at_target;
     }
   }
   result_.resumed_from = {{"path", opts_.resume.string()}, {"step", p.step},
@@ -342,6 +348,7 @@ void Run::save(const std::filesystem::path& file, int epochs_done, const EpochSt
              {"epochs", epochs_to_json(result_.epochs)},
              {"best_val", best_json()},
              {"target", target_json()},
+             {"samples_trained", samples_trained()},
              {"val_count", {val_count_.passes, val_count_.samples, val_count_.time_s}},
              {"world_size", fabric_->world_size()},
              {"epoch_state",

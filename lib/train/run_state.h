@@ -175,7 +175,13 @@ class Run {
   nlohmann::json best_json() const;
   // train.target: the first validation that reached it, as target_json writes it.
   bool target_reached_ = false, stopped_at_target_ = false;
-  int64_t target_step_ = 0, target_evaluations_ = 0;
+  int64_t target_step_ = 0, target_evaluations_ = 0, target_samples_ = 0;
+  // Training samples so far, every rank's: those before a resume (at the rank
+  // count that trained them) and this run's steps at its own global batch.
+  int64_t samples_before_ = 0, steps_before_ = 0;
+  int64_t samples_trained() const {
+    return samples_before_ + (step_ - steps_before_) * cfg_.train.batch_size * fabric_->world_size();
+  }
   int target_epoch_ = 0;
   double target_time_s_ = 0, target_val_acc_ = 0;
 };

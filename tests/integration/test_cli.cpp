@@ -393,6 +393,25 @@ TEST_CASE("cli: train.target records the first validation that reaches it, or th
   REQUIRE_MESSAGE(r.code == 0, r.output);
   CHECK(read_json(capped / "result.json")["test_acc"] == st["test_acc"]);
   check_checkpoints_match(stopped / "checkpoint.ckpt", capped / "checkpoint.ckpt");
+  // Resumed from a checkpoint written after the target was reached: the same
+  // target keeps its record; another target is checked afresh, never credited
+  // with the first one's.
+  const auto part = fresh_dir("target-part"), same = fresh_dir("target-same"), other = fresh_dir("target-other");
+  r = run_cli("run" + args + " --set train.target=" + target + " --set train.max_steps=" +
+              std::to_string(top.first + 1) + " --out " + part.string());
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  r = run_cli("run" + args + " --set train.target=" + target + " --resume " + (part / "checkpoint.ckpt").string() +
+              " --out " + same.string());
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  const auto resumed = read_json(same / "result.json");
+  CHECK(resumed["target"]["step"] == top.first);
+  CHECK(resumed["target"]["samples"] == rec["target"]["samples"]);
+  CHECK(resumed["target"]["time_s"].get<double>() > 0);
+  r = run_cli("run" + args + " --set train.target=0.999 --resume " + (part / "checkpoint.ckpt").string() +
+              " --out " + other.string());
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  CHECK(read_json(other / "result.json")["target"]["reached"] == false);
+  for (const auto& p : {part, same, other}) fs::remove_all(p);
   // A target above every validation: not reached, no step, the run whole.
   r = run_cli("run" + args + " --set train.target=0.999 --set train.stop_at_target=true --out " + missed.string());
   REQUIRE_MESSAGE(r.code == 0, r.output);
