@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <ostream>
 #include <set>
@@ -93,10 +92,12 @@ std::string join(const std::vector<std::string>& v, const std::string& sep) {
   return out;
 }
 
-std::string fmt(const char* f, double v) {
-  char b[64];
-  std::snprintf(b, sizeof b, f, v);
-  return b;
+using machine::format_double;
+
+// The most memory any rank of a run held (nullopt: not recorded).
+std::optional<double> peak_per_rank(const train::RunRecord& rec) {
+  if (rec.peak_memory_bytes.empty()) return std::nullopt;
+  return *std::max_element(rec.peak_memory_bytes.begin(), rec.peak_memory_bytes.end());
 }
 
 // A JSON value as a --set value ("bf16-mixed", 24, true).
@@ -256,7 +257,7 @@ std::vector<Setting> tune_space(const Json& base, const Json& space, const TuneM
         double lr = base_lr;
         if (rule == "sqrt") lr = base_lr * std::sqrt(double(gb) / double(base_global));
         if (rule == "linear") lr = base_lr * double(gb) / double(base_global);
-        s.sets.push_back("optim.lr=" + fmt("%.6g", lr));
+        s.sets.push_back("optim.lr=" + format_double("%.6g", lr));
         s.sets.push_back("runtime.devices=" + std::to_string(p.ranks));
         s.sets.push_back("runtime.threads=" + std::to_string(p.threads));
         // One rank under the base's own "auto" (single there) keeps it, so the
@@ -328,7 +329,7 @@ std::optional<size_t> rank_rows(std::vector<TuneRow>& rows) {
       }
       if (r.convergence->verdict == "faster") {
         r.verdict = "not ranked: converges faster than the base allows (samples to target " +
-                    fmt("%.0f", r.convergence->mean) + ", at least " + fmt("%.0f", r.convergence->min_mean) +
+                    format_double("%.0f", r.convergence->mean) + ", at least " + format_double("%.0f", r.convergence->min_mean) +
                     " allowed): a suspect evaluation or a change that learned differently";
         continue;
       }
@@ -344,7 +345,7 @@ std::optional<size_t> rank_rows(std::vector<TuneRow>& rows) {
     if (r.is_base && k == 0) r.verdict = "winner (the base itself)";
     if (r.convergence && r.convergence->verdict == "slower") {
       r.verdict += "; converges significantly slower than the base (samples to target " +
-                   fmt("%.0f", r.convergence->mean) + ", at most " + fmt("%.0f", r.convergence->max_mean) +
+                   format_double("%.0f", r.convergence->mean) + ", at most " + format_double("%.0f", r.convergence->max_mean) +
                    " within the test): its time to target pays for the extra samples";
     }
   }
@@ -369,9 +370,9 @@ std::vector<size_t> table_order(const std::vector<TuneRow>& rows) {
   return order;
 }
 
-std::string opt_num(const std::optional<double>& v, const char* f) { return v ? fmt(f, *v) : "-"; }
+std::string opt_num(const std::optional<double>& v, const char* f) { return v ? format_double(f, *v) : "-"; }
 
-std::string time_text(double s) { return s >= 120 ? fmt("%.2f min", s / 60) : fmt("%.1f s", s); }
+std::string time_text(double s) { return s >= 120 ? format_double("%.2f min", s / 60) : format_double("%.1f s", s); }
 
 class Tuner {
  public:
@@ -394,7 +395,8 @@ class Tuner {
   // no budget, dry run or measuring share stands in its way).
   bool reusable(const std::string& name, const std::vector<std::string>& sets) const;
   void save();
-  void write_outputs(const std::optional<size_t>& winner);
+  // Writes tune.md (returned) and winner.json.
+  std::string write_outputs(const std::optional<size_t>& winner);
   std::vector<std::string> short_sets() const;
   std::vector<std::string> target_sets(int i) const;
   std::optional<double> predict(const Setting& s, const fs::path& single_result);
@@ -425,7 +427,7 @@ std::vector<std::string> Tuner::short_sets() const {
 }
 
 std::vector<std::string> Tuner::target_sets(int i) const {
-  return {"train.target=" + fmt("%.17g", o_.target), "train.stop_at_target=true", "train.save_checkpoint=false",
+  return {"train.target=" + format_double("%.17g", o_.target), "train.stop_at_target=true", "train.save_checkpoint=false",
           "train.checkpoint_every=0", "train.seed=" + std::to_string(base_["train"]["seed"].get<uint64_t>() + uint64_t(i))};
 }
 
@@ -554,9 +556,9 @@ void Tuner::save() {
   metrics::write_json_atomic(dir_ / "tune.json", state_);
 }
 
-void Tuner::write_outputs(const std::optional<size_t>& winner) {
+std::string Tuner::write_outputs(const std::optional<size_t>& winner) {
   std::ostringstream md;
-  md << "# tune: " << base_.value("name", o_.config.stem().string()) << " to " << fmt("%.2f%%", o_.target * 100)
+  md << "# tune: " << base_.value("name", o_.config.stem().string()) << " to " << format_double("%.2f%%", o_.target * 100)
      << " validation accuracy\n\n"
      << "Machine " << state_.value("machine_id", "?") << ", " << machine_.cores << " cores; "
      << "started " << state_.value("started_at", "?") << "; " << time_text(elapsed()) << " spent"
@@ -581,12 +583,12 @@ void Tuner::write_outputs(const std::optional<size_t>& winner) {
       md << time_text(r.time_to_target.mean) << " | "
          << (r.time_to_target.ci_low ? time_text(*r.time_to_target.ci_low) + " - " + time_text(*r.time_to_target.ci_high)
                                      : "-")
-         << " | " << (r.samples_to_target.valid ? fmt("%.0f", r.samples_to_target.mean) : "-") << " | ";
+         << " | " << (r.samples_to_target.valid ? format_double("%.0f", r.samples_to_target.mean) : "-") << " | ";
     } else {
       md << "- | - | - | ";
     }
-    md << (r.test_acc ? fmt("%.2f%%", *r.test_acc * 100) : "-") << " | "
-       << (r.memory_per_rank_bytes ? fmt("%.2f GB", *r.memory_per_rank_bytes / 1e9) : "-") << " | " << r.verdict
+    md << (r.test_acc ? format_double("%.2f%%", *r.test_acc * 100) : "-") << " | "
+       << (r.memory_per_rank_bytes ? format_double("%.2f GB", *r.memory_per_rank_bytes / 1e9) : "-") << " | " << r.verdict
        << " |\n";
   }
   if (winner) {
@@ -598,7 +600,7 @@ void Tuner::write_outputs(const std::optional<size_t>& winner) {
     md << "\nWinner: " << w.label << ", time to target " << time_text(w.time_to_target.mean);
     if (base && base->confirmed && base->time_to_target.valid && base != &w) {
       md << " against the base's " << time_text(base->time_to_target.mean) << " ("
-         << fmt("%.2fx", base->time_to_target.mean / w.time_to_target.mean) << ")";
+         << format_double("%.2fx", base->time_to_target.mean / w.time_to_target.mean) << ")";
     }
     md << ". Its config: winner.json (`accel-bench run -c " << (dir_ / "winner.json").string() << "`).\n";
   } else {
@@ -625,7 +627,7 @@ void Tuner::write_outputs(const std::optional<size_t>& winner) {
     }
     Json cfg = {{"extends", fs::absolute(o_.config).lexically_normal().string()},
                 {"name", base_.value("name", std::string("run")) + "-tuned"},
-                {"description", "accel-bench tune's winner to " + fmt("%.4g", o_.target) + " validation accuracy on " +
+                {"description", "accel-bench tune's winner to " + format_double("%.4g", o_.target) + " validation accuracy on " +
                                     state_.value("machine_id", std::string("?")) + ": " + w.label}};
     auto sets = o_.sets;
     if (s) sets.insert(sets.end(), s->sets.begin(), s->sets.end());
@@ -657,6 +659,7 @@ void Tuner::write_outputs(const std::optional<size_t>& winner) {
       throw RunError("tune: the winner's config does not load (" + std::string(e.what()) + ")");
     }
   }
+  return md.str();
 }
 
 TuneOutcome Tuner::run() {
@@ -729,7 +732,7 @@ TuneOutcome Tuner::run() {
   state_["status"] = "running";
   int candidates = 0, pruned = 0;
   for (const auto& s : settings_) (s.pruned.empty() ? candidates : pruned) += 1;
-  say("tune: " + o_.config.string() + " to " + fmt("%.2f%%", o_.target * 100) + " validation accuracy on " +
+  say("tune: " + o_.config.string() + " to " + format_double("%.2f%%", o_.target * 100) + " validation accuracy on " +
       machine["id"].get<std::string>() + " (" + std::to_string(machine_.cores) + " cores) -> " + dir_.string());
   say("  " + std::to_string(settings_.size() - 1) + " settings: " + std::to_string(pruned) + " pruned by the facts, " +
       std::to_string(candidates - 1) + " candidates besides the base; lr rule " + lr_rule_ +
@@ -756,9 +759,7 @@ TuneOutcome Tuner::run() {
   const auto record = [&](TuneRow& row, const train::RunRecord& rec) {
     if (!rec.ok()) return;
     row.samples_per_s = rec.samples_per_s;
-    if (!rec.peak_memory_bytes.empty()) {
-      row.memory_per_rank_bytes = *std::max_element(rec.peak_memory_bytes.begin(), rec.peak_memory_bytes.end());
-    }
+    row.memory_per_rank_bytes = peak_per_rank(rec);
   };
   const auto stopped = [&]() {
     if (stop_signal_ == 0) return false;
@@ -804,8 +805,8 @@ TuneOutcome Tuner::run() {
         const auto single = train::read_run_record(it->second);
         if (row.predicted_samples_per_s && single.samples_per_s &&
             *row.predicted_samples_per_s < 0.8 * *single.samples_per_s) {
-          s.pruned = "predicted " + fmt("%.1f", *row.predicted_samples_per_s) + " samples/s, below 80% of the " +
-                     fmt("%.1f", *single.samples_per_s) + " one rank measured at this batch and precision";
+          s.pruned = "predicted " + format_double("%.1f", *row.predicted_samples_per_s) + " samples/s, below 80% of the " +
+                     format_double("%.1f", *single.samples_per_s) + " one rank measured at this batch and precision";
           row.verdict = "pruned by prediction";
           ++done;
           say("[" + std::to_string(done) + "/" + std::to_string(total) + "] " + s.label + ": " + s.pruned);
@@ -826,7 +827,7 @@ TuneOutcome Tuner::run() {
       const bool reuse = reusable("short-" + s.id, short_run_sets);
       if (!reuse && o_.budget_s > 0 && !s.is_base && elapsed() > measure_share * o_.budget_s) {
         not_run_.push_back(head + ": not measured, the measuring share of the budget (" +
-                           fmt("%.0f%%", measure_share * 100) + ") is spent; the rest confirms to the target");
+                           format_double("%.0f%%", measure_share * 100) + ") is spent; the rest confirms to the target");
         say(not_run_.back());
         continue;
       }
@@ -858,8 +859,8 @@ TuneOutcome Tuner::run() {
       }
       record(row, rec);
       if (rec.ok()) {
-        say("  " + fmt("%.1f", rec.samples_per_s.value_or(0)) + " samples/s" +
-            (row.predicted_samples_per_s ? " (predicted " + fmt("%.1f", *row.predicted_samples_per_s) + ")" : ""));
+        say("  " + format_double("%.1f", rec.samples_per_s.value_or(0)) + " samples/s" +
+            (row.predicted_samples_per_s ? " (predicted " + format_double("%.1f", *row.predicted_samples_per_s) + ")" : ""));
         if (s.ranks == 1) single_result.emplace(key_of(s), dir_ / "runs" / ("short-" + s.id));
         // The base's run stands for its one-rank twin, which is not run again:
         // the multi-rank settings of the base's batch and precision are predicted from it.
@@ -930,13 +931,11 @@ TuneOutcome Tuner::run() {
       times.push_back(reached ? rec.target->time_s : std::nullopt);
       samples.push_back(reached ? rec.target->samples : std::nullopt);
       if (reached && rec.test_acc) test_accs[c].push_back(*rec.test_acc);
-      if (!row.memory_per_rank_bytes && !rec.peak_memory_bytes.empty()) {
-        row.memory_per_rank_bytes = *std::max_element(rec.peak_memory_bytes.begin(), rec.peak_memory_bytes.end());
-      }
+      if (!row.memory_per_rank_bytes) row.memory_per_rank_bytes = peak_per_rank(rec);
       save();
-      say(reached ? "  reached at step " + fmt("%.0f", rec.target->step.value_or(0)) + " in " +
+      say(reached ? "  reached at step " + format_double("%.0f", rec.target->step.value_or(0)) + " in " +
                         time_text(rec.target->time_s.value_or(0)) + ", test acc " +
-                        fmt("%.2f%%", rec.test_acc.value_or(0) * 100)
+                        format_double("%.2f%%", rec.test_acc.value_or(0) * 100)
                   : "  did not reach the target");
     }
   }
@@ -962,14 +961,10 @@ TuneOutcome Tuner::run() {
   const auto winner = rank_rows(rows_);
   state_["status"] = "done";
   save();
-  write_outputs(winner);
-  TuneOutcome out{dir_, false, winner ? rows_[*winner].label : "", winner ? dir_ / "winner.json" : fs::path(), failed_};
+  const std::string md = write_outputs(winner);
   say("");
-  std::ifstream md(dir_ / "tune.md");
-  std::stringstream text;
-  text << md.rdbuf();
-  say(text.str());
-  return out;
+  say(md);
+  return {dir_, false, winner ? rows_[*winner].label : "", winner ? dir_ / "winner.json" : fs::path(), failed_};
 }
 
 }  // namespace

@@ -27,9 +27,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The strategies that exist for several ranks (they also run on one).
-bool many_rank_strategy(const std::string& s) { return dist::is_multi_rank_strategy(s); }
-
 // What a captured train step cannot hold: host decisions inside the step
 // (GradScaler's skip, clipping's norm), several ranks' collectives, and
 // optimizers without a device-side step.
@@ -39,7 +36,7 @@ void check_graphable(const config::RunConfig& cfg) {
     throw ConfigError(field + ": " + why + " (runtime.cuda_graphs captures the whole step)");
   };
   if (rt.accelerator == "cpu") refuse("runtime.accelerator", "\"cpu\" has no CUDA Graphs; use \"cuda\"");
-  if (rt.world_size() > 1 || many_rank_strategy(rt.strategy)) {
+  if (rt.world_size() > 1 || dist::is_multi_rank_strategy(rt.strategy)) {
     refuse("runtime.strategy", "CUDA Graphs run on one device here (strategy single, devices 1)");
   }
   if (cfg.optim.name != "adam" && cfg.optim.name != "adamw") {
@@ -101,7 +98,7 @@ void check_runnable(const config::RunConfig& cfg, bool check_environment) {
     throw ConfigError("train.grad_clip: gradient clipping needs train.loop \"fabric\"");
   }
   const int world = rt.world_size();
-  if (cfg.train.loop == "plain" && (world > 1 || many_rank_strategy(rt.strategy))) {
+  if (cfg.train.loop == "plain" && (world > 1 || dist::is_multi_rank_strategy(rt.strategy))) {
     throw ConfigError("runtime.strategy: \"" + rt.strategy + "\" on " + std::to_string(world) +
                       " rank(s) needs train.loop \"fabric\" (the plain loop is the article's "
                       "one-device script)");
