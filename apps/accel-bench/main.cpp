@@ -807,6 +807,9 @@ void add_ladder_commands(CLI::App& app, LadderArgs& a) {
                     "Minutes for all the runs: where the estimate exceeds it, every run whose "
                     "steps are not capped trains the same share of its batches (at least 30%) so "
                     "that they fit; said before anything runs");
+  sweep->add_option("--run-timeout", a.sweep.run_timeout_s,
+                    "Stop a rung's run after SECONDS and go on with the next (default: none)")
+      ->check(CLI::PositiveNumber);
   sweep->add_option("--only", a.sweep.only, "Run only these rungs (ids; the upstream runs as always)")
       ->delimiter(',');
   auto* tune = app.add_subcommand(

@@ -350,7 +350,7 @@ Json Sweep::run_one(const SuiteRung& r, const std::vector<std::string>& sets,
   const auto t0 = std::chrono::steady_clock::now();
   const auto child = util::run_child(
       argv, dir / "run.log", [](const std::string&) {}, {},
-      [&](const std::string& ev) { progress_.event(ev); });
+      [&](const std::string& ev) { progress_.event(ev); }, opts_.run_timeout_s);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const auto result = read_run(dir);
   rec["exit_code"] = child.exit_code;
@@ -374,7 +374,8 @@ Json Sweep::run_one(const SuiteRung& r, const std::vector<std::string>& sets,
     progress_.finish(std::string("ok in ") + took + ", test acc " + percent(result.test_acc));
   } else {
     rec["status"] = "failed";
-    rec["error"] = !result.error.empty() ? result.error : child.last_line;
+    rec["error"] = !result.error.empty() && !child.timed_out ? result.error : child.last_line;
+    if (child.timed_out) rec["timed_out"] = true;
     ++summary_.failed;
     progress_.finish("FAILED (exit " + std::to_string(child.exit_code) + ") after " + took +
                      ": " + rec["error"].get<std::string>() + " [log: " +

@@ -11,6 +11,8 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -98,7 +100,8 @@ std::vector<std::string> child_environment(bool channel) {
 ChildOutcome run_child(const std::vector<std::string>& argv, const std::filesystem::path& log_file,
                        const std::function<void(const std::string&)>& on_line,
                        const std::filesystem::path& cwd,
-                       const std::function<void(const std::string&)>& on_event) {
+                       const std::function<void(const std::string&)>& on_event,
+                       double timeout_s) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) throw RunError(std::string("pipe: ") + std::strerror(errno));
   int ev[2] = {-1, -1};
@@ -161,11 +164,33 @@ ChildOutcome run_child(const std::vector<std::string>& argv, const std::filesyst
   // longer than its output, or the other way round.
   pollfd pfd[2] = {{fds[0], POLLIN, 0}, {ev[0], POLLIN, 0}};
   char buf[4096];
+  // timeout_s: SIGTERM to the child's process group at the deadline (a run
+  // checkpoints and exits), SIGKILL kKillAfter later if its output is still open.
+  using Clock = std::chrono::steady_clock;
+  constexpr auto kKillAfter = std::chrono::seconds(10);
+  const bool limited = timeout_s > 0;
+  auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                     std::chrono::duration<double>(limited ? timeout_s : 0.0));
+  int signals_sent = 0;
   while (pfd[0].fd >= 0 || pfd[1].fd >= 0) {
-    if (::poll(pfd, 2, -1) < 0) {
+    int wait_ms = -1;
+    if (limited && signals_sent < 2) {
+      const auto now = Clock::now();
+      if (now >= deadline) {
+        ::kill(-pid, signals_sent == 0 ? SIGTERM : SIGKILL);
+        out.timed_out = true;
+        ++signals_sent;
+        deadline = now + kKillAfter;
+        continue;
+      }
+      wait_ms = int(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count()) + 1;
+    }
+    const int ready = ::poll(pfd, 2, wait_ms);
+    if (ready < 0) {
       if (errno == EINTR) continue;
       break;
     }
+    if (ready == 0) continue;
     for (int i = 0; i < 2; ++i) {
       if (pfd[i].fd < 0 || pfd[i].revents == 0) continue;
       const ssize_t n = ::read(pfd[i].fd, buf, sizeof(buf));
@@ -196,6 +221,13 @@ ChildOutcome run_child(const std::vector<std::string>& argv, const std::filesyst
     out.exit_code = 128 + WTERMSIG(status);
     out.last_line = "killed by signal " + std::to_string(WTERMSIG(status)) + " (" +
                     strsignal(WTERMSIG(status)) + ")";
+  }
+  if (out.timed_out) {
+    char took[32];
+    std::snprintf(took, sizeof(took), "%g", timeout_s);
+    out.last_line = std::string("timed out after ") + took + " s (" +
+                    (out.exit_code >= 128 ? "killed" : "stopped, exit " + std::to_string(out.exit_code)) +
+                    ")";
   }
   return out;
 }

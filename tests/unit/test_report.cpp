@@ -4,6 +4,8 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <csignal>
 #include <string>
 
 #include "accel/metrics/hardware.h"
@@ -392,6 +394,36 @@ TEST_CASE("progress channel: a child's event lines reach on_event apart from its
   CHECK(out.exit_code == 0);
   CHECK(lines == std::vector<std::string>{"console", "more"});
   CHECK(events == std::vector<std::string>{R"({"event":"step"})", R"({"event":"epoch"})"});
+}
+
+TEST_CASE("child timeout: a child past its timeout is stopped, its grandchildren too, and said to have timed out") {
+  accel_test::TempDir tmp;
+  std::vector<std::string> lines;
+  // The shell ignores SIGTERM, so only the SIGKILL 10 s later ends it; its
+  // background sleep is in the same process group and must end with it (the
+  // pipe stays open while it lives, so returning at all proves it).
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto out = accel::util::run_child(
+      {"/bin/sh", "-c", "trap '' TERM; echo started; sleep 60 & sleep 60; echo never"},
+      tmp.path / "log", [&](const std::string& l) { lines.push_back(l); }, {}, {}, 0.5);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(out.timed_out);
+  CHECK(out.exit_code == 128 + SIGKILL);
+  CHECK(out.last_line == "timed out after 0.5 s (killed)");
+  CHECK(lines == std::vector<std::string>{"started"});
+  CHECK(took < 50);  // not the sleeps' 60 s: a bound on behaviour, not a timing
+  // A child that heeds SIGTERM exits at once, with its own status.
+  const auto heeds = accel::util::run_child({"/bin/sh", "-c", "trap 'exit 3' TERM; sleep 60 & wait"},
+                                            tmp.path / "log2", [](const std::string&) {}, {}, {}, 0.5);
+  CHECK(heeds.timed_out);
+  CHECK(heeds.exit_code == 3);
+  CHECK(heeds.last_line == "timed out after 0.5 s (stopped, exit 3)");
+  // Without a timeout, or within it, nothing changes.
+  const auto quick = accel::util::run_child({"/bin/sh", "-c", "echo ok"}, tmp.path / "log3",
+                                            [](const std::string&) {}, {}, {}, 30);
+  CHECK_FALSE(quick.timed_out);
+  CHECK(quick.exit_code == 0);
+  CHECK(quick.last_line == "ok");
 }
 
 TEST_CASE("progress channel: without on_event the child gets no channel, and a stray value is no channel") {

@@ -36,6 +36,10 @@ struct SweepOptions {
   // Every rung trains to the suite's target_accuracy and stops there
   // (train.target, train.stop_at_target); ConfigError without one.
   bool to_target = false;
+  // > 0: a rung's run still going after this many seconds is stopped
+  // (SIGTERM, then SIGKILL) and recorded as failed ("timed out"); the sweep
+  // goes on with the next rung.
+  double run_timeout_s = 0;
   std::filesystem::path exe;      // the accel-bench binary; empty = /proc/self/exe
   std::ostream* log = nullptr;    // progress; nullptr = silent
   bool terminal = false;          // progress bars instead of log lines

@@ -17,6 +17,7 @@ struct ChildOutcome {
   int exit_code = -1;     // the child's exit status, or 128 + signal
   std::string last_line;  // the last non-empty output line (an error, usually)
   int stop_signal = 0;    // the first SIGINT/SIGTERM/SIGUSR1 passed on to the child (0: none)
+  bool timed_out = false; // it outran timeout_s and was stopped
 };
 
 // argv[0] is the program path. The child runs in a process group of its own,
@@ -29,10 +30,14 @@ struct ChildOutcome {
 // `on_event`: when set, the child gets the progress channel (fd kProgressFd,
 // kProgressFdEnv in its environment) and each line it writes there is handed
 // to on_event, as its output lines are to on_line.
+// `timeout_s` > 0: a child still running after that many seconds gets
+// SIGTERM in its process group (its ranks too), and SIGKILL 10 s later;
+// timed_out is then set and last_line says so.
 ChildOutcome run_child(const std::vector<std::string>& argv, const std::filesystem::path& log_file,
                        const std::function<void(const std::string&)>& on_line,
                        const std::filesystem::path& cwd = {},
-                       const std::function<void(const std::string&)>& on_event = {});
+                       const std::function<void(const std::string&)>& on_event = {},
+                       double timeout_s = 0);
 
 inline constexpr const char* kProgressFdEnv = "ACCEL_PROGRESS_FD";
 inline constexpr int kProgressFd = 3;
