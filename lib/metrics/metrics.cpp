@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <initializer_list>
 #include <numeric>
 #include <sstream>
 #include <thread>
@@ -97,24 +98,32 @@ std::string cpu_model() {
   return "unknown";
 }
 
-// The BLAS shared object actually mapped into this process (Debian's
-// alternatives decide which one libblas.so.3 is).
-std::string blas_in_use() {
+// The first shared object mapped into this process whose path holds one of
+// `names` (resolved through links), or "" where none is.
+std::string mapped_library(std::initializer_list<const char*> names) {
   std::ifstream in("/proc/self/maps");
   std::string line;
   while (std::getline(in, line)) {
     auto slash = line.find('/');
     if (slash == std::string::npos) continue;
     std::string path = line.substr(slash);
-    if (path.find("libblas") != std::string::npos ||
-        path.find("openblas") != std::string::npos ||
-        path.find("libmkl") != std::string::npos) {
-      std::error_code ec;
-      auto real = std::filesystem::canonical(path, ec);
-      return ec ? path : real.string();
+    const auto base = path.substr(path.rfind('/') + 1);
+    for (const char* n : names) {
+      if (base.find(n) != std::string::npos) {
+        std::error_code ec;
+        auto real = std::filesystem::canonical(path, ec);
+        return ec ? path : real.string();
+      }
     }
   }
-  return "none mapped";
+  return "";
+}
+
+// The BLAS shared object actually mapped into this process (Debian's
+// alternatives decide which one libblas.so.3 is).
+std::string blas_in_use() {
+  const auto lib = mapped_library({"libblas", "openblas", "libmkl"});
+  return lib.empty() ? "none mapped" : lib;
 }
 
 #if ACCEL_WITH_CUDA
@@ -147,9 +156,22 @@ void add_gpu_facts(nlohmann::json& env) {
   if (cudaRuntimeGetVersion(&v) == cudaSuccess) env["cuda_version"] = dotted(v, 1000, 10);
   if (cudaDriverGetVersion(&v) == cudaSuccess) env["cuda_driver_version"] = dotted(v, 1000, 10);
   try {
-    env["cudnn_version"] = std::to_string(at::detail::getCUDAHooks().versionCuDNN());
+    const auto& hooks = at::detail::getCUDAHooks();
+    env["cudnn_version"] = std::to_string(hooks.versionCuDNN());  // compiled against
+    if (const long loaded = compat::cudnn_runtime_version(hooks); loaded > 0) {
+      env["cudnn_runtime_version"] = std::to_string(loaded);
+    }
   } catch (const std::exception&) {
   }
+  // The CUDA libraries this process actually mapped: a toolkit's lib64 ahead
+  // of torch's own nvidia-* wheels on the loader's path makes them differ
+  // from what the same torch loads in Python.
+  nlohmann::json libs = nlohmann::json::object();
+  for (const char* name : {"libcudart.so", "libcublas.so", "libcublasLt.so", "libcudnn.so",
+                           "libnccl.so", "libtorch_cuda.so"}) {
+    if (auto path = mapped_library({name}); !path.empty()) libs[name] = path;
+  }
+  env["cuda_libraries"] = libs;
   // NCCL is LibTorch's private dependency (not on our link line): ask the
   // loaded library, if any. ncclGetVersion: major*10000 + minor*100 + patch.
   using NcclGetVersion = int (*)(int*);

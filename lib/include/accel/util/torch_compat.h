@@ -265,6 +265,24 @@ void cuda_graph_capture_begin(Graph& graph, Mode thread_local_mode) {
 #endif
 }
 
+// The cuDNN version the process loaded: CUDAHooksInterface::versionRuntimeCuDNN
+// where the hooks have it (2.x), else -1 (the caller then has only the version
+// compiled against, versionCuDNN). Detected by the member, not the version.
+template <typename H, typename = void>
+struct HasRuntimeCudnn : std::false_type {};
+template <typename H>
+struct HasRuntimeCudnn<H, std::void_t<decltype(std::declval<const H&>().versionRuntimeCuDNN())>>
+    : std::true_type {};
+template <typename Hooks>
+long cudnn_runtime_version(const Hooks& hooks) {
+  if constexpr (HasRuntimeCudnn<Hooks>::value) {
+    return hooks.versionRuntimeCuDNN();
+  } else {
+    (void)hooks;
+    return -1;
+  }
+}
+
 // Only translation units that define ACCEL_COMPAT_C10D before including this
 // header get these (c10d's headers are heavy; lib/dist/comm.cpp is the user).
 // 1.13: ProcessGroupGloo/NCCL derive from c10d::ProcessGroup. 2.0+: they derive
