@@ -367,6 +367,10 @@ void Run::train_epochs() {
     bool interrupted = false;
     for (;;) {
       profile_step_begin();
+      // The wall-clock window opens once the warm-up's work is done.
+      const bool measured = step_ >= cfg_.train.warmup_steps;
+      if (step_ == cfg_.train.warmup_steps) synchronize(fabric_->device());
+      const auto fetched = Clock::now();
       std::optional<data::Batch> batch;
       {
         RECORD_USER_SCOPE("accel::data");
@@ -374,6 +378,10 @@ void Run::train_epochs() {
       }
       if (!batch) break;
       interrupted = !train_batch(*batch, epoch, es, batches);
+      if (measured) {
+        wall_s_ += seconds_since(fetched);
+        wall_samples_ += double(batch->y.size(0));
+      }
       profile_step_end();
       stop = max_steps > 0 && step_ >= max_steps;
       const int64_t every = cfg_.train.val_every_steps;

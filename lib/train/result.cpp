@@ -54,6 +54,7 @@ json to_json(const RunResult& r) {
             {"data_kind", r.data_kind},
             {"samples_per_s", num(r.samples_per_s)},
             {"samples_per_s_per_device", num(r.samples_per_s_per_device)},
+            {"wall_samples_per_s", num(r.wall_samples_per_s)},
             {"tokens_per_s", num(r.tokens_per_s)},
             {"model_flops_per_s", num(r.model_flops_per_s)},
             {"flops_per_sample", r.flops_per_sample},
@@ -78,6 +79,7 @@ json to_json(const RunResult& r) {
   if (r.data_kind == "image") {  // schema 2's names, which committed result sets use
     j["images_per_s"] = num(r.samples_per_s);
     j["images_per_s_per_device"] = num(r.samples_per_s_per_device);
+    j["wall_images_per_s"] = num(r.wall_samples_per_s);
   }
   j["peak_memory_bytes"] = peaks;
   j["model_state_bytes"] = state;

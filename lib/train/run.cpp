@@ -449,6 +449,10 @@ void Run::finish() {
       result_.tokens_per_s = *result_.samples_per_s * (tokens_sum_ / samples_sum_);
     }
   }
+  if (wall_s_ > 0) {
+    // The last measured step ended in a flush, which waits for the device.
+    result_.wall_samples_per_s = wall_samples_ * fabric_->world_size() / wall_s_;
+  }
   gather_rank_results();
   if (fabric_->scaler().enabled()) result_.grad_scaler = fabric_->scaler().state_dict();
   console_.summary(result_);

@@ -102,6 +102,10 @@ struct RunResult {
   std::string data_kind = "image";  // "image" | "text" (the dataset's kind)
   Opt samples_per_s;             // all ranks together
   Opt samples_per_s_per_device;
+  // Wall clock: the measured steps' samples (all ranks) over the host's
+  // seconds from the end of the warm-up to the last step's end, loader waits
+  // and host overhead included (samples_per_s times the steps alone).
+  Opt wall_samples_per_s;
   Opt tokens_per_s;              // text: real (not padding) tokens, all ranks together
   Opt model_flops_per_s;
   double flops_per_sample = 0;   // forward, mean over the trained batches' shapes
