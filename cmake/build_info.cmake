@@ -5,6 +5,10 @@ execute_process(COMMAND git describe --always --dirty --abbrev=12
                 WORKING_DIRECTORY ${SOURCE_DIR}
                 OUTPUT_VARIABLE ACCEL_GIT_SHA OUTPUT_STRIP_TRAILING_WHITESPACE
                 ERROR_QUIET)
+# A tree copied without its .git (a GPU machine's): the sha its sender names.
+if(NOT ACCEL_GIT_SHA AND DEFINED ENV{ACCEL_GIT_SHA})
+  set(ACCEL_GIT_SHA "$ENV{ACCEL_GIT_SHA}")
+endif()
 if(NOT ACCEL_GIT_SHA)
   set(ACCEL_GIT_SHA "unknown")
 endif()

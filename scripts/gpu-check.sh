@@ -1,39 +1,65 @@
 #!/usr/bin/env bash
 # The GPU check: on a Linux machine with an NVIDIA GPU and a pip-installed
-# PyTorch, builds accel-bench against that torch's LibTorch, runs the GPU tests
-# (ctest names starting with "gpu "), then a GPU smoke ladder on synthetic data
-# (configs/gpu-check/: vit_b_16 at 224, 40 steps each of 32-true, bf16-mixed,
-# bf16-mixed + CUDA Graphs, and with 2+ GPUs DDP and FSDP over all of them;
-# then bert_base on synthetic tokens in bf16-mixed)
-# through `accel-bench sweep`, and writes the report beside the results. Meant
-# to take under 8 minutes on one H100/H200-class GPU with 16 cores. Needs
-# cmake, a C++17 compiler and the CUDA toolkit (nvcc) of torch's CUDA major
-# (find_package(Torch) of a CUDA LibTorch enables the CUDA language), but no
-# apt and no network: CLI11, nlohmann/json, doctest and zlib come from the
-# system, or else from Debian .deb files carried beside the tree (see
+# PyTorch, builds accel-bench against that torch's LibTorch and measures what
+# the GPU path does, the most valuable result first, every stage bounded in
+# time, and (with --out) everything it learned packed into at most 6 files:
+#
+#   1. preflight   the machine, its toolkit, torch and libraries (preflight.txt)
+#   2. deps        every find_package of the build, from the system or the .debs
+#   3. build-cli   configure, then the accel-bench CLI alone
+#   4. ladder      the GPU smoke ladder (configs/gpu-check/: vit_b_16 at 224, 40
+#                  steps each of 32-true, bf16-mixed, bf16-mixed + CUDA Graphs;
+#                  DDP and FSDP over every GPU where there are 2+; bert_base on
+#                  synthetic tokens in bf16-mixed) through `accel-bench sweep`,
+#                  each child run bounded; then its report.md
+#   5. calibrate   this machine's CPU matmul peaks (accel-bench calibrate)
+#   6. peer        the same ViT step through Lightning Fabric beside accel-bench
+#                  (bench/fabric_peer.sh, bf16-mixed at the article's batch 16)
+#   7. build-tests the test binary
+#   8. gpu-tests   the ctest names starting with "gpu " (120 s each at most)
+# A failing or timed-out stage is recorded and the next one runs where it can.
+# Needs cmake, a C++17 compiler and the CUDA toolkit (nvcc) of torch's CUDA
+# major, but no apt and no network: every other dependency comes from the
+# system or from Debian .deb files carried beside the tree as .debs/ (see
 # --fetch-debs), unpacked with dpkg -x (or ar + tar) under the build folder.
-# Google Benchmark is not needed (ACCEL_BUILD_BENCH=OFF).
 #
-#   scripts/gpu-check.sh                   # build, GPU tests, smoke ladder, report
-#   scripts/gpu-check.sh --set train.batch_size=32   # extra arguments go to the sweep
-#   scripts/gpu-check.sh --fetch-debs [DIR]          # on a Debian machine with apt:
-#                          # download the .debs into DIR (default .debs at the repo root;
-#                          # zlib's are for this machine's architecture)
+#   scripts/gpu-check.sh --out "$OUT"        # the device command (docs/GPU.md)
+#   scripts/gpu-check.sh                     # results under results/gpu-check/ only
+#   scripts/gpu-check.sh --out DIR --budget 900 -- --set train.batch_size=32
+#                          # after --: extra arguments for the sweep
+#   scripts/gpu-check.sh --fetch-debs [DIR]  # on a Debian machine with apt: download
+#                          # the .debs into DIR (default .debs at the repo root)
+#   scripts/gpu-check.sh --check-deps [FILE...]   # every find_package/find_path/
+#                          # find_library of the build (default: CMakeLists.txt,
+#                          # tests/ and cmake/) is one this script provides; exit 1 if not
+#   scripts/gpu-check.sh --carry             # the ignored paths a device call must carry
+#   scripts/gpu-check.sh --device-command    # the device call's command, this checkout's sha in it
 #
-# Results: ACCEL_GPU_CHECK_OUT/gpu-check/<machine-id>/ (the sweep's layout: <rung>/result.json,
-# sweep.json, suite.json, report.md, report.csv), e.g.
-# results/gpu-check/nvidia-h200-x1-lt2.11.0-cu13.0/. Exit 1 when a phase failed
-# (each is named at the end); later phases still run where they can.
+# --out DIR: DIR gets preflight.txt (first), gpu-check.log (the whole output,
+# written as it goes), summary.txt (each stage's outcome and time),
+# gpu-check.tar.gz (the result set with every rung's result.json, run.log,
+# metrics.csv and config.json; the ctest log; the feature flags; the CMake logs
+# and the first 40 error: lines of a failed build; ldd of the binaries;
+# `accel-bench env`; the calibration; the peer's runs), report.md and peer.md.
+# They are rewritten after every stage and from the exit trap, so a command
+# cut off by SIGKILL still leaves the stages it finished.
+# --budget SECONDS (default 540 or ACCEL_GPU_CHECK_BUDGET, for a 600 s device command): the whole
+# script's wall time; every stage is bounded by what is left of it, less 25 s
+# kept for packing; a stage that no longer fits is recorded as skipped.
+#
+# Exit 1 when a stage failed (each is named at the end). Results also stay in
+# ACCEL_GPU_CHECK_OUT/gpu-check/<machine-id>/ (default results/; runs/ in the
+# CPU test mode), e.g. results/gpu-check/nvidia-h200-x1-lt2.11.0-cu13.0/.
 #
 # Environment:
 #   ACCEL_PYTHON       python with torch (default python3); its
 #                      torch.utils.cmake_prefix_path is the LibTorch built against
 #   BUILD_DIR          build folder (default build-gpu)
-#   ACCEL_GPU_CHECK_OUT  output root (default results; runs in the CPU test mode)
+#   ACCEL_GPU_CHECK_OUT  result root (default results; runs in the CPU test mode)
 #   ACCEL_DEBS_DIR     where the .deb files are (default .debs at the repo root)
 #   ACCEL_GPU_CHECK_DEPS  auto (default: .debs only for what cmake cannot find on
-#                      the system), debs (every header dependency from the .debs,
-#                      even where the system has it), system (never the .debs)
+#                      the system), debs (every dependency from the .debs, even
+#                      where the system has it), system (never the .debs)
 #   CUDA_HOME          the CUDA toolkit, needed by find_package(Torch) of a CUDA
 #                      LibTorch (default /usr/local/cuda)
 #   ACCEL_GPU_CHECK_ALLOW_CPU=1  where no GPU is seen, run the same flow on the
@@ -47,15 +73,21 @@ cd "$(dirname "$0")/.."
 
 say() { echo "gpu-check: $*"; }
 warn() { echo "gpu-check: warning: $*" >&2; }
-die() { echo "gpu-check: error: $*" >&2; exit 1; }
+# die WHY: the current stage failed and nothing after it can run.
+die() {
+  echo "gpu-check: error: $*" >&2
+  if [ -n "${cur_stage:-}" ]; then cur_note="FAILED: $*"; failed+=("$cur_stage"); fi
+  exit 1
+}
 
-# CMake package (find_package in CMakeLists.txt, or utf8proc's find_library)
+# What the build finds (find_package, or find_path/find_library by variable)
 # -> the Debian packages that provide it. The runtime packages (zlib1g,
-# libbz2-1.0, libssl3, libutf8proc2) are there for the libraries their -dev
-# packages' .so links point at. Torch comes from pip, Threads from libc;
-# benchmark (Google Benchmark, compiled, not header-only) is not needed: the
-# build turns ACCEL_BUILD_BENCH off.
-DEPS=(nlohmann_json CLI11 doctest ZLIB BZip2 OpenSSL utf8proc)
+# libbz2-1.0, libssl3, libutf8proc2, libsqlite3-0) are there for the libraries
+# their -dev packages' .so links point at; Boost is header-only. Torch comes
+# from pip, Threads from libc; benchmark (Google Benchmark) is not needed: the
+# build turns ACCEL_BUILD_BENCH off. The NCCL header is torch_features.cmake's,
+# found in the CUDA toolkit or torch's nvidia-nccl wheel.
+DEPS=(nlohmann_json CLI11 doctest ZLIB BZip2 OpenSSL SQLite3 Boost utf8proc)
 debs_for() {
   case "$1" in
     nlohmann_json) echo nlohmann-json3-dev ;;
@@ -64,72 +96,110 @@ debs_for() {
     ZLIB) echo zlib1g-dev zlib1g ;;
     BZip2) echo libbz2-dev libbz2-1.0 ;;
     OpenSSL) echo libssl-dev libssl3 ;;
+    SQLite3) echo libsqlite3-dev libsqlite3-0 ;;
+    Boost) echo libboost1.74-dev ;;
     utf8proc) echo libutf8proc-dev libutf8proc2 ;;
     *) return 1 ;;
   esac
 }
-ALL_DEBS=(nlohmann-json3-dev libcli11-dev doctest-dev zlib1g-dev zlib1g libbz2-dev libbz2-1.0
-          libssl-dev libssl3 libutf8proc-dev libutf8proc2)
-
-# --- --fetch-debs: on a Debian machine, download the .debs to carry along ----------
-if [ "${1:-}" = --fetch-debs ]; then
-  dir=${ACCEL_DEBS_DIR:-.debs}
-  if [ -n "${2:-}" ]; then
-    case "$2" in /*) dir=$2 ;; *) dir=$CALLER_PWD/$2 ;; esac
-  fi
-  command -v apt-get >/dev/null || die "--fetch-debs needs apt-get (a Debian or Ubuntu machine)"
-  mkdir -p "$dir"
-  dir=$(cd "$dir" && pwd)
-  # apt's sandbox user (_apt) cannot write to most folders root owns; as root,
-  # download as root instead of warning about it for every file.
-  apt_opts=()
-  [ "$(id -u)" = 0 ] && apt_opts=(-o APT::Sandbox::User=root)
-  say "downloading ${ALL_DEBS[*]} into $dir"
-  (cd "$dir" && apt-get "${apt_opts[@]}" -q download "${ALL_DEBS[@]}") \
-    || die "apt-get download failed (run apt-get update first?)"
-  for p in "${ALL_DEBS[@]}"; do
-    f=$(ls "$dir/${p}"_*.deb 2>/dev/null | sort -V | tail -n 1)
-    [ -n "$f" ] || die "apt-get download gave no ${p}_*.deb in $dir"
-    say "fetched $(basename "$f") ($(du -k "$f" | cut -f1) KiB)"
-  done
-  say "carry $dir to the GPU machine as .debs/ at the repo root (or set ACCEL_DEBS_DIR)"
-  exit 0
-fi
-case "${1:-}" in -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
-
-# --- phases and their times ----------------------------------------------------------
-T0=$(date +%s)
-phase_names=() phase_secs=() failed=()
-cur_phase="" cur_t0=$T0
-phase() {  # phase NAME: ends the current phase, starts NAME
-  local now
-  now=$(date +%s)
-  if [ -n "$cur_phase" ]; then
-    phase_names+=("$cur_phase")
-    phase_secs+=($((now - cur_t0)))
-    say "$cur_phase: $((now - cur_t0)) s"
-  fi
-  cur_phase=$1 cur_t0=$now
-  [ -n "$1" ] && say "--- $1 ($((now - T0)) s so far)"
-  return 0
+# Lookups that need no .deb: what pip's torch, libc or the toolkit provide, and
+# what the GPU build does not build.
+provided_elsewhere() {
+  case "$1" in
+    Torch|Threads) echo "torch from pip / libc" ;;
+    benchmark) echo "not built (ACCEL_BUILD_BENCH=OFF)" ;;
+    ACCEL_NCCL_INCLUDE_DIR) echo "the CUDA toolkit or torch's nvidia-nccl wheel" ;;
+    *) return 1 ;;
+  esac
 }
-summary() {
-  local rc=$? i
-  phase ""
-  echo "gpu-check: time per phase:"
-  for i in "${!phase_names[@]}"; do
-    printf 'gpu-check:   %-12s %5d s\n' "${phase_names[$i]}" "${phase_secs[$i]}"
-  done
-  local total=$(($(date +%s) - T0))
-  printf 'gpu-check:   %-12s %5d s\n' total "$total"
-  [ "$total" -le 480 ] || [ "${cpu_mode:-0}" = 1 ] || warn "over the 8-minute budget ($total s)"
-  if [ "$rc" -eq 0 ] && [ "${#failed[@]}" -eq 0 ]; then
-    say "OK${set_dir:+; results and report in $set_dir/}"
-  else
-    [ "${#failed[@]}" -eq 0 ] || say "FAILED: ${failed[*]}${set_dir:+; results in $set_dir/}"
-    [ "$rc" -ne 0 ] || exit 1
-  fi
+# find_path/find_library result variables -> the dependency they are part of.
+dep_of_variable() {
+  case "$1" in
+    UTF8PROC_INCLUDE_DIR|UTF8PROC_LIBRARY) echo utf8proc ;;
+    *) echo "$1" ;;
+  esac
 }
+ALL_DEBS=()
+for p in "${DEPS[@]}"; do
+  for d in $(debs_for "$p"); do ALL_DEBS+=("$d"); done
+done
+# The ignored paths a device call carries beside the tracked tree.
+CARRY=(.debs)
+
+# --check-deps [FILE...]: each lookup of the build's CMake files, and how this
+# script provides it; exit 1 naming the first it cannot.
+check_deps() {
+  local files=("$@") f line name bad=0 how
+  [ "${#files[@]}" -gt 0 ] || files=(CMakeLists.txt tests/CMakeLists.txt cmake/*.cmake)
+  for f in "${files[@]}"; do
+    [ -f "$f" ] || die "--check-deps: no such file: $f"
+  done
+  while IFS= read -r line; do
+    name=${line#*:}
+    if how=$(provided_elsewhere "$name"); then
+      echo "gpu-check: ${line%%:*}: $name: $how"
+    elif debs_for "$(dep_of_variable "$name")" >/dev/null; then
+      echo "gpu-check: ${line%%:*}: $name: $(debs_for "$(dep_of_variable "$name")" | tr ' ' ',')"
+    else
+      echo "gpu-check: error: ${line%%:*} looks up $name, which gpu-check.sh does not know how to provide (add it to DEPS and debs_for)" >&2
+      bad=1
+    fi
+  done < <(for f in "${files[@]}"; do
+             # find_package(NAME ...) and find_path/find_library(VAR ...), not comments.
+             sed -n 's/#.*//; s/^.*\<\(find_package\|find_path\|find_library\)( *\([A-Za-z0-9_]*\).*/\2/p' "$f" |
+               sed "s|^|$f:|"
+           done)
+  return "$bad"
+}
+
+# --- modes that build nothing ---------------------------------------------------------
+case "${1:-}" in
+  -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+  --check-deps) shift; check_deps "$@"; exit $? ;;
+  --carry) printf '%s\n' "${CARRY[@]}"; exit 0 ;;
+  --device-command)
+    # The tree travels without .git: the sha is named here, where git knows it.
+    sha=$(git describe --always --dirty --abbrev=12 2>/dev/null || echo unknown)
+    echo "ACCEL_GIT_SHA=$sha bash scripts/gpu-check.sh --out \"\$OUT\""
+    exit 0 ;;
+  --fetch-debs)
+    dir=${ACCEL_DEBS_DIR:-.debs}
+    if [ -n "${2:-}" ]; then
+      case "$2" in /*) dir=$2 ;; *) dir=$CALLER_PWD/$2 ;; esac
+    fi
+    command -v apt-get >/dev/null || die "--fetch-debs needs apt-get (a Debian or Ubuntu machine)"
+    mkdir -p "$dir"
+    dir=$(cd "$dir" && pwd)
+    # apt's sandbox user (_apt) cannot write to most folders root owns; as root,
+    # download as root instead of warning about it for every file.
+    apt_opts=()
+    [ "$(id -u)" = 0 ] && apt_opts=(-o APT::Sandbox::User=root)
+    say "downloading ${ALL_DEBS[*]} into $dir"
+    (cd "$dir" && apt-get "${apt_opts[@]}" -q download "${ALL_DEBS[@]}") \
+      || die "apt-get download failed (run apt-get update first?)"
+    for p in "${ALL_DEBS[@]}"; do
+      f=$(ls "$dir/${p}"_*.deb 2>/dev/null | sort -V | tail -n 1)
+      [ -n "$f" ] || die "apt-get download gave no ${p}_*.deb in $dir"
+      say "fetched $(basename "$f") ($(du -k "$f" | cut -f1) KiB)"
+    done
+    say "$(du -sh "$dir" | cut -f1) in all; carry $dir to the GPU machine as .debs/ at the repo root (device call: carry [\".debs\"])"
+    exit 0 ;;
+esac
+
+# --- arguments ---------------------------------------------------------------------------
+OUT_DIR="" BUDGET=${ACCEL_GPU_CHECK_BUDGET:-540} SWEEP_ARGS=()
+[[ $BUDGET =~ ^[1-9][0-9]*$ ]] || die "ACCEL_GPU_CHECK_BUDGET must be a whole number of seconds: $BUDGET"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --out) [ $# -ge 2 ] || die "--out needs a folder"
+           case "$2" in /*) OUT_DIR=$2 ;; *) OUT_DIR=$CALLER_PWD/$2 ;; esac; shift 2 ;;
+    --budget) [ $# -ge 2 ] && [[ $2 =~ ^[1-9][0-9]*$ ]] || die "--budget needs a whole number of seconds"
+              BUDGET=$2; shift 2 ;;
+    --) shift; SWEEP_ARGS=("$@"); break ;;
+    *) SWEEP_ARGS+=("$1"); shift ;;  # as before: unknown arguments go to the sweep
+  esac
+done
+[ "$BUDGET" -ge 60 ] || die "--budget must be at least 60 s (got $BUDGET)"
 
 cpu_mode=0
 BUILD_DIR=${BUILD_DIR:-build-gpu}
@@ -137,15 +207,142 @@ DEBS_DIR=${ACCEL_DEBS_DIR:-.debs}
 DEPS_MODE=${ACCEL_GPU_CHECK_DEPS:-auto}
 case "$DEPS_MODE" in auto|debs|system) ;; *) die "ACCEL_GPU_CHECK_DEPS must be auto, debs or system: $DEPS_MODE" ;; esac
 case "${ACCEL_GPU_CHECK_ALLOW_CPU:-0}" in 0|1) ;; *) die "ACCEL_GPU_CHECK_ALLOW_CPU must be 0 or 1" ;; esac
+mkdir -p "$BUILD_DIR/gpu-check"
+WORK=$(cd "$BUILD_DIR/gpu-check" && pwd)
+T0=$(date +%s)
+RESERVE=25  # seconds kept for packing at the end
 
-# --- torch: the python, its LibTorch, the GPUs it sees --------------------------------
-# Refusals here are one line and leave nothing behind; the phase table starts after.
+# --- the output folder: the log as it is written, the rest packed after each stage ------
+if [ -n "$OUT_DIR" ]; then
+  mkdir -p "$OUT_DIR" || die "cannot create --out $OUT_DIR"
+  OUT_DIR=$(cd "$OUT_DIR" && pwd)
+  case "$OUT_DIR/" in "$PWD"/*) die "--out must be outside the checkout ($PWD)" ;; esac
+  exec > >(tee -a "$OUT_DIR/gpu-check.log") 2>&1
+fi
+say "started $(date -u +%FT%TZ) in $PWD; budget $BUDGET s${OUT_DIR:+; outputs in $OUT_DIR}"
+
+# --- stages: outcome, time, bounds -----------------------------------------------------
+stage_names=() stage_secs=() stage_notes=() failed=()
+cur_stage="" cur_t0=$T0 cur_note=""
+left() { echo $((T0 + BUDGET - RESERVE - $(date +%s))); }
+stage() {  # stage NAME: ends the current stage, starts NAME
+  local now
+  now=$(date +%s)
+  if [ -n "$cur_stage" ]; then
+    stage_names+=("$cur_stage") stage_secs+=($((now - cur_t0))) stage_notes+=("${cur_note:-ok}")
+    say "$cur_stage: ${cur_note:-ok} ($((now - cur_t0)) s)"
+  fi
+  cur_stage=$1 cur_t0=$now cur_note=""
+  pack
+  [ -n "$1" ] && say "--- $1 ($((now - T0)) s so far, $(left) s left)"
+  return 0
+}
+fail() {  # fail WHY: the current stage failed; the next ones still run
+  cur_note="FAILED: $*"
+  failed+=("$cur_stage")
+  warn "$cur_stage: $*"
+}
+# bounded CAP CMD...: CMD under timeout, at most CAP seconds and what the budget
+# leaves; 124 when it ran out of time (killed 10 s after SIGTERM), 125 when no
+# time was left to start it.
+bounded() {
+  local cap=$1 t rc=0
+  shift
+  t=$(left)
+  [ "$t" -lt "$cap" ] && cap=$t
+  if [ "$cap" -lt 5 ]; then
+    warn "no time left for: $*"
+    return 125
+  fi
+  timeout --kill-after=10 "$cap" "$@" || rc=$?
+  [ "$rc" -eq 137 ] && rc=124
+  [ "$rc" -eq 124 ] && warn "timed out after $cap s: $*"
+  return "$rc"
+}
+# A stage whose command timed out or found no time says so.
+why_rc() {
+  case "$1" in 124) echo "timed out" ;; 125) echo "skipped: no time left" ;; *) echo "exit $1" ;; esac
+}
+
+# pack: writes the output folder's files from what exists now (each under
+# 16 MiB, at most 6 files). Safe to call at any time, from the exit trap too.
+pack() {
+  [ -n "$OUT_DIR" ] || return 0
+  local s=$WORK/pack i
+  {
+    echo "gpu-check summary, $(date -u +%FT%TZ), $(($(date +%s) - T0)) s since start (budget $BUDGET s)"
+    echo "machine: ${machine_id:-?}; mode: $([ "$cpu_mode" = 1 ] && echo "CPU test mode" || echo GPU)"
+    for i in "${!stage_names[@]}"; do
+      printf '%-12s %5d s  %s\n' "${stage_names[$i]}" "${stage_secs[$i]}" "${stage_notes[$i]}"
+    done
+    [ -z "$cur_stage" ] || printf '%-12s %5d s  %s\n' "$cur_stage" $(($(date +%s) - cur_t0)) "(running when packed)"
+    echo "failed: ${failed[*]:-none}"
+  } >"$OUT_DIR/summary.txt.tmp" && mv -f "$OUT_DIR/summary.txt.tmp" "$OUT_DIR/summary.txt"
+  rm -rf "$s" && mkdir -p "$s"
+  cp "$OUT_DIR/summary.txt" "$s/" 2>/dev/null || true
+  for f in "$WORK"/*.log "$WORK"/*.txt "$WORK"/*.json "$BUILD_DIR/accel-features.txt" \
+           "$BUILD_DIR/CMakeFiles/CMakeOutput.log" "$BUILD_DIR/CMakeFiles/CMakeError.log" \
+           "$BUILD_DIR/CMakeFiles/CMakeConfigureLog.yaml"; do
+    [ -f "$f" ] && cp "$f" "$s/" 2>/dev/null
+  done
+  [ -d "$WORK/system" ] && mkdir -p "$s/probe" && cp "$WORK"/system/cmake.log "$s/probe/system.log" 2>/dev/null
+  [ -d "$WORK/debs" ] && mkdir -p "$s/probe" && cp "$WORK"/debs/cmake.log "$s/probe/debs.log" 2>/dev/null
+  if [ -n "${set_dir:-}" ] && [ -d "$set_dir" ]; then
+    mkdir -p "$s/results"
+    # The set without checkpoints or anything over 4 MiB.
+    (cd "$(dirname "$set_dir")" && find "$(basename "$set_dir")" -type f ! -name '*.ckpt' ! -name '.lock' -size -4M -print0 |
+       tar --null -T - -cf - 2>/dev/null) | tar -xf - -C "$s/results" 2>/dev/null || true
+  fi
+  [ -d "$WORK/peer" ] && (cd "$WORK" && find peer -type f ! -name '*.ckpt' -size -4M -print0 |
+                            tar --null -T - -cf - 2>/dev/null) | tar -xf - -C "$s" 2>/dev/null || true
+  tar -czf "$OUT_DIR/gpu-check.tar.gz.tmp" -C "$s" . 2>/dev/null || true
+  if [ "$(stat -c %s "$OUT_DIR/gpu-check.tar.gz.tmp" 2>/dev/null || echo 0)" -gt 15728640 ]; then
+    # Over the 16 MiB a file may be: without the runs' logs and per-step rows.
+    find "$s" \( -name run.log -o -name metrics.csv \) -delete
+    tar -czf "$OUT_DIR/gpu-check.tar.gz.tmp" -C "$s" . 2>/dev/null || true
+  fi
+  mv -f "$OUT_DIR/gpu-check.tar.gz.tmp" "$OUT_DIR/gpu-check.tar.gz" 2>/dev/null || true
+  [ -n "${set_dir:-}" ] && [ -f "$set_dir/report.md" ] && cp "$set_dir/report.md" "$OUT_DIR/report.md"
+  [ -f "$WORK/peer/table.md" ] && cp "$WORK/peer/table.md" "$OUT_DIR/peer.md"
+  return 0
+}
+
+finish() {
+  local rc=$? i total
+  trap - EXIT
+  stage ""
+  echo "gpu-check: time per stage:"
+  for i in "${!stage_names[@]}"; do
+    printf 'gpu-check:   %-12s %5d s  %s\n' "${stage_names[$i]}" "${stage_secs[$i]}" "${stage_notes[$i]}"
+  done
+  total=$(($(date +%s) - T0))
+  printf 'gpu-check:   %-12s %5d s\n' total "$total"
+  if [ "$rc" -eq 0 ] && [ "${#failed[@]}" -eq 0 ]; then
+    say "OK${set_dir:+; results and report in $set_dir/}"
+  else
+    [ "${#failed[@]}" -eq 0 ] || say "FAILED: ${failed[*]}${set_dir:+; results in $set_dir/}"
+    [ "$rc" -ne 0 ] || rc=1
+  fi
+  pack  # again: the last lines above are in the log it packs
+  [ -z "$OUT_DIR" ] || say "outputs: $(cd "$OUT_DIR" && ls | tr '\n' ' ')"
+  exit "$rc"
+}
+trap finish EXIT
+trap 'warn "stopped by a signal"; exit 143' TERM INT HUP
+
+# --- 1. preflight: what this machine is, before anything can fail -------------------------
+stage preflight
 PY=${ACCEL_PYTHON:-python3}
 PY=$(command -v "$PY") || die "${ACCEL_PYTHON:-python3} not found; install Python 3 with a pip PyTorch, or set ACCEL_PYTHON"
 # A venv's cmake and ninja (pip wheels) serve where the system has none.
 PATH=$PATH:$(dirname "$PY")
+export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+if ! command -v nvcc >/dev/null && [ -x "$CUDA_HOME/bin/nvcc" ]; then
+  export PATH=$CUDA_HOME/bin:$PATH
+fi
 # Output as key=value lines; an import failure is a value, not a crash.
-info=$("$PY" -W ignore - <<'EOF' 2>/dev/null || true
+info=$(bounded 60 "$PY" -W ignore - <<'EOF' 2>/dev/null || true
+import glob, os
 try:
     import torch, torch.utils
 except Exception as e:
@@ -159,15 +356,53 @@ n = torch.cuda.device_count() if ok else 0
 print("cuda_available=%d" % ok)
 print("gpus=%d" % n)
 print("gpu_name=" + (torch.cuda.get_device_name(0) if n else ""))
+try:
+    print("cudnn=%s" % torch.backends.cudnn.version())
+except Exception as e:
+    print("cudnn=? (%s)" % e)
+try:
+    print("nccl=%s" % ".".join(map(str, torch.cuda.nccl.version())))
+except Exception as e:
+    print("nccl=? (%s)" % type(e).__name__)
+# torch's own CUDA libraries (pip's nvidia-* wheels), preferred over the toolkit's.
+site = os.path.dirname(os.path.dirname(torch.__file__))
+libs = sorted(set(os.path.dirname(p) for p in glob.glob(os.path.join(site, "nvidia", "*", "lib", "lib*.so*"))))
+print("nvidia_libs=" + ":".join(libs))
+for mod in ("torchvision", "lightning", "lightning_fabric", "transformers"):
+    try:
+        print("%s=%s" % (mod, __import__(mod).__version__))
+    except Exception as e:
+        print("%s=absent (%s)" % (mod, type(e).__name__))
 EOF
 )
 val() { sed -n "s/^$1=//p" <<<"$info" | head -n 1; }
-torch_prefix=""
+(
+  set +e +o pipefail  # a question that fails is an answer here, never the end
+  echo "# gpu-check preflight, $(date -u +%FT%TZ)"
+  echo "## os"; cat /etc/os-release 2>/dev/null | sed -n 's/^PRETTY_NAME=//p'; uname -srm
+  echo "cores: $(nproc); memory: $(free -g 2>/dev/null | awk '/^Mem:/ { print $2 " GiB" }'); disk free here: $(df -h . | awk 'NR == 2 { print $4 }')"
+  echo "## nvidia-smi"; bounded 30 nvidia-smi 2>&1 || echo "(nvidia-smi: not available)"
+  echo "## tools"
+  for t in nvcc cmake ninja g++ c++ gcc make dpkg ar tar; do
+    printf '%s: %s; ' "$t" "$(command -v "$t" || echo absent)"
+    case "$t" in nvcc|cmake|ninja|g++) ("$t" --version 2>&1 || true) | grep -m 1 -iE 'release|version|[0-9]+\.[0-9]+' ;; *) echo ;; esac
+  done
+  echo "## python and torch ($PY)"; "$PY" --version 2>&1; echo "$info"
+  echo "## ldconfig: CUDA libraries the loader's cache knows"
+  (ldconfig -p 2>/dev/null | grep -E 'libcuda\.|libcudart|libcublas|libcudnn|libnccl' || echo "(none)") | head -n 40
+  echo "## -dev packages installed"
+  (dpkg-query -W -f='${Package} ${Version}\n' 2>/dev/null | grep -- '-dev ' || echo "(none, or no dpkg)") | head -n 200
+  echo "## environment"; echo "PATH=$PATH"; echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"; echo "CUDA_HOME=$CUDA_HOME"
+  echo "## carried"; ls -l "$DEBS_DIR" 2>&1 | head -n 40
+) >"$WORK/preflight.txt" 2>&1
+[ -z "$OUT_DIR" ] || cp "$WORK/preflight.txt" "$OUT_DIR/preflight.txt"
+
+torch_prefix="" cuda_build="" gpus=0
 if [ -z "$(val version)" ]; then
   why=$(val import_error)
   [ "${ACCEL_GPU_CHECK_ALLOW_CPU:-0}" = 1 ] \
     || die "$PY cannot import torch (${why:-no output}); install PyTorch with pip, or set ACCEL_PYTHON to a python that has it"
-  cpu_mode=1 gpus=0
+  cpu_mode=1
   say "$PY has no torch (${why:-?}); ACCEL_GPU_CHECK_ALLOW_CPU=1: CPU test mode against the system's LibTorch"
 else
   torch_prefix=$(val prefix) gpus=$(val gpus) cuda_build=$(val cuda_build)
@@ -183,28 +418,17 @@ else
     say "torch $(val version) from $PY has no CMake files; CPU test mode against the system's LibTorch"
     torch_prefix="" cuda_build=""
   else
-    say "torch $(val version) (CUDA ${cuda_build:-none}) from $PY; LibTorch at $torch_prefix"
+    say "torch $(val version) (CUDA ${cuda_build:-none}, cuDNN $(val cudnn), NCCL $(val nccl)) from $PY; LibTorch at $torch_prefix"
   fi
   if [ "$cpu_mode" = 1 ]; then
     say "no GPU ($why); ACCEL_GPU_CHECK_ALLOW_CPU=1: CPU test mode (tiny ViT at 32 px)"
   else
     say "$gpus GPU(s) visible to torch; GPU 0: $(val gpu_name)"
-    if command -v nvidia-smi >/dev/null; then nvidia-smi -L 2>/dev/null | sed 's/^/gpu-check:   /' || true; fi
   fi
 fi
 
-cur_phase=torch
-trap summary EXIT
-mkdir -p "$BUILD_DIR/gpu-check"
-WORK=$(cd "$BUILD_DIR/gpu-check" && pwd)
-
-# --- the CUDA toolkit: find_package(Torch) of a CUDA LibTorch needs nvcc -----------
-if [ -n "${cuda_build:-}" ]; then
-  phase toolkit
-  export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
-  if ! command -v nvcc >/dev/null && [ -x "$CUDA_HOME/bin/nvcc" ]; then
-    export PATH=$CUDA_HOME/bin:$PATH
-  fi
+# The CUDA toolkit: find_package(Torch) of a CUDA LibTorch needs nvcc of the same major.
+if [ -n "$cuda_build" ]; then
   command -v nvcc >/dev/null \
     || die "no CUDA toolkit: nvcc is neither on PATH nor in $CUDA_HOME/bin (find_package(Torch) of a CUDA LibTorch needs it); set CUDA_HOME"
   tk=$(nvcc --version | sed -n 's/.*release \([0-9][0-9]*\.[0-9][0-9]*\).*/\1/p')
@@ -213,21 +437,23 @@ if [ -n "${cuda_build:-}" ]; then
   [ "${tk%%.*}" = "${cuda_build%%.*}" ] \
     || die "torch is built for CUDA $cuda_build, nvcc ($(command -v nvcc)) is CUDA $tk; set CUDA_HOME to a CUDA ${cuda_build%%.*} toolkit"
   say "CUDA toolkit $tk at $(dirname "$(dirname "$(command -v nvcc)")")"
-  # Where ld.so's cache lacks the toolkit's libraries, find them this way.
-  if [ -d "$CUDA_HOME/lib64" ] && ! ldconfig -p 2>/dev/null | grep -q 'libcublas\.so\.'; then
-    export LD_LIBRARY_PATH=$CUDA_HOME/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  # The CUDA libraries at run time: torch's own (pip's nvidia-* wheels) first,
+  # so that accel-bench maps the cuBLAS, cuDNN and NCCL the Python peer maps;
+  # the toolkit's only where torch has none and ld.so's cache lacks them.
+  nvidia_libs=$(val nvidia_libs)
+  if [ -n "$nvidia_libs" ] && ls ${nvidia_libs//:/ } 2>/dev/null | grep -q '^libcublas\.so'; then
+    export LD_LIBRARY_PATH=$nvidia_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    say "CUDA libraries: torch's own first (${nvidia_libs//:/, })"
+  elif [ -d "$CUDA_HOME/lib64" ] && ! ldconfig -p 2>/dev/null | grep -q 'libcublas\.so\.'; then
+    export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}${nvidia_libs:+$nvidia_libs:}$CUDA_HOME/lib64
+    say "CUDA libraries: torch ships no cuBLAS; the toolkit's ($CUDA_HOME/lib64)"
   fi
 fi
 
-# --- library dependencies: the system's, else the .debs ------------------------------
-phase deps
+# --- 2. deps: every lookup of the build provided, before anything is built ----------------
+stage deps
 command -v cmake >/dev/null || die "cmake not found (3.18 or newer; the distribution's or pip's cmake)"
-# Every find_package of CMakeLists.txt must be one this script knows how to provide.
-for p in $(sed -n 's/^ *find_package(\([A-Za-z0-9_]*\).*/\1/p' CMakeLists.txt); do
-  case "$p" in Torch|Threads|benchmark) ;; *)
-    debs_for "$p" >/dev/null || warn "CMakeLists.txt finds package $p, which gpu-check.sh does not know how to provide" ;;
-  esac
-done
+check_deps >"$WORK/deps.txt" 2>&1 || { cat "$WORK/deps.txt"; die "the build looks up a package this script cannot provide (above)"; }
 
 # probe NAME CMAKE_ARGS...: which of DEPS cmake finds, as "pkg where" lines in
 # $WORK/NAME/found.txt (only found ones). A throwaway project: a failed lookup
@@ -246,6 +472,7 @@ if(ONLY_PREFIX_PATH)
             PACKAGE_REGISTRY SYSTEM_PACKAGE_REGISTRY)
     set(CMAKE_FIND_USE_${v} OFF)
   endforeach()
+  set(Boost_NO_SYSTEM_PATHS ON)
 endif()
 find_package(nlohmann_json 3 QUIET)
 find_package(CLI11 QUIET)
@@ -253,6 +480,8 @@ find_package(doctest QUIET)
 find_package(ZLIB QUIET)
 find_package(BZip2 QUIET)
 find_package(OpenSSL QUIET)
+find_package(SQLite3 QUIET)
+find_package(Boost 1.74 QUIET)
 find_path(UTF8PROC_INCLUDE_DIR utf8proc.h)
 find_library(UTF8PROC_LIBRARY utf8proc)
 set(out "")
@@ -270,12 +499,18 @@ endif()
 if(OPENSSL_FOUND AND OPENSSL_CRYPTO_LIBRARY)
   string(APPEND out "OpenSSL ${OPENSSL_INCLUDE_DIR};${OPENSSL_CRYPTO_LIBRARY}\n")
 endif()
+if(SQLite3_FOUND)
+  string(APPEND out "SQLite3 ${SQLite3_INCLUDE_DIRS};${SQLite3_LIBRARIES}\n")
+endif()
+if(Boost_FOUND)
+  string(APPEND out "Boost ${Boost_INCLUDE_DIRS}\n")
+endif()
 if(UTF8PROC_INCLUDE_DIR AND UTF8PROC_LIBRARY)
   string(APPEND out "utf8proc ${UTF8PROC_INCLUDE_DIR};${UTF8PROC_LIBRARY}\n")
 endif()
 file(WRITE "${CMAKE_BINARY_DIR}/../found.txt" "${out}")
 EOF
-  cmake -S "$dir/src" -B "$dir/build" "$@" >"$dir/cmake.log" 2>&1 \
+  bounded 60 cmake -S "$dir/src" -B "$dir/build" "$@" >"$dir/cmake.log" 2>&1 \
     || die "the dependency probe failed to configure ($(grep -m 1 'Error' "$dir/cmake.log" || echo 'see the log')): $dir/cmake.log"
 }
 found_in() { awk -v p="$1" '$1 == p { $1 = ""; sub(/^ /, ""); print; exit }' "$WORK/$2/found.txt"; }
@@ -283,7 +518,7 @@ found_in() { awk -v p="$1" '$1 == p { $1 = ""; sub(/^ /, ""); print; exit }' "$W
 missing=() why_debs="cmake does not find it on this system"
 if [ "$DEPS_MODE" = debs ]; then
   missing=("${DEPS[@]}") why_debs="ACCEL_GPU_CHECK_DEPS=debs"
-  say "ACCEL_GPU_CHECK_DEPS=debs: every header dependency from $DEBS_DIR"
+  say "ACCEL_GPU_CHECK_DEPS=debs: every dependency from $DEBS_DIR"
 else
   probe system
   for p in "${DEPS[@]}"; do
@@ -295,20 +530,21 @@ deps_prefix=""
 if [ "${#missing[@]}" -gt 0 ]; then
   [ "$DEPS_MODE" != system ] \
     || die "cmake cannot find ${missing[*]} on this system (ACCEL_GPU_CHECK_DEPS=system)"
-  want=()
+  want=() absent=()
   for p in "${missing[@]}"; do
     for d in $(debs_for "$p"); do
       f=$(ls "$DEBS_DIR/${d}"_*.deb 2>/dev/null | sort -V | tail -n 1 || true)
-      [ -n "$f" ] || die "$p must come from $DEBS_DIR ($why_debs), which has no ${d}_*.deb; run 'scripts/gpu-check.sh --fetch-debs' on a Debian machine and carry the folder here as $DEBS_DIR (or set ACCEL_DEBS_DIR)"
-      want+=("$f")
+      if [ -n "$f" ]; then want+=("$f"); else absent+=("${d}_*.deb ($p)"); fi
     done
   done
+  [ "${#absent[@]}" -eq 0 ] \
+    || die "${missing[*]} must come from $DEBS_DIR ($why_debs), which lacks ${absent[*]}; run 'scripts/gpu-check.sh --fetch-debs' on a Debian machine and carry the folder as $DEBS_DIR (device call: carry [\".debs\"])"
   root=$WORK/deps
   stamp=$(for f in "${want[@]}"; do echo "$(basename "$f") $(wc -c <"$f")"; done)
   if [ "$(cat "$root.stamp" 2>/dev/null)" != "$stamp" ]; then
     rm -rf "$root" "$root.stamp" && mkdir -p "$root"
     for f in "${want[@]}"; do
-      # zlib's .debs are per architecture (the header-only ones are "all").
+      # The runtime .debs are per architecture (the header-only ones are "all").
       if command -v dpkg-deb >/dev/null && command -v dpkg >/dev/null; then
         a=$(dpkg-deb -f "$f" Architecture)
         [ "$a" = all ] || [ "$a" = "$(dpkg --print-architecture)" ] \
@@ -330,6 +566,12 @@ if [ "${#missing[@]}" -gt 0 ]; then
       t=$(readlink "$l")
       if [ "${t#/}" != "$t" ] && [ -e "$root$t" ]; then ln -sfn "$root$t" "$l"; fi
     done < <(find "$root" -type l)
+    # Headers in the multiarch include folder (libssl-dev's openssl/opensslconf.h
+    # is in /usr/include/<arch>/): the compiler searches that folder only under
+    # /usr/include, so link them into the unpacked include folder as well.
+    for d in "$root"/usr/include/*-linux-gnu; do
+      [ -d "$d" ] && cp -as --no-clobber "$d/." "$root/usr/include/"
+    done
     # Where the compiler has no multiarch folder (not Debian/Ubuntu), find_library
     # looks in <prefix>/lib only: link the libraries there as well.
     for l in "$root"/usr/lib/*-linux-gnu/lib*; do
@@ -348,10 +590,14 @@ if [ "${#missing[@]}" -gt 0 ]; then
       *) die "cmake found $p outside the unpacked .debs: $where" ;;
     esac
   done
+  # Their shared libraries at run time, after the system's own.
+  for l in "$root"/usr/lib/*-linux-gnu; do
+    [ -d "$l" ] && export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$l
+  done
 fi
 
-# --- build -----------------------------------------------------------------------------
-phase build
+# --- 3. build-cli: configure, then the CLI alone ------------------------------------------
+stage build-cli
 prefixes=$torch_prefix
 [ -n "$deps_prefix" ] && prefixes=${prefixes:+$prefixes;}$deps_prefix
 cfg=(-DCMAKE_BUILD_TYPE=Release -DACCEL_BUILD_TESTS=ON -DACCEL_BUILD_BENCH=OFF)
@@ -365,10 +611,23 @@ if [ -f "$BUILD_DIR/CMakeCache.txt" ] && [ "$(cat "$args_file" 2>/dev/null)" = "
 else
   build_args=("${cfg[@]}")
 fi
-say "building in $BUILD_DIR with $(nproc) jobs${build_args:+ (configuring: ${cfg[*]})}"
-BUILD_DIR=$BUILD_DIR bash scripts/build.sh "${build_args[@]}" || die "the build failed"
-printf '%s\n' "${cfg[@]}" >"$args_file"
+BIN=$BUILD_DIR/accel-bench
 features=$BUILD_DIR/accel-features.txt
+built_cli=0
+build_errors() {  # build_errors LOG: its first 40 error lines, for the pack
+  grep -E 'error:|Error|CMake Error' "$1" | head -n 40 >"$WORK/errors.txt" || true
+}
+say "building accel-bench in $BUILD_DIR with $(nproc) jobs${build_args:+ (configuring: ${cfg[*]})}"
+rc=0
+BUILD_DIR=$BUILD_DIR BUILD_TARGETS=accel-bench bounded 420 bash scripts/build.sh "${build_args[@]}" \
+  >"$WORK/build-cli.log" 2>&1 || rc=$?
+tail -n 5 "$WORK/build-cli.log" | sed 's/^/  /'
+if [ "$rc" -ne 0 ]; then
+  build_errors "$WORK/build-cli.log"
+  sed 's/^/  /' "$WORK/errors.txt" | head -n 20
+  die "building accel-bench failed ($(why_rc "$rc")); log: $WORK/build-cli.log"
+fi
+printf '%s\n' "${cfg[@]}" >"$args_file"
 [ -f "$features" ] || die "$features missing (written by cmake/torch_features.cmake)"
 say "$(tr '\n' ' ' <"$features")"
 if [ "$cpu_mode" = 0 ]; then
@@ -378,48 +637,22 @@ if [ "$cpu_mode" = 0 ]; then
     warn "no NCCL process group in this LibTorch (only matters with 2+ GPUs)"
   fi
 fi
-BIN=$BUILD_DIR/accel-bench
-for bin in "$BIN" "$BUILD_DIR/tests/accel_tests"; do
-  [ -x "$bin" ] || die "$bin was not built"
-  # Without a GPU the driver (libcuda.so.1) is absent; torch opens it lazily.
-  nf=$(ldd "$bin" | awk -v cpu="$cpu_mode" '/not found/ && !(cpu == 1 && $1 == "libcuda.so.1") { print $1 }' | tr '\n' ' ')
-  [ -z "$nf" ] || die "$bin: libraries not found: $nf"
-done
-"$BIN" --version >/dev/null || die "$BIN does not start"
+[ -x "$BIN" ] || die "$BIN was not built"
+# Without a GPU the driver (libcuda.so.1) is absent; torch opens it lazily.
+not_found() {
+  ldd "$1" | awk -v cpu="$cpu_mode" '/not found/ && !(cpu == 1 && $1 == "libcuda.so.1") { print $1 }' | tr '\n' ' '
+}
+ldd "$BIN" >"$WORK/ldd-accel-bench.txt" 2>&1 || true
+nf=$(not_found "$BIN")
+[ -z "$nf" ] || die "$BIN: libraries not found: $nf"
+bounded 30 "$BIN" --version >/dev/null || die "$BIN does not start"
+bounded 60 "$BIN" env >"$WORK/env.json" 2>"$WORK/env.err" || warn "accel-bench env failed: $(tail -n 1 "$WORK/env.err")"
+built_cli=1
+machine_id=$("$BIN" sweep --machine-id)
+say "machine id: $machine_id"
 
-# --- GPU tests ---------------------------------------------------------------------------
-phase gpu-tests
-log=$WORK/ctest-gpu.log
-# One at a time: they share the GPU(s), and multi-GPU tests take ports.
-rc=0
-(cd "$BUILD_DIR" && ctest -R '^gpu ' --output-on-failure --timeout 300) >"$log" 2>&1 || rc=$?
-grep -v '^[[:space:]]*$' "$log" | sed 's/^/  /' | tail -n 40 || true
-ran=$(sed -n 's/^[0-9]*% tests passed, [0-9]* tests failed out of \([0-9]*\).*/\1/p' "$log" | tail -n 1)
-# ctest lists skipped tests under "The following tests did not run:" as
-# "  12 - gpu name (Skipped)"; a GPU test prints "skipped: no GPU" when it sees none.
-skipped=$(grep -cE '^[[:space:]]*[0-9]+ - gpu .*\((Skipped|Not Run|Disabled)\)$' "$log" || true)
-if grep -q 'No tests were found' "$log" || [ "${ran:-0}" = 0 ]; then
-  warn "no GPU tests in $BUILD_DIR (no ctest name starts with 'gpu '): nothing tested on the GPU here"
-elif [ "$rc" -ne 0 ] && ! grep -qE 'tests failed out of' "$log"; then
-  failed+=(gpu-tests); warn "ctest did not run (exit $rc): see $log"
-else
-  grep -qE ' 0 tests failed out of' "$log" || { failed+=(gpu-tests); warn "GPU tests failed: see $log"; }
-  if [ "$skipped" -gt 0 ] && [ "$cpu_mode" = 0 ]; then
-    # The GPU is process-wide: when any GPU test ran on it, skips on one GPU are
-    # the tests that need two (they print the same line).
-    if [ "$gpus" -ge 2 ] || [ "$skipped" -ge "$ran" ]; then
-      failed+=(gpu-tests)
-      warn "$skipped of $ran GPU tests printed 'skipped: no GPU' although torch sees $gpus GPU(s): the tests do not see the GPU (CUDA_VISIBLE_DEVICES? another LibTorch in $BUILD_DIR?)"
-    else
-      say "$skipped GPU test(s) skipped on this 1-GPU machine (they need 2 GPUs)"
-    fi
-  elif [ "$skipped" -gt 0 ]; then
-    say "$skipped GPU test(s) skipped (CPU test mode: expected)"
-  fi
-fi
-
-# --- smoke ladder: the suite, fitted to this machine, through the sweep ---------------
-phase ladder
+# --- 4. ladder: the smoke suite, fitted to this machine, through the sweep ----------------
+stage ladder
 OUT_ROOT=${ACCEL_GPU_CHECK_OUT:-results}
 [ "$cpu_mode" = 1 ] && OUT_ROOT=${ACCEL_GPU_CHECK_OUT:-runs}
 suite=$WORK/suite.json
@@ -490,19 +723,95 @@ with open(dst, "w") as f:
     json.dump(suite, f, indent=2)
     f.write("\n")
 EOF
-set_dir=$OUT_ROOT/gpu-check/$("$BIN" sweep --machine-id)
+set_dir=$OUT_ROOT/gpu-check/$machine_id
 say "sweep of $suite into $set_dir"
+# Each child run at most 150 s (a vit_b_16 rung takes under 30 s on an H100-class
+# GPU), the whole sweep at most 300 s and what the budget leaves.
+run_timeout=150
+[ "$cpu_mode" = 1 ] && run_timeout=300
 rc=0
-"$BIN" sweep --suite "$suite" --out "$OUT_ROOT" "$@" || rc=$?
-[ "$rc" -ne 2 ] || die "the sweep refused the suite or its arguments (exit 2)"
-[ "$rc" -eq 0 ] || failed+=(ladder)
-if [ -d "$set_dir" ]; then cp "$suite" "$set_dir/suite.json"; fi
+bounded 300 "$BIN" sweep --suite "$suite" --out "$OUT_ROOT" --run-timeout "$run_timeout" "${SWEEP_ARGS[@]}" || rc=$?
+[ -d "$set_dir" ] && cp "$suite" "$set_dir/suite.json"
+case "$rc" in
+  0) ;;
+  2) fail "the sweep refused the suite or its arguments (exit 2)" ;;
+  *) fail "the sweep: $(why_rc "$rc")" ;;
+esac
+if [ -d "$set_dir" ]; then
+  if bounded 60 "$BIN" report "$set_dir" >"$WORK/report.out" 2>"$WORK/report.err"; then
+    cat "$WORK/report.out"
+    grep -v '^$' "$WORK/report.err" | sed 's/^/gpu-check: /' || true
+  else
+    fail "accel-bench report failed: $(tail -n 1 "$WORK/report.err")"
+  fi
+fi
 
-phase report
-if "$BIN" report "$set_dir" >"$WORK/report.out" 2>"$WORK/report.err"; then
-  cat "$WORK/report.out"
-  grep -v '^$' "$WORK/report.err" | sed 's/^/gpu-check: /' || true
+# --- 5. calibrate: this machine's CPU matmul peaks -----------------------------------------
+stage calibrate
+rc=0
+bounded 90 "$BIN" calibrate -o "$WORK/calibration.json" --max-threads "$(nproc)" --min-seconds 0.1 \
+  >"$WORK/calibrate.log" 2>&1 || rc=$?
+tail -n 8 "$WORK/calibrate.log" | sed 's/^/  /'
+[ "$rc" -eq 0 ] || fail "accel-bench calibrate: $(why_rc "$rc")"
+
+# --- 6. peer: the same step through Lightning Fabric -------------------------------------
+stage peer
+peer_args=(--precisions bf16-mixed --batch 16 --large-batch 0 --steps 40 --warmup 10 --rounds 1)
+[ "$cpu_mode" = 1 ] && peer_args=(--tiny --device cpu --precisions 32-true --batch 8 --large-batch 0 --steps 5 --warmup 2)
+rm -rf "$WORK/peer"
+rc=0
+BUILD_DIR=$BUILD_DIR PYTHON=$PY bounded 180 bash bench/fabric_peer.sh "${peer_args[@]}" --out "$WORK/peer" \
+  >"$WORK/peer.log" 2>&1 || rc=$?
+tail -n 8 "$WORK/peer.log" | sed 's/^/  /'
+[ "$rc" -eq 0 ] || fail "bench/fabric_peer.sh: $(why_rc "$rc"): $(grep -m 1 'error:' "$WORK/peer.log" || tail -n 1 "$WORK/peer.log")"
+
+# --- 7. build-tests ------------------------------------------------------------------------
+stage build-tests
+rc=0
+BUILD_DIR=$BUILD_DIR BUILD_TARGETS=accel_tests bounded 420 bash scripts/build.sh >"$WORK/build-tests.log" 2>&1 || rc=$?
+tail -n 3 "$WORK/build-tests.log" | sed 's/^/  /'
+tests_bin=$BUILD_DIR/tests/accel_tests
+if [ "$rc" -ne 0 ] || [ ! -x "$tests_bin" ]; then
+  build_errors "$WORK/build-tests.log"
+  fail "building the tests: $(why_rc "$rc")"
 else
-  failed+=(report)
-  warn "accel-bench report failed: $(tail -n 1 "$WORK/report.err")"
+  ldd "$tests_bin" >"$WORK/ldd-accel_tests.txt" 2>&1 || true
+  nf=$(not_found "$tests_bin")
+  [ -z "$nf" ] || fail "$tests_bin: libraries not found: $nf"
+fi
+
+# --- 8. gpu-tests --------------------------------------------------------------------------
+stage gpu-tests
+log=$WORK/ctest-gpu.log
+if [ -x "$tests_bin" ]; then
+  # One at a time: they share the GPU(s), and multi-GPU tests take ports.
+  rc=0
+  (cd "$BUILD_DIR" && bounded 300 ctest -R '^gpu ' --output-on-failure --timeout 120) >"$log" 2>&1 || rc=$?
+  grep -v '^[[:space:]]*$' "$log" | sed 's/^/  /' | tail -n 40 || true
+  ran=$(sed -n 's/^[0-9]*% tests passed, [0-9]* tests failed out of \([0-9]*\).*/\1/p' "$log" | tail -n 1)
+  # ctest lists skipped tests under "The following tests did not run:" as
+  # "  12 - gpu name (Skipped)"; a GPU test prints "skipped: no GPU" when it sees none.
+  skipped=$(grep -cE '^[[:space:]]*[0-9]+ - gpu .*\((Skipped|Not Run|Disabled)\)$' "$log" || true)
+  if [ "$rc" -eq 124 ] || [ "$rc" -eq 125 ]; then
+    fail "ctest: $(why_rc "$rc")"
+  elif grep -q 'No tests were found' "$log" || [ "${ran:-0}" = 0 ]; then
+    fail "no GPU tests in $BUILD_DIR (no ctest name starts with 'gpu ')"
+  elif [ "$rc" -ne 0 ] && ! grep -qE 'tests failed out of' "$log"; then
+    fail "ctest did not run (exit $rc): see $log"
+  else
+    grep -qE ' 0 tests failed out of' "$log" || fail "GPU tests failed: see $log"
+    if [ "$skipped" -gt 0 ] && [ "$cpu_mode" = 0 ]; then
+      # The GPU is process-wide: when any GPU test ran on it, skips on one GPU are
+      # the tests that need two (they print the same line).
+      if [ "$gpus" -ge 2 ] || [ "$skipped" -ge "$ran" ]; then
+        fail "$skipped of $ran GPU tests printed 'skipped: no GPU' although torch sees $gpus GPU(s): the tests do not see the GPU (CUDA_VISIBLE_DEVICES? another LibTorch in $BUILD_DIR?)"
+      else
+        say "$skipped GPU test(s) skipped on this 1-GPU machine (they need 2 GPUs)"
+      fi
+    elif [ "$skipped" -gt 0 ]; then
+      say "$skipped GPU test(s) skipped (CPU test mode: expected)"
+    fi
+  fi
+else
+  fail "no test binary to run"
 fi

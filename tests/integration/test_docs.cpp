@@ -262,3 +262,63 @@ TEST_CASE("docs: the product speaks of itself, with no word about how it is bein
   }
   CHECK(found == 0);
 }
+
+namespace {
+
+Outcome run_shell(const std::string& cmd) {
+  Outcome o;
+  FILE* pipe = popen((cmd + " 2>&1").c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) o.output.append(buf.data(), n);
+  const int status = pclose(pipe);
+  o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("gpu-check: every package the build looks up is one the GPU check provides, and a new one fails it") {
+  const std::string script = "bash '" + source("scripts/gpu-check.sh") + "'";
+  const auto ok = run_shell("cd '" + source("") + "' && " + script + " --check-deps");
+  INFO(ok.output);
+  CHECK(ok.code == 0);
+  for (const char* dep : {"SQLite3: libsqlite3-dev,libsqlite3-0", "Boost: libboost1.74-dev",
+                          "UTF8PROC_LIBRARY: libutf8proc-dev", "doctest: doctest-dev"}) {
+    CHECK_MESSAGE(ok.output.find(dep) != std::string::npos, dep);
+  }
+  // The build gains a lookup the script does not know: the check fails, naming it.
+  {
+    const auto dir = fresh_dir("gpu-deps");
+    fs::create_directories(dir);
+    std::ofstream(dir / "CMakeLists.txt")
+        << accel_test::read_text(source("CMakeLists.txt")) << "\nfind_package(Frobnicate 2 REQUIRED)  # new\n";
+    std::ofstream(dir / "extra.cmake") << "# find_package(InAComment)\nfind_library(FOO_LIBRARY foo)\n";
+    const auto bad = run_shell("cd '" + source("") + "' && " + script + " --check-deps '" +
+                               (dir / "CMakeLists.txt").string() + "' '" + (dir / "extra.cmake").string() + "'");
+    INFO(bad.output);
+    CHECK(bad.code == 1);
+    CHECK(bad.output.find("looks up Frobnicate, which gpu-check.sh does not know how to provide") != std::string::npos);
+    CHECK(bad.output.find("looks up FOO_LIBRARY") != std::string::npos);
+    CHECK(bad.output.find("InAComment") == std::string::npos);
+    fs::remove_all(dir);
+  }
+  // The probe, which decides what must come from the .debs, looks each one up.
+  const std::string text = accel_test::read_text(source("scripts/gpu-check.sh"));
+  const auto at = text.find("\nDEPS=(");
+  REQUIRE(at != std::string::npos);
+  std::istringstream deps(text.substr(at + 7, text.find(')', at) - at - 7));
+  auto upper = [](std::string w) {
+    for (auto& c : w) c = char(std::toupper(static_cast<unsigned char>(c)));
+    return w;
+  };
+  int n = 0;
+  for (std::string d; deps >> d; ++n) {
+    const bool probed = text.find("find_package(" + d + " ") != std::string::npos ||
+                        text.find("find_package(" + d + ")") != std::string::npos ||
+                        text.find("find_library(" + upper(d) + "_LIBRARY") != std::string::npos;
+    CHECK_MESSAGE(probed, "the probe does not look up " << d);
+  }
+  CHECK(n >= 9);
+}
