@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <string>
@@ -435,6 +436,9 @@ GraphedStep::~GraphedStep() = default;
 
 bool GraphedStep::captured() const { return impl_->captured; }
 int64_t GraphedStep::replays() const { return impl_->replays; }
+int64_t GraphedStep::eager_calls() const {
+  return impl_->capture ? impl_->warmup : std::numeric_limits<int64_t>::max();
+}
 
 std::pair<torch::Tensor, torch::Tensor> GraphedStep::run(const data::Inputs& x,
                                                          const torch::Tensor& y) {

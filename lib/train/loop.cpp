@@ -1,6 +1,7 @@
 // The epoch loop of a run (run_state.h): each batch through the TrainStep,
 // its loss and accuracy kept on the device until a flush, validation per
 // epoch, periodic and final checkpoints, stop requests, --profile.
+#include <limits>
 #include <optional>
 #include <thread>
 #include <cmath>
@@ -10,6 +11,7 @@
 
 #include "accel/train/checks.h"
 #include "accel/train/signals.h"
+#include "accel/train/work.h"
 #include "accel/util/errors.h"
 #include "run_state.h"
 
@@ -234,8 +236,8 @@ int64_t Run::counted_step() const {
   const auto& t = cfg_.train;
   int64_t total = train_loader_ ? train_loader_->num_batches() * t.epochs : 0;
   if (t.max_steps > 0) total = std::min(total, t.max_steps);
-  const int64_t wanted = t.warmup_steps >= 2 ? t.warmup_steps - 1 : 1;
-  return std::max<int64_t>(0, std::min(wanted, total - 1));  // a run shorter than that: its last step
+  return train::counted_step(t, total, step_fn_ ? step_fn_->eager_steps()
+                                                : std::numeric_limits<int64_t>::max());
 }
 
 void Run::record_counts(const metrics::StepCounts& c,

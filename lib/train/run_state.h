@@ -130,10 +130,9 @@ class Run {
   std::vector<PendingStep> pending_;
   std::unique_ptr<metrics::OpProfiler> profiler_;  // --profile
   int64_t profile_first_ = -1, profiled_ = 0;
-  // The step whose work is counted exactly (result.json's "counters"): the
-  // last warm-up step, or step 1 (then left out of the step times) when the
-  // warm-up is shorter than two steps; a run shorter than that counts its
-  // last step.
+  // The step whose work is counted exactly (result.json's "counters"):
+  // train::counted_step (train/work.h) of this run's steps and of the steps
+  // its step function runs eagerly (a graphed step: its warm-up calls).
   int64_t counted_step() const;
   void inject_delay();
   Clock::time_point step_host_begin_;  // the current step's start on the host (train.inject_delay)

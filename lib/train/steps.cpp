@@ -118,6 +118,7 @@ class GraphedTrainStep : public TrainStep {
         });
   }
   torch::Tensor forward(const data::Inputs& inputs) override { return inner_->forward(inputs); }
+  int64_t eager_steps() const override { return graph_->eager_calls(); }
   StepOutput run(const data::Batch& batch, const torch::Tensor& y, const StepWindow& w) override {
     RECORD_USER_SCOPE("accel::graph_replay");
     set_learning_rate(c_.setup.optimizer.inner(), c_.cfg.optim, w.opt_step, w.total_opt_steps);

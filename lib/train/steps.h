@@ -5,6 +5,8 @@
 // article's rung 02).
 #pragma once
 
+#include <cstdint>
+#include <limits>
 #include <memory>
 
 #include <torch/torch.h>
@@ -38,6 +40,10 @@ class TrainStep {
   virtual StepOutput run(const data::Batch& batch, const torch::Tensor& y, const StepWindow& w) = 0;
   // The same forward for evaluation (the caller sets no_grad and eval mode).
   virtual torch::Tensor forward(const data::Inputs& inputs) = 0;
+  // How many leading calls of run() dispatch their ops eagerly: every call,
+  // but for a step captured in a CUDA Graph, whose replays dispatch none (the
+  // step whose ops are counted must be one of these: train::counted_step).
+  virtual int64_t eager_steps() const { return std::numeric_limits<int64_t>::max(); }
 };
 
 struct StepContext {

@@ -15,6 +15,12 @@ int64_t eval_batch_size(const config::TrainConfig& t, int64_t rows) {
   return std::min<int64_t>(t.eval_batch_size, std::max<int64_t>(1, rows));
 }
 
+int64_t counted_step(const config::TrainConfig& t, int64_t total_steps, int64_t eager_steps) {
+  const int64_t wanted = t.warmup_steps >= 2 ? t.warmup_steps - 1 : 1;
+  const int64_t last_eager = std::max<int64_t>(0, eager_steps - 1);
+  return std::max<int64_t>(0, std::min({wanted, last_eager, total_steps - 1}));
+}
+
 PlannedWork plan_work(const config::RunConfig& cfg, const SplitSizes& n, int world) {
   const auto& t = cfg.train;
   PlannedWork w;

@@ -11,8 +11,11 @@
 
 #include <c10/core/CPUAllocator.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <optional>
 #include <string>
@@ -29,6 +32,7 @@
 #include "accel/train/fabric.h"
 #include "accel/train/checks.h"
 #include "accel/train/optimizer.h"
+#include "accel/train/work.h"
 #include "accel/util/errors.h"
 #include "accel/util/torch_compat.h"
 #include "integration/cli_helpers.h"
@@ -315,6 +319,39 @@ TEST_CASE("device: the graphed step without capture trains bitwise like the loop
   for (size_t i = 0; i < pa.size(); ++i) CHECK(torch::equal(pa[i], pb[i]));
 }
 
+TEST_CASE("device: a graphed run counts the ops of an eager warm-up step, other runs the last warm-up step") {
+  // A replayed CUDA Graph dispatches no ATen op: the counted step of a
+  // graphed run must come before the capture. A GraphedStep that captures
+  // says how many calls run eagerly (building one touches no GPU).
+  auto body = [](const accel::data::Inputs& in, const torch::Tensor&) {
+    return std::make_pair(in.at("x").sum(), in.at("x"));
+  };
+  const train::GraphedStep graphed(torch::Device(torch::kCUDA, 0), body);
+  const int64_t eager = graphed.eager_calls();
+  CHECK(eager == train::GraphedStep::kDefaultWarmup);
+  CHECK(train::GraphedStep(torch::kCPU, body, 2, /*capture=*/false).eager_calls() ==
+        std::numeric_limits<int64_t>::max());
+  accel::config::TrainConfig t;
+  for (const int warmup : {8, 5, 3, 2, 1, 0}) {
+    t.warmup_steps = warmup;
+    INFO("train.warmup_steps " << warmup);
+    const int64_t before = warmup >= 2 ? warmup - 1 : 1;  // the last warm-up step, or step 1
+    CHECK(train::counted_step(t, 100) == before);           // not graphed: as it always was
+    const int64_t g = train::counted_step(t, 100, eager);
+    CHECK(g >= 0);
+    CHECK(g < eager);                                        // an eager call: ops dispatched
+    CHECK(g == std::min<int64_t>(before, eager - 1));        // the last eager one at the latest
+    // Runs shorter than that count their last step, graphed or not.
+    CHECK(train::counted_step(t, 1) == 0);
+    CHECK(train::counted_step(t, 1, eager) == 0);
+    CHECK(train::counted_step(t, 2, eager) == std::min<int64_t>(before, 1));
+  }
+  t.warmup_steps = 8;
+  CHECK(train::counted_step(t, 4) == 3);
+  CHECK(train::counted_step(t, 4, eager) == eager - 1);
+  CHECK(train::counted_step(t, 0) == 0);  // no step at all: nothing to count, never negative
+}
+
 TEST_CASE("device: the graphed step refuses to capture on a cpu and a batch of another shape") {
   auto body = [](const accel::data::Inputs& in, const torch::Tensor&) {
     return std::make_pair(in.at("x").sum(), in.at("x"));
@@ -594,6 +631,29 @@ cli_test::Outcome gpu_smoke(const std::string& extra) {
 }
 
 }  // namespace
+
+TEST_CASE("gpu cuda graphs run counts the ops and flops of its last eager warm-up step") {
+  if (skip_without_gpu()) return;
+  accel_test::TempDir tmp;
+  for (const char* loop : {"plain", "fabric"}) {
+    const std::string tag = loop;
+    const auto out = tmp / (tag + "-graphed");
+    const auto r = gpu_smoke("--set train.loop=" + tag + " --set runtime.cuda_graphs=true" +
+                             " --set train.warmup_steps=8 --out " + out.string());
+    INFO(r.output);
+    REQUIRE(r.code == 0);
+    std::ifstream in(out / "result.json");
+    const auto res = nlohmann::json::parse(in);
+    const auto& c = res["counters"];
+    REQUIRE(c.is_object());
+    CHECK(c["step"].get<int64_t>() == train::GraphedStep::kDefaultWarmup - 1);
+    CHECK(c["op_calls"].get<int64_t>() > 100);
+    CHECK(c["flops_counted"].get<double>() > 0);
+    CHECK(std::fabs(c["flops_counted_over_analytic"].get<double>() - 1.0) <= 0.10);
+    REQUIRE(c["allocations"].is_object());
+    CHECK(c["allocations"]["source"] == "CUDA caching allocator");
+  }
+}
 
 TEST_CASE("gpu cuda graphs rung follows the eager rung's losses and records cuda memory") {
   if (skip_without_gpu()) return;

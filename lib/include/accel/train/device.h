@@ -148,6 +148,9 @@ class GraphedStep {
   std::pair<torch::Tensor, torch::Tensor> run(const data::Inputs& x, const torch::Tensor& y);
   bool captured() const;
   int64_t replays() const;
+  // The calls that run the body eagerly, dispatching its ops (the warm-up;
+  // every call without capture). The calls after them replay the graph.
+  int64_t eager_calls() const;
 
  private:
   struct Impl;

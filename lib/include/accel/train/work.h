@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 
 #include "accel/config/run_config.h"
 
@@ -44,6 +45,17 @@ PlannedWork plan_work(const config::RunConfig& cfg, const SplitSizes& sizes, int
 // (devices "auto" and threads 0 resolved as the run resolves them).
 int planned_world(const config::RunConfig& cfg);
 int planned_threads(const config::RunConfig& cfg);
+
+// The step of a run whose work is counted exactly (result.json's "counters"),
+// of `total_steps` steps: the last warm-up step (train.warmup_steps - 1), or
+// step 1 when the warm-up is shorter than two steps (that step is then left
+// out of the step times); a run shorter than that counts its last step.
+// `eager_steps`: how many leading steps run their step function eagerly, op
+// by op. A step replayed from a CUDA Graph dispatches no op the counters could
+// see, so a graphed run (GraphedStep: its warm-up calls, then capture and
+// replays) counts its last eager step at the latest. Every step by default.
+int64_t counted_step(const config::TrainConfig& train, int64_t total_steps,
+                     int64_t eager_steps = std::numeric_limits<int64_t>::max());
 
 // The sizes load_splits gives the data section (loads and splits the data,
 // tokenizing text; no model is built).
