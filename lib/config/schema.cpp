@@ -162,9 +162,10 @@ std::vector<Field> build_table() {
       d("optim.beta2", 0.999, "Adam beta2").at_least(0).below(1),
       d("optim.eps", 1e-8, "Adam epsilon").above(0),
       s("optim.implementation", "fused",
-        "adam/adamw on CPU float32 parameters: \"fused\", accel-bench's one-pass kernel "
-        "(kernels/adam.h; equal to torch's update to float32 rounding, not bitwise), or "
-        "\"torch\", torch::optim's op-by-op update; CUDA parameters and sgd always take torch's")
+        "adam/adamw: \"fused\", on CPU float32 parameters accel-bench's one-pass kernel "
+        "(kernels/adam.h; equal to torch's update to float32 rounding, not bitwise), on CUDA "
+        "float32 parameters ATen's multi-tensor kernel (torch.optim's fused=True); or "
+        "\"torch\", torch::optim's op-by-op update; sgd always takes torch's")
           .one_of({"fused", "torch"}),
       s("optim.scheduler", "none",
         "learning-rate schedule over the run's optimizer steps: none = constant; cosine = "

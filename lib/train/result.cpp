@@ -59,7 +59,10 @@ json to_json(const RunResult& r) {
             {"model_flops_per_s", num(r.model_flops_per_s)},
             {"flops_per_sample", r.flops_per_sample},
             {"params", r.params},
-            {"peak_memory_kind", r.peak_memory_kind}};
+            {"peak_memory_kind", r.peak_memory_kind},
+            {"optimizer_implementation", r.optimizer_implementation.empty()
+                                             ? json()
+                                             : json(r.optimizer_implementation)}};
   json peaks = json::array(), state = json::array(), ranks = json::array();
   for (const auto& k : r.ranks) {
     peaks.push_back(k.peak_memory_bytes);
@@ -197,6 +200,7 @@ RunRecord run_record_of(const json& doc, const std::filesystem::path& dir) {
   const json step = object_or_null(doc, "step_time_ms");
   r.step_ms_median = number(step, "median");
   r.counters = object_or_null(doc, "counters");
+  r.optimizer_implementation = text(doc, "optimizer_implementation", "");
   r.inject_delay = number(object_or_null(doc, "fault_injection"), "inject_delay")
                        .value_or(number(object_or_null(r.config, "train"), "inject_delay").value_or(0.0));
   if (const json target = object_or_null(doc, "target"); target.is_object()) {

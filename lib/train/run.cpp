@@ -498,6 +498,7 @@ void Run::record_step_split() {
 void Run::write_outputs() {
   if (!zero_) return;
   result_.finished_at = metrics::utc_now();
+  if (fsetup_) result_.optimizer_implementation = optimizer_implementation(fsetup_->optimizer.inner());
   metrics::write_file_atomic(opts_.out_dir / "metrics.csv", metrics_csv(result_.rows));
   metrics::write_json_atomic(opts_.out_dir / "result.json", to_json(result_));
 }

@@ -779,6 +779,7 @@ TEST_CASE("counters: two identical runs count the same work and --fail-counters 
   CHECK(ca["allocations"]["peak_bytes"].get<int64_t>() <= ca["allocations"]["bytes"].get<int64_t>());
   CHECK(ca == b["counters"]);  // exact: no clock in them
   CHECK(a["step_time_ms"]["count"] == 2);  // 4 steps, 2 warm-up; the counted one is warm-up
+  CHECK(a["optimizer_implementation"] == "accel-fused-cpu");  // the default on CPU float32
   r = run_cli("compare " + (root / "a").string() + " " + (root / "b").string() + " --fail-counters");
   CHECK_MESSAGE(r.code == 0, r.output);
   // Clipping adds the norm and scaling ops, not one matmul.

@@ -214,6 +214,7 @@ TEST_CASE("device: the fused adam resumes from torch's adam state and steps on p
     loss_of(*net, x, y).backward();
     opt.step();
   }
+  CHECK(train::optimizer_implementation(*fused) == "accel-fused-cpu");
   for (size_t i = 0; i < a.params().size(); ++i) {
     CHECK(torch::allclose(a.params()[i], b.params()[i], 1e-5, 1e-7));
     // The step count went on from torch's 3.
@@ -235,6 +236,106 @@ TEST_CASE("device: the fused adam resumes from torch's adam state and steps on p
     }
   }
   CHECK(torch::equal(p, q));
+  CHECK(train::optimizer_implementation(*other) == "torch-per-param");
+}
+
+TEST_CASE("device: the optimizer records which update its last step ran") {
+  torch::manual_seed(3);
+  const auto x = torch::randn({8, 6});
+  const auto y = torch::randint(0, 3, {8});
+  auto step_once = [&](Net& net, torch::optim::Optimizer& opt) {
+    opt.zero_grad();
+    loss_of(net, x, y).backward();
+    opt.step();
+  };
+  for (const char* name : {"adam", "adamw"}) {
+    INFO(name);
+    accel::config::OptimConfig o;
+    o.name = name;
+    Net a(4);
+    auto fused = train::make_optimizer(a.params(), o);
+    CHECK(train::optimizer_implementation(*fused).empty());  // no step yet
+    step_once(a, *fused);
+    CHECK(train::optimizer_implementation(*fused) == "accel-fused-cpu");
+    o.implementation = "torch";
+    Net b(4);
+    auto plain = train::make_optimizer(b.params(), o);
+    step_once(b, *plain);
+    CHECK(train::optimizer_implementation(*plain) == "torch-per-param");
+    Net c(4);
+    auto cap = train::make_optimizer(c.params(), o, /*capturable=*/true);
+    CHECK(train::optimizer_implementation(*cap) == "capturable");
+  }
+  accel::config::OptimConfig sgd;
+  sgd.name = "sgd";
+  Net d(4);
+  auto opt = train::make_optimizer(d.params(), sgd);
+  step_once(d, *opt);
+  CHECK(train::optimizer_implementation(*opt) == "torch-per-param");
+}
+
+TEST_CASE("device: aten's fused adam and adamw step as torch::optim's where the version has a cpu kernel") {
+  namespace compat = accel::compat;
+  for (const bool adamw : {false, true}) {
+    INFO((adamw ? "adamw" : "adam"));
+    if (!compat::has_fused_adam(c10::DeviceType::CPU, adamw)) {
+      // Asked anyway, it says so instead of failing in the dispatcher.
+      auto p = torch::zeros({2}), g = torch::ones({2}), m = torch::zeros({2}), v = torch::zeros({2});
+      auto t = torch::zeros({});
+      CHECK_THROWS_AS(compat::fused_adam_step({p}, {g}, {m}, {v}, {t}, 1e-3, 0.9, 0.999, 0.0, 1e-8, adamw),
+                      std::runtime_error);
+      const std::string why = "skipped: LibTorch " + compat::torch_version() +
+                              " has no CPU kernel for aten::_fused_adam" + (adamw ? "w_" : "_");
+      MESSAGE(why);
+      return;
+    }
+    Net a(7), b(7);
+    const double wd = 0.05;
+    std::unique_ptr<torch::optim::Optimizer> ref;
+    if (adamw) {
+      ref = std::make_unique<torch::optim::AdamW>(
+          a.params(), torch::optim::AdamWOptions(1e-2).betas({0.9, 0.99}).eps(1e-8).weight_decay(wd));
+    } else {
+      ref = std::make_unique<torch::optim::Adam>(
+          a.params(), torch::optim::AdamOptions(1e-2).betas({0.9, 0.99}).eps(1e-8).weight_decay(wd));
+    }
+    const auto params = b.params();
+    std::vector<torch::Tensor> m, v, steps;
+    for (const auto& p : params) {
+      m.push_back(torch::zeros_like(p));
+      v.push_back(torch::zeros_like(p));
+      steps.push_back(torch::zeros({}, torch::kFloat));
+    }
+    torch::manual_seed(1);
+    const auto x = torch::randn({16, 6});
+    const auto y = torch::randint(0, 3, {16});
+    for (int step = 0; step < 6; ++step) {
+      const double lr = step < 3 ? 1e-2 : 3e-3;
+      for (auto& g : ref->param_groups()) g.options().set_lr(lr);
+      ref->zero_grad();
+      loss_of(a, x, y).backward();
+      ref->step();
+      for (auto& p : params) p.mutable_grad().reset();
+      loss_of(b, x, y).backward();
+      std::vector<torch::Tensor> grads;
+      for (const auto& p : params) grads.push_back(p.grad());
+      torch::NoGradGuard no_grad;
+      compat::fused_adam_step(params, grads, m, v, steps, lr, 0.9, 0.99, wd, 1e-8, adamw);
+    }
+    const auto pa = a.params();
+    for (size_t i = 0; i < pa.size(); ++i) {
+      INFO("param " << i << " max diff " << (pa[i] - params[i]).abs().max().item<double>());
+      CHECK(torch::allclose(params[i], pa[i], /*rtol=*/1e-6, /*atol=*/1e-7));
+      CHECK(steps[i].item<float>() == 6.0f);  // advanced once a step
+      const auto& st = *ref->state().at(compat::optimizer_state_key(pa[i]));
+      const auto& ref_m = adamw ? static_cast<const torch::optim::AdamWParamState&>(st).exp_avg()
+                                : static_cast<const torch::optim::AdamParamState&>(st).exp_avg();
+      CHECK(torch::allclose(m[i], ref_m, 1e-6, 1e-8));
+    }
+  }
+  auto p = torch::zeros({2});
+  CHECK_THROWS_AS(compat::fused_adam_step({p}, {}, {}, {}, {}, 1e-3, 0.9, 0.999, 0.0, 1e-8, false),
+                  std::invalid_argument);
 }
 
 TEST_CASE("kernels: the adam kernel updates bitwise the same on every ISA and thread count") {
@@ -520,6 +621,81 @@ TEST_CASE("gpu capture replays the step as the eager graphed step computes it") 
   for (size_t i = 0; i < eager.size(); ++i) {
     INFO("step " << i << ": eager " << eager[i] << " graphed " << graphed[i]);
     CHECK(graphed[i] == doctest::Approx(eager[i]).epsilon(1e-5));
+  }
+}
+
+TEST_CASE("gpu fused adam steps cuda parameters through aten's kernel as torch::optim's and resumes torch's state") {
+  if (skip_without_gpu()) return;
+  const torch::Device cuda(torch::kCUDA, 0);
+  for (const char* name : {"adam", "adamw"}) {
+    INFO(name);
+    const bool adamw = std::string(name) == "adamw";
+    Net a(7, cuda), b(7, cuda);
+    const double wd = 0.05;
+    std::unique_ptr<torch::optim::Optimizer> ref;
+    if (adamw) {
+      ref = std::make_unique<torch::optim::AdamW>(
+          a.params(), torch::optim::AdamWOptions(1e-2).betas({0.9, 0.99}).weight_decay(wd));
+    } else {
+      ref = std::make_unique<torch::optim::Adam>(
+          a.params(), torch::optim::AdamOptions(1e-2).betas({0.9, 0.99}).weight_decay(wd));
+    }
+    accel::config::OptimConfig o;
+    o.name = name;
+    o.lr = 1e-2;
+    o.beta2 = 0.99;
+    o.weight_decay = wd;
+    auto fused = train::make_optimizer(b.params(), o);
+    torch::manual_seed(1);
+    const auto x = torch::randn({16, 6}).to(cuda);
+    const auto y = torch::randint(0, 3, {16}).to(cuda);
+    auto step = [&](Net& net, torch::optim::Optimizer& opt) {
+      opt.zero_grad();
+      loss_of(net, x, y).backward();
+      opt.step();
+    };
+    auto save = [](torch::optim::Optimizer& opt) {
+      std::ostringstream out;
+      torch::serialize::OutputArchive ar;
+      opt.save(ar);
+      ar.save_to(out);
+      return out.str();
+    };
+    auto load = [](torch::optim::Optimizer& opt, const std::string& bytes) {
+      std::istringstream in(bytes);
+      torch::serialize::InputArchive ar;
+      ar.load_from(in);
+      opt.load(ar);
+    };
+    auto params_of = [](Net& net) {
+      std::vector<torch::Tensor> out;
+      for (const auto& p : net.params()) out.push_back(p.detach().clone());
+      return out;
+    };
+    for (int i = 0; i < 2; ++i) step(a, *ref);
+    const auto ref_state = save(*ref);
+    const auto ref_params = params_of(a);
+    // The fused one runs ahead, then is put back to torch's state after step
+    // 2 (as a checkpoint load would): its device step counts must follow.
+    for (int i = 0; i < 4; ++i) step(b, *fused);
+    CHECK(train::optimizer_implementation(*fused) == "aten-fused-cuda");
+    {
+      torch::NoGradGuard no_grad;
+      for (size_t i = 0; i < ref_params.size(); ++i) b.params()[i].copy_(ref_params[i]);
+    }
+    load(*fused, ref_state);
+    for (int i = 0; i < 3; ++i) {
+      step(a, *ref);
+      step(b, *fused);
+    }
+    CHECK(train::optimizer_implementation(*fused) == "aten-fused-cuda");
+    for (size_t i = 0; i < a.params().size(); ++i) {
+      INFO("param " << i << " max diff " << (a.params()[i] - b.params()[i]).abs().max().item<double>());
+      CHECK(torch::allclose(a.params()[i], b.params()[i], 1e-5, 1e-7));
+      const auto& st = *fused->state().at(accel::compat::optimizer_state_key(b.params()[i]));
+      CHECK((adamw ? static_cast<const torch::optim::AdamWParamState&>(st).step()
+                   : static_cast<const torch::optim::AdamParamState&>(st).step()) == 5);
+    }
   }
 }
 

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <torch/torch.h>
@@ -15,13 +16,23 @@ namespace accel::train {
 // ConfigError for other optimizers. Otherwise adam/adamw with
 // optim.implementation "fused" (the default) is a torch::optim::Adam/AdamW
 // whose step is kernels::adam_step (accel/kernels/adam.h) where the
-// parameters are CPU float32, torch's op-by-op step elsewhere.
+// parameters are CPU float32, ATen's multi-tensor fused kernel where they are
+// CUDA float32 (compat::fused_adam_step), torch's op-by-op step elsewhere.
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(
     const std::vector<torch::Tensor>& params, const config::OptimConfig& optim,
     bool capturable = false);
 
-// Whether `optimizer` is the fused Adam/AdamW (it fuses on the CPU only).
+// Whether `optimizer` is the fused Adam/AdamW (it fuses CPU or CUDA float32
+// parameters).
 bool fused_adam_applies(const torch::optim::Optimizer& optimizer);
+
+// The update `optimizer`'s last step ran (result.json's
+// "optimizer_implementation"): "accel-fused-cpu" (kernels::adam_step),
+// "aten-fused-cuda" (ATen's multi-tensor kernel), "torch-per-param"
+// (torch::optim's op-by-op step: optim.implementation "torch", sgd, or what
+// the fused Adam cannot fuse), "capturable" (runtime.cuda_graphs' Adam); ""
+// for a fused Adam that has not stepped yet.
+std::string optimizer_implementation(const torch::optim::Optimizer& optimizer);
 
 // The learning rate of optimizer step `step` (0-based) of `total`:
 // optim.lr for scheduler "none"; "cosine": linear warm-up over

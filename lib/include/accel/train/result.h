@@ -113,6 +113,10 @@ struct RunResult {
   // "process_rss" (CPU) or "cuda_max_allocated" (torch.cuda.max_memory_allocated,
   // as the article reports memory)
   std::string peak_memory_kind = "process_rss";
+  // The update rank 0's optimizer ran at its last step (train/optimizer.h's
+  // optimizer_implementation): "accel-fused-cpu", "aten-fused-cuda",
+  // "torch-per-param" or "capturable"; "" (null) when no step ran.
+  std::string optimizer_implementation;
   std::vector<RankResult> ranks;  // one per rank, in rank order
   nlohmann::json grad_scaler;     // final GradScaler state (16-mixed)
   std::vector<MetricRow> rows;    // metrics.csv
@@ -148,6 +152,8 @@ struct RunRecord {
   int epochs_done = 0;
   nlohmann::json counters;  // null in results written before them
   double inject_delay = 0;  // fault_injection: each step slowed by this fraction (0 = none)
+  // The optimizer update that ran ("" in results written before it, or when none ran).
+  std::string optimizer_implementation;
   // train.target, where the run had one: the value, whether the run reached
   // it, and at which step, training samples and time (training with its
   // validations) it first did.

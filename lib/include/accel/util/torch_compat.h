@@ -11,12 +11,18 @@
 #include <string>
 
 #include <ATen/autocast_mode.h>
+#include <ATen/ops/_foreach_add.h>
+#include <ATen/ops/_fused_adam.h>
 #include <torch/torch.h>
 #include <torch/version.h>
 
 #define ACCEL_TORCH_AT_LEAST(major, minor) \
   (TORCH_VERSION_MAJOR > (major) ||        \
    (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
+
+#if ACCEL_TORCH_AT_LEAST(2, 1)
+#include <ATen/ops/_fused_adamw.h>
+#endif
 
 namespace accel::compat {
 
@@ -248,6 +254,72 @@ Key optimizer_state_key(const torch::Tensor& p) {
   } else {
     return p.unsafeGetTensorImpl();
   }
+}
+
+// ---- fused Adam ------------------------------------------------------------------
+// ATen's multi-tensor Adam and AdamW (one launch updates a list of tensors;
+// what torch.optim.Adam(fused=True) calls). In every version here
+//   at::_fused_adam_(TensorList self, TensorList grads, TensorList exp_avgs,
+//                    TensorList exp_avg_sqs, TensorList max_exp_avg_sqs,
+//                    TensorList state_steps, double lr, double beta1, double beta2,
+//                    double weight_decay, double eps, bool amsgrad, bool maximize,
+//                    optional<Tensor> grad_scale = {}, optional<Tensor> found_inf = {})
+// with Adam's L2 weight decay (grad + wd * p); at::_fused_adamw_, the same
+// arguments with decoupled decay (p * (1 - lr * wd)), is absent from 1.13 (it
+// came with 2.x; used here from 2.1). 2.x add overloads taking lr as a
+// Tensor. Kernels: CUDA in every version (a CUDA LibTorch), CPU from 2.4
+// (1.13 registers none for the CPU: its ATen/ops has no
+// _fused_adam_cpu_dispatch.h). state_steps are float32 scalars on the tensors' device, one per
+// tensor, which the kernel reads as the step being taken (bias corrections)
+// and does not advance.
+constexpr bool kHasFusedAdamW = ACCEL_TORCH_AT_LEAST(2, 1);
+constexpr bool kHasFusedAdamCpuKernel = ACCEL_TORCH_AT_LEAST(2, 4);
+
+// Whether fused_adam_step runs for tensors on DEVICE (Adam, or AdamW when
+// `decoupled`).
+inline bool has_fused_adam(c10::DeviceType device, bool decoupled) {
+  if (decoupled && !kHasFusedAdamW) return false;
+  if (device == c10::DeviceType::CUDA) return true;
+  return device == c10::DeviceType::CPU && kHasFusedAdamCpuKernel;
+}
+
+// One Adam (AdamW when `decoupled`) step over equally long lists of float
+// tensors on one device: each state step is advanced by one (as torch.optim's
+// fused path does before its kernel), then the kernel updates params,
+// exp_avgs and exp_avg_sqs in place (amsgrad and maximize off, no grad
+// scale). Throws std::runtime_error where this version has no such kernel
+// (has_fused_adam), std::invalid_argument for lists that do not match.
+inline void fused_adam_step(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs,
+                            at::TensorList exp_avg_sqs, at::TensorList state_steps, double lr,
+                            double beta1, double beta2, double weight_decay, double eps,
+                            bool decoupled) {
+  const size_t n = params.size();
+  if (grads.size() != n || exp_avgs.size() != n || exp_avg_sqs.size() != n ||
+      state_steps.size() != n) {
+    std::ostringstream m;
+    m << "fused_adam_step: lists of " << n << " params, " << grads.size() << " grads, "
+      << exp_avgs.size() << " exp_avgs, " << exp_avg_sqs.size() << " exp_avg_sqs and "
+      << state_steps.size() << " state_steps";
+    throw std::invalid_argument(m.str());
+  }
+  if (n == 0) return;
+  const auto device = params.front().device();
+  if (!has_fused_adam(device.type(), decoupled)) {
+    throw std::runtime_error(std::string("fused_adam_step: LibTorch ") + TORCH_VERSION +
+                             " has no fused " + (decoupled ? "AdamW" : "Adam") + " kernel for " +
+                             device.str() + " tensors");
+  }
+  at::_foreach_add_(state_steps, at::Scalar(1.0));
+#if ACCEL_TORCH_AT_LEAST(2, 1)
+  if (decoupled) {
+    at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, state_steps,
+                      lr, beta1, beta2, weight_decay, eps, /*amsgrad=*/false,
+                      /*maximize=*/false);
+    return;
+  }
+#endif
+  at::_fused_adam_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, state_steps, lr,
+                   beta1, beta2, weight_decay, eps, /*amsgrad=*/false, /*maximize=*/false);
 }
 
 // CUDAGraph::capture_begin takes a capture mode from 2.0 on; thread-local
