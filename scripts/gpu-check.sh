@@ -280,7 +280,7 @@ pack() {
   } >"$OUT_DIR/summary.txt.tmp" && mv -f "$OUT_DIR/summary.txt.tmp" "$OUT_DIR/summary.txt"
   rm -rf "$s" && mkdir -p "$s"
   cp "$OUT_DIR/summary.txt" "$s/" 2>/dev/null || true
-  for f in "$WORK"/*.log "$WORK"/*.txt "$WORK"/*.json "$BUILD_DIR/accel-features.txt" \
+  for f in "$WORK"/*.log "$WORK"/*.txt "$WORK"/*.json "$WORK"/*.err "$BUILD_DIR/accel-features.txt" \
            "$BUILD_DIR/CMakeFiles/CMakeOutput.log" "$BUILD_DIR/CMakeFiles/CMakeError.log" \
            "$BUILD_DIR/CMakeFiles/CMakeConfigureLog.yaml"; do
     [ -f "$f" ] && cp "$f" "$s/" 2>/dev/null
@@ -341,7 +341,10 @@ if ! command -v nvcc >/dev/null && [ -x "$CUDA_HOME/bin/nvcc" ]; then
   export PATH=$CUDA_HOME/bin:$PATH
 fi
 # Output as key=value lines; an import failure is a value, not a crash.
-info=$(bounded 60 "$PY" -W ignore - <<'EOF' 2>/dev/null || true
+# Unbuffered, so what a slow or stuck import printed before the cap is kept;
+# the cap is generous (a first import of torch from a cold disk on a loaded
+# machine took over a minute here); stderr kept for the log.
+info=$(bounded 150 "$PY" -u -W ignore - <<'EOF' 2>"$WORK/torch-import.err" || true
 import glob, os
 try:
     import torch, torch.utils
@@ -400,6 +403,7 @@ val() { sed -n "s/^$1=//p" <<<"$info" | head -n 1; }
 torch_prefix="" cuda_build="" gpus=0
 if [ -z "$(val version)" ]; then
   why=$(val import_error)
+  [ -n "$why" ] || why=$(grep -v '^[[:space:]]*$' "$WORK/torch-import.err" 2>/dev/null | tail -n 1)
   [ "${ACCEL_GPU_CHECK_ALLOW_CPU:-0}" = 1 ] \
     || die "$PY cannot import torch (${why:-no output}); install PyTorch with pip, or set ACCEL_PYTHON to a python that has it"
   cpu_mode=1
