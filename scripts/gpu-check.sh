@@ -119,10 +119,23 @@ dep_of_variable() {
     *) echo "$1" ;;
   esac
 }
+# Headers that torch's own headers include but its pip wheel does not ship:
+# ProcessGroupGloo.hpp (which lib/ includes for CPU ranks) includes gloo's. A
+# header the system lacks comes from its .deb (headers only: the wheel's
+# libtorch_cpu holds gloo itself; Debian's libgloo-dev is what the CUDA leg of
+# scripts/test.sh builds with on Debian 12).
+TORCH_HEADER_DEPS=(gloo/algorithm.h)
+torch_header_debs() {
+  case "$1" in
+    gloo/algorithm.h) echo libgloo-dev ;;
+    *) return 1 ;;
+  esac
+}
 ALL_DEBS=()
 for p in "${DEPS[@]}"; do
   for d in $(debs_for "$p"); do ALL_DEBS+=("$d"); done
 done
+for h in "${TORCH_HEADER_DEPS[@]}"; do ALL_DEBS+=("$(torch_header_debs "$h")"); done
 # The ignored paths a device call carries beside the tracked tree.
 CARRY=(.debs)
 
@@ -600,11 +613,43 @@ if [ "${#missing[@]}" -gt 0 ]; then
   done
 fi
 
+# Torch's headers' own includes: in torch's include folder or the compiler's,
+# else unpacked from the .debs into a folder of their own, searched after
+# every other (-isystem), so they stand in for nothing the system has.
+header_flags=""
+if [ -n "$torch_prefix" ]; then
+  torch_inc=$(cd "$torch_prefix/../../include" 2>/dev/null && pwd || true)
+  hroot=$WORK/torch-headers
+  for h in "${TORCH_HEADER_DEPS[@]}"; do
+    if [ -n "$torch_inc" ] && [ -f "$torch_inc/$h" ]; then
+      say "$h: in torch's include folder"
+    elif echo "#include <$h>" | ${CXX:-c++} -std=c++17 -fsyntax-only -x c++ - >/dev/null 2>&1; then
+      say "$h: the compiler finds it"
+    else
+      d=$(torch_header_debs "$h")
+      f=$(ls "$DEBS_DIR/${d}"_*.deb 2>/dev/null | sort -V | tail -n 1 || true)
+      [ -n "$f" ] || die "torch's headers include <$h>, which neither torch nor this system has, and $DEBS_DIR lacks ${d}_*.deb; run 'scripts/gpu-check.sh --fetch-debs' on a Debian machine and carry the folder (device call: carry [\".debs\"])"
+      if [ ! -f "$hroot/usr/include/$h" ]; then
+        mkdir -p "$hroot"
+        dpkg -x "$f" "$hroot" 2>/dev/null || {
+          t=$(mktemp -d "$WORK/deb.XXXXXX")
+          (cd "$t" && ar x "$(cd "$(dirname "$f")" && pwd)/$(basename "$f")") && tar -xf "$t"/data.tar.* -C "$hroot"
+          rm -rf "$t"
+        }
+      fi
+      [ -f "$hroot/usr/include/$h" ] || die "$(basename "$f") holds no include/$h"
+      say "$h: from $(basename "$f") (headers only, in $hroot/usr/include)"
+      header_flags="-isystem $hroot/usr/include"
+    fi
+  done
+fi
+
 # --- 3. build-cli: configure, then the CLI alone ------------------------------------------
 stage build-cli
 prefixes=$torch_prefix
 [ -n "$deps_prefix" ] && prefixes=${prefixes:+$prefixes;}$deps_prefix
 cfg=(-DCMAKE_BUILD_TYPE=Release -DACCEL_BUILD_TESTS=ON -DACCEL_BUILD_BENCH=OFF)
+[ -n "$header_flags" ] && cfg+=(-DCMAKE_CXX_FLAGS="$header_flags")
 [ -n "$prefixes" ] && cfg+=(-DCMAKE_PREFIX_PATH="$prefixes")
 [ -n "$torch_prefix" ] && cfg+=(-DTorch_DIR="$torch_prefix/Torch")
 # Configure only when the folder is new or the arguments changed: the CUDA
