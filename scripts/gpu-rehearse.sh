@@ -59,6 +59,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ "$(id -u)" -eq 0 ] || die "must run as root (debootstrap, chroot, mount and unshare need it)"
+command -v ip >/dev/null || die "ip (iproute2) missing: the rehearsal brings up the loopback of its network namespace with it"
 IMAGE=${ACCEL_GPU_IMAGE:-/var/cache/accel-bench/gpu-image}
 case "$IMAGE" in /*) ;; *) die "ACCEL_GPU_IMAGE must be an absolute path: $IMAGE" ;; esac
 IMAGE=${IMAGE%/}
@@ -184,7 +185,9 @@ say "running, as the device call would: $device_cmd (budget $budget s$([ "$cut" 
 killer=()
 [ "$cut" -gt 0 ] && killer=(timeout -s KILL "$cut")
 rc=0
-"${killer[@]}" unshare -n -- chroot "$IMAGE" /usr/bin/env -i \
+# No network, as on the device machine, but its loopback up (a new network
+# namespace starts with lo down; Gloo's CPU ranks meet on 127.0.0.1).
+"${killer[@]}" unshare -n -- /bin/sh -c 'ip link set lo up && exec "$@"' loopback chroot "$IMAGE" /usr/bin/env -i \
     PATH=/opt/gpu-image/venv/bin:/usr/local/bin:/usr/bin:/bin HOME=/root LANG=C.UTF-8 \
     OUT=/work/out ACCEL_GPU_CHECK_ALLOW_CPU=1 ACCEL_GPU_CHECK_BUDGET="$budget" \
     bash -c "cd /work/tree && $device_cmd" </dev/null >"$WORKROOT/console.log" 2>&1 || rc=$?
@@ -217,7 +220,8 @@ done
 if [ "$cut" -eq 0 ]; then
   [ "$rc" -eq 0 ] || problems+=("the command exited $rc")
   [ -s "$WORKROOT/out/report.md" ] || problems+=("no report.md")
-  tar -tzf "$WORKROOT/out/gpu-check.tar.gz" 2>/dev/null | grep -q '/result\.json$' \
+  # grep -c reads the whole list (grep -q would end tar with SIGPIPE under pipefail).
+  [ "$(tar -tzf "$WORKROOT/out/gpu-check.tar.gz" 2>/dev/null | grep -c '/result\.json$' || true)" -gt 0 ] \
     || problems+=("gpu-check.tar.gz holds no rung's result.json")
 fi
 [ ! -f "$WORKROOT/out/summary.txt" ] || sed 's/^/  summary: /' "$WORKROOT/out/summary.txt"
