@@ -347,16 +347,23 @@ struct GraphedStep::Impl {
   bool captured = false;
 #if ACCEL_WITH_CUDA
   std::unique_ptr<at::cuda::CUDAGraph> graph;
+  // One side stream for the warm-up calls and the capture, taken from the
+  // pool once (the pool hands its streams out round-robin).
+  std::optional<c10::cuda::CUDAStream> side_stream;
+  c10::cuda::CUDAStream side() {
+    if (!side_stream) side_stream = c10::cuda::getStreamFromPool(false, device.index());
+    return *side_stream;
+  }
 #endif
 
   std::pair<torch::Tensor, torch::Tensor> eager() {
 #if ACCEL_WITH_CUDA
     if (device.is_cuda()) {
-      // Warm-up on a side stream, ordered after the input copies and before
+      // Warm-up on the side stream, ordered after the input copies and before
       // whatever the caller does next (PyTorch's whole-network recipe).
       const auto idx = device.index();
       auto current = c10::cuda::getCurrentCUDAStream(idx);
-      auto side = c10::cuda::getStreamFromPool(false, idx);
+      auto side = this->side();
       at::cuda::CUDAEvent ready;
       ready.record(current);
       ready.block(side);
@@ -379,7 +386,7 @@ struct GraphedStep::Impl {
     const auto idx = device.index();
     c10::cuda::getCurrentCUDAStream(idx).synchronize();
     graph = std::make_unique<at::cuda::CUDAGraph>();
-    auto side = c10::cuda::getStreamFromPool(false, idx);
+    auto side = this->side();
     // Autocast's cast cache would hand the graph tensors cast before capture;
     // cast inside it instead (as torch.cuda.graph users are told to).
     struct NoAutocastCache {
