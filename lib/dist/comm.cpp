@@ -500,7 +500,7 @@ std::unique_ptr<Comm> connect(const CommOptions& o) {
   c10::intrusive_ptr<compat::CommBackend> pg;
   try {
     if (o.backend == "nccl") {
-      pg = compat::make_nccl_backend(pg_store, o.rank, o.world_size, o.timeout);
+      pg = compat::make_nccl_backend(pg_store, o.rank, o.world_size, o.timeout, o.device);
     } else {
       const auto addr = local_address_towards(o.master_addr, o.master_port);
       pg = compat::make_gloo_backend(pg_store, o.rank, o.world_size, o.timeout, addr);

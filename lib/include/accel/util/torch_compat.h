@@ -373,6 +373,7 @@ long cudnn_runtime_version(const Hooks& hooks) {
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #if defined(ACCEL_WITH_NCCL) && ACCEL_WITH_NCCL
+#include <c10/cuda/CUDAFunctions.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
@@ -426,19 +427,52 @@ inline c10::intrusive_ptr<CommBackend> make_gloo_backend(
   return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, opts);
 }
 
+// A backend told its device (torch.distributed's init_process_group(device_id=)):
+// c10d::Backend::setBoundDeviceId, where the version has it (2.x from about
+// 2.3; not 1.13), found by the member itself.
+template <typename B, typename = void>
+struct HasBoundDeviceId : std::false_type {};
+template <typename B>
+struct HasBoundDeviceId<B, std::void_t<decltype(std::declval<B&>().setBoundDeviceId(
+                               std::declval<c10::optional<at::Device>>()))>> : std::true_type {};
+
+// Binds `device` to the backend where the version can; false where it cannot.
+template <typename B>
+bool bind_backend_device(B& backend, const at::Device& device) {
+  if constexpr (HasBoundDeviceId<B>::value) {
+    backend.setBoundDeviceId(device);
+    return true;
+  } else {
+    (void)backend;
+    (void)device;
+    return false;
+  }
+}
+
 #if defined(ACCEL_WITH_NCCL) && ACCEL_WITH_NCCL
 constexpr bool kHasNcclProcessGroup = true;
+// `device`: this rank's CUDA device. It becomes the current device before the
+// process group exists (NCCL's communicators and streams are made on the
+// current device) and, where the version can, the group's bound device, so
+// NCCL does not guess the device from the rank.
 inline c10::intrusive_ptr<CommBackend> make_nccl_backend(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-    std::chrono::milliseconds timeout) {
+    std::chrono::milliseconds timeout, const at::Device& device) {
+  if (!device.is_cuda() || !device.has_index()) {
+    throw std::invalid_argument("make_nccl_backend: needs a CUDA device with an index, got " +
+                                device.str());
+  }
+  c10::cuda::set_device(device.index());
   auto opts = c10d::ProcessGroupNCCL::Options::create();
   opts->timeout = timeout;
-  return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, opts);
+  auto pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, opts);
+  bind_backend_device(*pg, device);
+  return pg;
 }
 #else
 constexpr bool kHasNcclProcessGroup = false;
 inline c10::intrusive_ptr<CommBackend> make_nccl_backend(
-    const c10::intrusive_ptr<c10d::Store>&, int, int, std::chrono::milliseconds) {
+    const c10::intrusive_ptr<c10d::Store>&, int, int, std::chrono::milliseconds, const at::Device&) {
   throw std::runtime_error("this LibTorch has no NCCL process group");
 }
 #endif
