@@ -71,7 +71,7 @@ class FsdpStrategy final : public Strategy {
   void pre_backward() override;
   void finish_gradient_sync() override;
   void after_optimizer_step() override;
-  double clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm) override;
+  torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm) override;
   FullState gather_full_state(torch::optim::Optimizer& optimizer) override;
   void scatter_full_state(FullState& full, torch::optim::Optimizer& optimizer) override;
   void release_full_state(FullState& full) override;

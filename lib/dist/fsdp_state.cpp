@@ -182,7 +182,7 @@ void FsdpStrategy::release_full_state(FullState& full) {
 
 // ---- clipping and accounting ----------------------------------------------------
 
-double FsdpStrategy::clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm) {
+torch::Tensor FsdpStrategy::clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm) {
   torch::NoGradGuard no_grad;
   std::vector<torch::Tensor> grads;
   for (const auto& p : params) {
@@ -196,7 +196,7 @@ double FsdpStrategy::clip_grad_norm(const std::vector<torch::Tensor>& params, do
   const auto norm = sq.sqrt();
   const auto coef = torch::clamp_max(max_norm / (norm + 1e-6), 1.0);
   for (auto& g : grads) g.mul_(coef.to(g.scalar_type()));
-  return norm.item<double>();
+  return norm;
 }
 
 StateBytes FsdpStrategy::state_bytes(const torch::optim::Optimizer& optimizer) const {

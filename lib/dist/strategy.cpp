@@ -9,8 +9,27 @@
 
 namespace accel::dist {
 
-double Strategy::clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm) {
-  return torch::nn::utils::clip_grad_norm_(params, max_norm);
+torch::Tensor Strategy::clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm) {
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> grads;
+  bool on_cpu = true;
+  for (const auto& p : params) {
+    if (!p.grad().defined()) continue;
+    grads.push_back(p.grad());
+    on_cpu = on_cpu && p.grad().device().is_cpu();
+  }
+  // On a CPU, torch's clip_grad_norm_ (its bits, as ever; reading the norm
+  // back costs a CPU nothing).
+  if (on_cpu) return torch::tensor(torch::nn::utils::clip_grad_norm_(params, max_norm), torch::kDouble);
+  // Elsewhere the same clip with the norm and the scale kept on the device:
+  // no host sync (torch's reads the norm back, and 1.13's compares it on the
+  // host before scaling).
+  auto sq = torch::zeros({}, torch::TensorOptions(torch::kDouble).device(grads.front().device()));
+  for (const auto& g : grads) sq.add_(g.norm(2).to(torch::kDouble).square());
+  const auto norm = sq.sqrt();
+  const auto coef = torch::clamp_max(max_norm / (norm + 1e-6), 1.0);
+  for (auto& g : grads) g.mul_(coef.to(g.scalar_type()));
+  return norm;
 }
 
 Strategy::FullState Strategy::gather_full_state(torch::optim::Optimizer& optimizer) {

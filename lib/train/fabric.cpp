@@ -216,8 +216,8 @@ Fabric::NoBackwardSync::NoBackwardSync(Fabric& f, bool enabled)
 }
 Fabric::NoBackwardSync::~NoBackwardSync() { f_->strategy().set_backward_sync(prev_); }
 
-double Fabric::clip_gradients(FabricModule& /*model*/, FabricOptimizer& optimizer,
-                              double max_norm) {
+torch::Tensor Fabric::clip_gradients(FabricModule& /*model*/, FabricOptimizer& optimizer,
+                                     double max_norm) {
   if (scaler_.enabled()) scaler_.unscale_(optimizer.inner());
   return strategy().clip_grad_norm(optimizer.params(), max_norm);
 }

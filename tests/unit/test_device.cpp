@@ -28,6 +28,7 @@
 #include "accel/kernels/adam.h"
 #include "accel/metrics/profiler.h"
 #include "accel/data/loader.h"
+#include "accel/dist/strategy.h"
 #include "accel/train/device.h"
 #include "accel/train/fabric.h"
 #include "accel/train/checks.h"
@@ -155,6 +156,49 @@ void compare_with_torch(bool adamw, Impl impl = Impl::Capturable) {
   loaded->load(ar);
   CHECK(loaded->state().size() == pa.size());
 }
+
+// Two nets of the same weights and gradients: `b`'s clipped by the single
+// strategy, `a`'s by torch's clip_grad_norm_; the norms each returned.
+std::pair<double, double> clip_both(Net& a, Net& b, double max_norm, const torch::Device& device) {
+  torch::manual_seed(9);
+  const auto x = (torch::randn({16, 6}) * 20).to(device);
+  const auto y = torch::randint(0, 3, {16}).to(device);
+  for (auto* net : {&a, &b}) loss_of(*net, x, y).backward();
+  accel::dist::StrategyOptions o;
+  o.name = "single";
+  auto single = accel::dist::make_strategy(o, accel::dist::DistContext{});
+  const torch::Tensor norm = single->clip_grad_norm(b.params(), max_norm);
+  REQUIRE(norm.defined());
+  CHECK(norm.dim() == 0);
+  CHECK(norm.device() == device);
+  return {torch::nn::utils::clip_grad_norm_(a.params(), max_norm), norm.item<double>()};
+}
+
+}  // namespace
+
+TEST_CASE("device: clipping on a cpu is torch's clip_grad_norm_, bitwise, and returns the norm as a tensor") {
+  Net a(13), b(13);
+  const auto [ref, got] = clip_both(a, b, 0.5, torch::kCPU);
+  CHECK(got == ref);
+  CHECK(ref > 0.5);  // it clipped
+  for (size_t i = 0; i < a.params().size(); ++i) CHECK(torch::equal(a.params()[i].grad(), b.params()[i].grad()));
+}
+
+TEST_CASE("gpu clipping on the device scales the gradients as torch's clip_grad_norm_") {
+  if (skip_without_gpu()) return;
+  const torch::Device cuda(torch::kCUDA, 0);
+  for (const double max_norm : {0.5, 1e6}) {  // clipped, and left as they are
+    INFO("max_norm " << max_norm);
+    Net a(13, cuda), b(13, cuda);
+    const auto [ref, got] = clip_both(a, b, max_norm, cuda);
+    CHECK(got == doctest::Approx(ref).epsilon(1e-6));
+    for (size_t i = 0; i < a.params().size(); ++i) {
+      CHECK(torch::allclose(a.params()[i].grad(), b.params()[i].grad(), 1e-6, 1e-8));
+    }
+  }
+}
+
+namespace {
 
 // n floats from a seeded generator, as a tensor the kernel writes through.
 torch::Tensor randn_floats(int64_t n, uint64_t seed, double scale = 1.0) {

@@ -91,8 +91,10 @@ class Strategy {
   void set_backward_sync(bool on) { backward_sync_ = on; }
   bool backward_sync() const { return backward_sync_; }
   // Clips the global gradient norm of `params` (the optimizer's) to max_norm;
-  // returns the norm before clipping (FSDP: over all shards).
-  virtual double clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm);
+  // returns the norm before clipping (FSDP: over all shards) as a float64
+  // scalar on the gradients' device, never read back here (on a GPU the
+  // clip adds no host sync; .item() it only where the value is wanted).
+  virtual torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm);
 
   // Checkpoints. gather_full_state makes `model` hold the full parameters on
   // every rank and returns a single-device optimizer equivalent to this

@@ -130,8 +130,8 @@ class Fabric {
   };
   NoBackwardSync no_backward_sync(bool enabled = true) { return NoBackwardSync(*this, enabled); }
   // Unscales (if a GradScaler runs) and clips the global gradient norm;
-  // returns the norm before clipping.
-  double clip_gradients(FabricModule& model, FabricOptimizer& optimizer, double max_norm);
+  // returns the norm before clipping, a device scalar (Strategy::clip_grad_norm).
+  torch::Tensor clip_gradients(FabricModule& model, FabricOptimizer& optimizer, double max_norm);
   // RAII autocast for code outside FabricModule::forward.
   std::unique_ptr<precision::AutocastGuard> autocast() const;
 
