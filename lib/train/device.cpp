@@ -35,6 +35,7 @@ std::map<int, DeviceMemory> g_carried;
 void reset_peak_memory(const torch::Device& device) {
 #if ACCEL_WITH_CUDA
   if (device.is_cuda()) {
+    compat::lazy_init_cuda(at::globalContext());  // the allocator knows no device before it
     c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
     std::lock_guard<std::mutex> lk(g_carried_mu);
     g_carried.erase(device.index());
@@ -47,6 +48,7 @@ void reset_peak_memory(const torch::Device& device) {
 std::optional<DeviceMemory> peak_memory(const torch::Device& device) {
 #if ACCEL_WITH_CUDA
   if (device.is_cuda()) {
+    compat::lazy_init_cuda(at::globalContext());
     const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
     // Index 0 of each StatArray is StatType::AGGREGATE (all pools) in every
     // version; the enum's namespace moved between versions.

@@ -355,6 +355,26 @@ long cudnn_runtime_version(const Hooks& hooks) {
   }
 }
 
+// CUDA's lazy initialization (what the first CUDA tensor triggers): the
+// caching allocator knows its devices only after it, and answers
+// resetPeakStats/getDeviceStats before it with "Invalid device argument".
+// at::Context::lazyInitDevice(kCUDA) where the version has it (2.x; its
+// lazyInitCUDA warns as deprecated there), lazyInitCUDA before (1.13).
+// Detected by the member, not the version.
+template <typename C, typename = void>
+struct HasLazyInitDevice : std::false_type {};
+template <typename C>
+struct HasLazyInitDevice<C, std::void_t<decltype(std::declval<C&>().lazyInitDevice(c10::DeviceType::CUDA))>>
+    : std::true_type {};
+template <typename Context>
+void lazy_init_cuda(Context& ctx) {
+  if constexpr (HasLazyInitDevice<Context>::value) {
+    ctx.lazyInitDevice(c10::DeviceType::CUDA);
+  } else {
+    ctx.lazyInitCUDA();
+  }
+}
+
 // Only translation units that define ACCEL_COMPAT_C10D before including this
 // header get these (c10d's headers are heavy; lib/dist/comm.cpp is the user).
 // 1.13: ProcessGroupGloo/NCCL derive from c10d::ProcessGroup. 2.0+: they derive
