@@ -220,6 +220,9 @@ DEBS_DIR=${ACCEL_DEBS_DIR:-.debs}
 DEPS_MODE=${ACCEL_GPU_CHECK_DEPS:-auto}
 case "$DEPS_MODE" in auto|debs|system) ;; *) die "ACCEL_GPU_CHECK_DEPS must be auto, debs or system: $DEPS_MODE" ;; esac
 case "${ACCEL_GPU_CHECK_ALLOW_CPU:-0}" in 0|1) ;; *) die "ACCEL_GPU_CHECK_ALLOW_CPU must be 0 or 1" ;; esac
+for s in ${ACCEL_GPU_CHECK_SKIP:-}; do
+  case "$s" in ladder|calibrate|peer) ;; *) die "ACCEL_GPU_CHECK_SKIP: $s is not a stage that can be left out (ladder, calibrate, peer)" ;; esac
+done
 mkdir -p "$BUILD_DIR/gpu-check"
 WORK=$(cd "$BUILD_DIR/gpu-check" && pwd)
 T0=$(date +%s)
@@ -238,6 +241,9 @@ say "started $(date -u +%FT%TZ) in $PWD; budget $BUDGET s${OUT_DIR:+; outputs in
 stage_names=() stage_secs=() stage_notes=() failed=()
 cur_stage="" cur_t0=$T0 cur_note=""
 left() { echo $((T0 + BUDGET - RESERVE - $(date +%s))); }
+# ACCEL_GPU_CHECK_SKIP="ladder calibrate peer": those measuring stages left
+# out (recorded as skipped), for a short rerun of the builds and the tests.
+skipping() { case " ${ACCEL_GPU_CHECK_SKIP:-} " in *" $1 "*) cur_note="skipped (ACCEL_GPU_CHECK_SKIP)"; return 0 ;; esac; return 1; }
 stage() {  # stage NAME: ends the current stage, starts NAME
   local now
   now=$(date +%s)
@@ -702,6 +708,7 @@ say "machine id: $machine_id"
 
 # --- 4. ladder: the smoke suite, fitted to this machine, through the sweep ----------------
 stage ladder
+if ! skipping ladder; then
 OUT_ROOT=${ACCEL_GPU_CHECK_OUT:-results}
 [ "$cpu_mode" = 1 ] && OUT_ROOT=${ACCEL_GPU_CHECK_OUT:-runs}
 suite=$WORK/suite.json
@@ -795,16 +802,22 @@ if [ -d "$set_dir" ]; then
   fi
 fi
 
+fi
+
 # --- 5. calibrate: this machine's CPU matmul peaks -----------------------------------------
 stage calibrate
+if ! skipping calibrate; then
 rc=0
 bounded 90 "$BIN" calibrate -o "$WORK/calibration.json" --max-threads "$(nproc)" --min-seconds 0.1 \
   >"$WORK/calibrate.log" 2>&1 || rc=$?
 tail -n 8 "$WORK/calibrate.log" | sed 's/^/  /'
 [ "$rc" -eq 0 ] || fail "accel-bench calibrate: $(why_rc "$rc")"
 
+fi
+
 # --- 6. peer: the same step through Lightning Fabric -------------------------------------
 stage peer
+if ! skipping peer; then
 peer_args=(--precisions bf16-mixed --batch 16 --large-batch 0 --steps 40 --warmup 10 --rounds 1)
 [ "$cpu_mode" = 1 ] && peer_args=(--tiny --device cpu --precisions 32-true --batch 8 --large-batch 0 --steps 5 --warmup 2)
 rm -rf "$WORK/peer"
@@ -813,6 +826,8 @@ BUILD_DIR=$BUILD_DIR PYTHON=$PY bounded 180 bash bench/fabric_peer.sh "${peer_ar
   >"$WORK/peer.log" 2>&1 || rc=$?
 tail -n 8 "$WORK/peer.log" | sed 's/^/  /'
 [ "$rc" -eq 0 ] || fail "bench/fabric_peer.sh: $(why_rc "$rc"): $(grep -m 1 'error:' "$WORK/peer.log" || tail -n 1 "$WORK/peer.log")"
+
+fi
 
 # --- 7. build-tests ------------------------------------------------------------------------
 stage build-tests
@@ -849,6 +864,26 @@ if [ -x "$tests_bin" ]; then
     fail "ctest did not run (exit $rc): see $log"
   else
     grep -qE ' 0 tests failed out of' "$log" || fail "GPU tests failed: see $log"
+    # The image has no debugger: a test that crashed runs once more with
+    # scripts/segv-backtrace.c preloaded, its frames named by addr2line.
+    crashed=$(sed -nE 's/^[[:space:]]*[0-9]+ - (gpu .*) \((SEGFAULT|Bus error|Child aborted|Exception)\)$/\1/p' "$log" | head -n 3)
+    if [ -n "$crashed" ] && command -v cc >/dev/null; then
+      bt=$WORK/crash-backtraces.txt shim=$WORK/segv-backtrace.so
+      : >"$bt"
+      if cc -shared -fPIC -O1 -o "$shim" scripts/segv-backtrace.c -ldl >>"$bt" 2>&1; then
+        while IFS= read -r name; do
+          echo "== $name" >>"$bt"
+          (cd "$BUILD_DIR" && LD_PRELOAD=$shim bounded 120 "$PWD/tests/accel_tests" -tc="$name" >>"$bt" 2>&1) || true
+        done <<<"$crashed"
+        # Frames of our own binaries, named (the libraries' by object and offset only).
+        if command -v addr2line >/dev/null; then
+          echo "== frames of accel_tests named" >>"$bt"
+          sed -n 's|^.*/accel_tests(+\(0x[0-9a-f]*\)).*$|\1|p' "$bt" | head -n 40 |
+            xargs -r addr2line -f -C -i -e "$tests_bin" >>"$bt" 2>&1 || true
+        fi
+        say "crashed GPU tests rerun with a backtrace: $bt"
+      fi
+    fi
     if [ "$skipped" -gt 0 ] && [ "$cpu_mode" = 0 ]; then
       # The GPU is process-wide: when any GPU test ran on it, skips on one GPU are
       # the tests that need two (they print the same line).
