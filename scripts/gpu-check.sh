@@ -478,6 +478,27 @@ stage deps
 command -v cmake >/dev/null || die "cmake not found (3.18 or newer; the distribution's or pip's cmake)"
 check_deps >"$WORK/deps.txt" 2>&1 || { cat "$WORK/deps.txt"; die "the build looks up a package this script cannot provide (above)"; }
 
+# unpack_deb FILE ROOT: a .deb's files under ROOT, as dpkg -x unpacks them
+# (with binutils' ar and tar where there is no dpkg: a .deb is an ar archive
+# holding data.tar.{xz,zst,gz}); refused when it is for another architecture.
+unpack_deb() {
+  local f=$1 root=$2 a t
+  # The runtime .debs are per architecture (the header-only ones are "all").
+  if command -v dpkg-deb >/dev/null && command -v dpkg >/dev/null; then
+    a=$(dpkg-deb -f "$f" Architecture)
+    [ "$a" = all ] || [ "$a" = "$(dpkg --print-architecture)" ] \
+      || die "$f is for $a, this machine is $(dpkg --print-architecture); fetch the .debs for this architecture"
+  fi
+  if command -v dpkg >/dev/null; then
+    dpkg -x "$f" "$root" || die "dpkg -x $f failed"
+  else
+    t=$(mktemp -d "$WORK/deb.XXXXXX")
+    (cd "$t" && ar x "$(cd "$(dirname "$f")" && pwd)/$(basename "$f")") || die "ar x $f failed (binutils' ar is needed without dpkg)"
+    tar -xf "$t"/data.tar.* -C "$root" || die "unpacking $f's data.tar failed"
+    rm -rf "$t"
+  fi
+}
+
 # probe NAME CMAKE_ARGS...: which of DEPS cmake finds, as "pkg where" lines in
 # $WORK/NAME/found.txt (only found ones). A throwaway project: a failed lookup
 # must not break, and cannot poison, the real build's cache.
@@ -567,20 +588,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
   if [ "$(cat "$root.stamp" 2>/dev/null)" != "$stamp" ]; then
     rm -rf "$root" "$root.stamp" && mkdir -p "$root"
     for f in "${want[@]}"; do
-      # The runtime .debs are per architecture (the header-only ones are "all").
-      if command -v dpkg-deb >/dev/null && command -v dpkg >/dev/null; then
-        a=$(dpkg-deb -f "$f" Architecture)
-        [ "$a" = all ] || [ "$a" = "$(dpkg --print-architecture)" ] \
-          || die "$f is for $a, this machine is $(dpkg --print-architecture); fetch the .debs for this architecture"
-      fi
-      if command -v dpkg >/dev/null; then
-        dpkg -x "$f" "$root" || die "dpkg -x $f failed"
-      else  # a .deb is an ar archive holding data.tar.{xz,zst,gz}
-        t=$(mktemp -d "$WORK/deb.XXXXXX")
-        (cd "$t" && ar x "$(cd "$(dirname "$f")" && pwd)/$(basename "$f")") || die "ar x $f failed (binutils' ar is needed without dpkg)"
-        tar -xf "$t"/data.tar.* -C "$root" || die "unpacking $f's data.tar failed"
-        rm -rf "$t"
-      fi
+      unpack_deb "$f" "$root"
       say "unpacked $(basename "$f")"
     done
     # zlib1g-dev's libz.so is an absolute link (/lib/<arch>/libz.so.1.x): point
@@ -637,11 +645,7 @@ if [ -n "$torch_prefix" ]; then
       [ -n "$f" ] || die "torch's headers include <$h>, which neither torch nor this system has, and $DEBS_DIR lacks ${d}_*.deb; run 'scripts/gpu-check.sh --fetch-debs' on a Debian machine and carry the folder (device call: carry [\".debs\"])"
       if [ ! -f "$hroot/usr/include/$h" ]; then
         mkdir -p "$hroot"
-        dpkg -x "$f" "$hroot" 2>/dev/null || {
-          t=$(mktemp -d "$WORK/deb.XXXXXX")
-          (cd "$t" && ar x "$(cd "$(dirname "$f")" && pwd)/$(basename "$f")") && tar -xf "$t"/data.tar.* -C "$hroot"
-          rm -rf "$t"
-        }
+        unpack_deb "$f" "$hroot"
       fi
       [ -f "$hroot/usr/include/$h" ] || die "$(basename "$f") holds no include/$h"
       say "$h: from $(basename "$f") (headers only, in $hroot/usr/include)"

@@ -188,15 +188,11 @@ torch::Tensor FsdpStrategy::clip_grad_norm(const std::vector<torch::Tensor>& par
   for (const auto& p : params) {
     if (p.grad().defined()) grads.push_back(p.grad());
   }
-  auto sq = torch::zeros({}, torch::TensorOptions(torch::kDouble).device(ctx_.device));
-  for (const auto& g : grads) sq.add_(g.norm(2).to(torch::kDouble).square());
+  auto sq = squared_norm(grads, ctx_.device);
   // Shards hold disjoint slices (padding is zero): the global square sum is
   // the sum over ranks. NO_SHARD ranks hold the same gradients.
   if (sharding_ != Sharding::None && ctx_.comm) ctx_.comm->all_reduce(sq, ReduceOp::Sum).wait();
-  const auto norm = sq.sqrt();
-  const auto coef = torch::clamp_max(max_norm / (norm + 1e-6), 1.0);
-  for (auto& g : grads) g.mul_(coef.to(g.scalar_type()));
-  return norm;
+  return scale_to_max_norm(grads, sq, max_norm);
 }
 
 StateBytes FsdpStrategy::state_bytes(const torch::optim::Optimizer& optimizer) const {

@@ -24,11 +24,20 @@ torch::Tensor Strategy::clip_grad_norm(const std::vector<torch::Tensor>& params,
   // Elsewhere the same clip with the norm and the scale kept on the device:
   // no host sync (torch's reads the norm back, and 1.13's compares it on the
   // host before scaling).
-  auto sq = torch::zeros({}, torch::TensorOptions(torch::kDouble).device(grads.front().device()));
+  return scale_to_max_norm(grads, squared_norm(grads, grads.front().device()), max_norm);
+}
+
+torch::Tensor Strategy::squared_norm(const std::vector<torch::Tensor>& grads, const torch::Device& device) {
+  auto sq = torch::zeros({}, torch::TensorOptions(torch::kDouble).device(device));
   for (const auto& g : grads) sq.add_(g.norm(2).to(torch::kDouble).square());
-  const auto norm = sq.sqrt();
+  return sq;
+}
+
+torch::Tensor Strategy::scale_to_max_norm(const std::vector<torch::Tensor>& grads, const torch::Tensor& squared,
+                                          double max_norm) {
+  const auto norm = squared.sqrt();
   const auto coef = torch::clamp_max(max_norm / (norm + 1e-6), 1.0);
-  for (auto& g : grads) g.mul_(coef.to(g.scalar_type()));
+  for (const auto& g : grads) g.mul_(coef.to(g.scalar_type()));
   return norm;
 }
 

@@ -120,6 +120,15 @@ class Strategy {
   Comm* comm() const { return ctx_.comm.get(); }
 
  protected:
+  // The clip's two halves, kept on the gradients' device (no host sync):
+  // the sum of the squared 2-norms of `grads` as a float64 scalar on
+  // `device`, and the scaling of `grads` by min(1, max_norm / (norm + 1e-6))
+  // as torch's clip_grad_norm_ scales them, given that sum; returns the norm.
+  // FSDP all-reduces the sum between the two.
+  static torch::Tensor squared_norm(const std::vector<torch::Tensor>& grads, const torch::Device& device);
+  static torch::Tensor scale_to_max_norm(const std::vector<torch::Tensor>& grads, const torch::Tensor& squared,
+                                         double max_norm);
+
   std::shared_ptr<torch::nn::Module> module_;
   DistContext ctx_;
   bool backward_sync_ = true;
