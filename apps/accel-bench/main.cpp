@@ -5,6 +5,7 @@
 #include <malloc.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -45,9 +46,15 @@
 #include "accel/train/signals.h"
 #include "accel/text/tokenizer.h"
 #include "accel/util/errors.h"
+#include "accel/util/json_doc.h"
 #include "accel/util/torch_compat.h"
 
 namespace {
+
+// What reaches the terminal from a result set or history: no control
+// character but newlines and tabs (an escape sequence from a doctored
+// result.json could clear the screen or paint a fake verdict).
+std::string terminal_text(const std::string& s) { return accel::clean_text(s, std::string::npos, true); }
 
 struct RunArgs {
   std::string config;
@@ -265,10 +272,10 @@ int cmd_config(bool explain, const std::vector<std::string>& checks,
       check_one_config(path, sets, /*print_resolved=*/false);
     } catch (const accel::ConfigError& e) {
       ++invalid;
-      std::cerr << error_prefix() << e.what() << "\n";
+      std::cerr << error_prefix() << terminal_text(e.what()) << "\n";
     } catch (const accel::DataError& e) {
       ++invalid;
-      std::cerr << error_prefix() << e.what() << "\n";
+      std::cerr << error_prefix() << terminal_text(e.what()) << "\n";
     }
   }
   if (invalid > 0) {
@@ -470,6 +477,19 @@ int cmd_sweep(LadderArgs& a) {
     } else {
       std::cout << accel::ladder::plans_text(plans);
     }
+    // A plan with a rung whose config does not resolve is a config error,
+    // as the sweep would meet it: exit 2 after the plan is shown.
+    int failed = 0, rungs = 0;
+    for (const auto& p : plans.suites) {
+      for (const auto& r : p.rungs) {
+        ++rungs;
+        if (r.value("status", "") == "failed") ++failed;
+      }
+    }
+    if (failed > 0) {
+      throw accel::ConfigError("sweep --plan: " + std::to_string(failed) + " of " + std::to_string(rungs) +
+                               " rungs have a config that does not resolve (status failed above)");
+    }
     return 0;
   }
   a.sweep.log = &std::cout;
@@ -502,7 +522,7 @@ int cmd_report(LadderArgs& a) {
   if (a.report_price >= 0) a.report.price_per_hour = a.report_price;
   std::vector<std::string> failed;
   for (const auto& f : accel::results::write_reports(a.report_dir, a.report)) {
-    std::cout << f.markdown << "\n";
+    std::cout << terminal_text(f.markdown) << "\n";
     if (!f.notice.empty()) std::cerr << f.notice << "\n";
     std::cerr << "report: wrote " << f.files.size() << " files under "
               << (a.report.out.empty() ? f.set_dir : a.report.out).string() << "\n";
@@ -519,9 +539,15 @@ int cmd_report(LadderArgs& a) {
 }
 
 int cmd_compare(const LadderArgs& a) {
-  for (const auto& b : {a.bounds.slower_pct, a.bounds.acc_drop_points,
-                        a.bounds.memory_growth_pct, a.bounds.acc_band_points}) {
-    if (b && !(*b >= 0)) throw accel::ConfigError("compare: bounds must be numbers >= 0");
+  for (const auto& [flag, b] : {std::pair{"--fail-slower", a.bounds.slower_pct},
+                                 std::pair{"--fail-accuracy-drop", a.bounds.acc_drop_points},
+                                 std::pair{"--fail-memory-growth", a.bounds.memory_growth_pct},
+                                 std::pair{"--accuracy-band", a.bounds.acc_band_points}}) {
+    // inf would make every change "same": a gate that can never fail.
+    if (b && !(*b >= 0 && std::isfinite(*b))) {
+      throw accel::ConfigError(std::string(flag) + ": must be a finite number >= 0 (got " +
+                               accel::machine::format_double("%g", *b) + ")");
+    }
   }
   if (a.compare_sets.size() < 2) throw accel::ConfigError("compare: give BASE and at least one OTHER");
   const auto base = accel::results::load_result_set(
@@ -552,43 +578,33 @@ int cmd_compare(const LadderArgs& a) {
       throw accel::ConfigError("--history " + a.compare_history + ": no such file");
     }
     if (a.compare_window < 1) throw accel::ConfigError("--window: must be at least 1");
-    const accel::results::History history(a.compare_history);
+    const accel::results::History history(a.compare_history, accel::results::History::Mode::read_only);
     const auto runs = history.runs();
     const auto other = accel::results::load_result_set(accel::results::single_result_set(a.compare_sets.back()));
     against = accel::results::judge_against_history(runs, other, a.compare_window, a.bounds);
   }
+  const accel::results::HistoryOutcome* hist = against ? &*against : nullptr;
   if (a.compare_format == "json") {
-    auto doc = accel::results::compare_json(outcomes);
-    if (against) {
-      doc["history"] = nlohmann::json::array();
-      for (const auto& v : against->verdicts) {
-        doc["history"].push_back({{"rung", v.rung}, {"measure", v.measure}, {"verdict", v.verdict},
-                                  {"value", v.value ? nlohmann::json(*v.value) : nlohmann::json()},
-                                  {"window_median", v.baseline ? nlohmann::json(*v.baseline) : nlohmann::json()},
-                                  {"window_sets", v.window_sets}});
-      }
-    }
-    std::cout << doc.dump(2) << "\n";
+    std::cout << accel::results::compare_json(outcomes, hist).dump(2) << "\n";
   } else if (a.compare_format == "md") {
-    std::cout << accel::results::compare_ci_markdown(outcomes);
+    std::cout << terminal_text(accel::results::compare_ci_markdown(outcomes, hist));
   } else if (a.compare_format == "html") {
-    std::cout << accel::results::compare_html(outcomes);
+    std::cout << accel::results::compare_html(outcomes, hist);
   } else {
-    for (const auto& out : outcomes) std::cout << out.markdown << "\n";
+    for (const auto& out : outcomes) std::cout << terminal_text(out.markdown) << "\n";
+    if (hist != nullptr) std::cout << "\n" << terminal_text(hist->markdown);
   }
-  if (against && a.compare_format != "json" && a.compare_format != "html") std::cout << "\n" << against->markdown;
-  const int status = accel::results::compare_exit_status(outcomes);
-  if (status == 1 || (against && against->regressions > 0)) return 1;
-  return status;
+  return accel::results::compare_exit_status(outcomes, hist);
 }
 
 int cmd_history(const LadderArgs& a, const std::string& action) {
-  accel::results::History history(a.history_db);
+  using Mode = accel::results::History::Mode;
+  accel::results::History history(a.history_db, action == "add" ? Mode::read_write : Mode::read_only);
   if (action == "add") {
     if (a.history_inputs.empty()) throw accel::ConfigError("history add: give result sets (or a .jsonl export)");
     int added = 0, seen = 0;
     for (const auto& in : a.history_inputs) {
-      if (std::filesystem::is_regular_file(in)) {
+      if (!std::filesystem::is_directory(in)) {  // an export; read_input_file names a FIFO or a missing file
         const int n = history.add_lines(accel::read_input_file(in, "history export"), in);
         added += n;
         std::cout << "history: " << in << ": " << n << " runs added\n";
@@ -599,7 +615,7 @@ int cmd_history(const LadderArgs& a, const std::string& action) {
         const int n = history.add_set(set);
         ++seen;
         added += n;
-        std::cout << "history: " << dir.string() << ": " << n << " runs added"
+        std::cout << "history: " << terminal_text(dir.string()) << ": " << n << " runs added"
                   << (n == 0 ? " (already there)" : "") << "\n";
       }
       if (seen == 0) throw accel::ConfigError("history add: " + in + ": no result set there");
@@ -610,7 +626,7 @@ int cmd_history(const LadderArgs& a, const std::string& action) {
   if (action == "show") {
     const auto runs = history.runs({a.history_machine, a.history_rung, ""});
     const auto points = accel::results::history_trend(runs, a.history_measure);
-    std::cout << accel::results::trend_text(points, a.history_measure);
+    std::cout << terminal_text(accel::results::trend_text(points, a.history_measure));
     if (!a.history_chart_dir.empty() && !points.empty()) {
       for (const auto& f : accel::results::trend_charts(points, a.history_measure, a.history_chart_dir)) {
         std::cerr << "history: wrote " << f.string() << "\n";
@@ -716,6 +732,9 @@ int cmd_calibrate_noise(const LadderArgs& a) {
     }
     std::cout << " (" << m.value("runs", 0) << " runs)\n";
   }
+  for (const auto& w : noise.value("warnings", nlohmann::json::array())) {
+    std::cerr << "calibrate: warning: " << terminal_text(w.get<std::string>()) << "\n";
+  }
   std::cout << out.string() << "\n";
   return 0;
 }
@@ -772,7 +791,7 @@ int cmd_predict(LadderArgs& a) {
   q.load_config = [](const std::string& file) { return accel::config::load_config(file, {}); };
   q.model_layout = model_layout_of;
   const auto out = accel::machine::run_predict(q);
-  std::cout << out.text;
+  std::cout << terminal_text(out.text);
   if (!a.predict_json.empty()) {
     accel::metrics::write_json_atomic(a.predict_json, out.json);
     std::cerr << "predict: wrote " << a.predict_json << "\n";
@@ -785,7 +804,8 @@ void add_ladder_commands(CLI::App& app, LadderArgs& a) {
   sweep->add_option("--suite", a.suites, "Suite file (JSON); several run one after the other");
   sweep->add_option("--repeats,--runs", a.sweep.repeats,
                     "Runs per rung (default 1, or one per seed); with a target, 3 or more give each rung an "
-                    "MLPerf score (the fastest and slowest dropped)");
+                    "MLPerf score (the fastest and slowest dropped)")
+      ->check(CLI::Range(1, 1000));
   sweep->add_option("--seeds", a.seeds, "Comma-separated train.seed per repeat, e.g. 1,2,3");
   sweep->add_flag("--to-target", a.sweep.to_target,
                   "Train every rung to the suite's target_accuracy and stop there (train.target, "
@@ -1047,7 +1067,7 @@ int main(int argc, char** argv) {
     if (presets->parsed()) return cmd_presets();
     if (tokenize->parsed()) return cmd_tokenize(tokenize_args);
     if (summary->parsed()) {
-      std::cout << accel::results::summary_table({summary_files.begin(), summary_files.end()});
+      std::cout << terminal_text(accel::results::summary_table({summary_files.begin(), summary_files.end()}));
       return 0;
     }
     if (compare_losses->parsed()) return cmd_compare_losses(loss_a, loss_b, tolerance, first_steps);
@@ -1065,16 +1085,16 @@ int main(int argc, char** argv) {
     }
     if (const int rc = dispatch_ladder_commands(app, ladder_args, argc, argv); rc >= 0) return rc;
   } catch (const accel::ConfigError& e) {
-    std::cerr << error_prefix() << e.what() << "\n";
+    std::cerr << error_prefix() << terminal_text(e.what()) << "\n";
     return 2;
   } catch (const accel::DataError& e) {  // a corrupt input file: an input error like the above
-    std::cerr << error_prefix() << e.what() << "\n";
+    std::cerr << error_prefix() << terminal_text(e.what()) << "\n";
     return 2;
   } catch (const accel::Interrupted& e) {  // a graceful stop on request: resumable
-    std::cerr << error_prefix() << e.what() << " (resume with --resume auto)\n";
+    std::cerr << error_prefix() << terminal_text(e.what()) << " (resume with --resume auto)\n";
     return accel::kInterruptedExitCode;
   } catch (const std::exception& e) {
-    std::cerr << error_prefix() << e.what() << "\n";
+    std::cerr << error_prefix() << terminal_text(e.what()) << "\n";
     return 1;
   }
   return 2;

@@ -428,7 +428,8 @@ c10::intrusive_ptr<c10d::Store> open_file_store(const CommOptions& o, const std:
 
 // Every rank claims its rank and adds itself; the last to join says so, and
 // the others wait for that (one wait, not a poll) until the deadline.
-void wait_for_all(c10d::Store& store, const CommOptions& o, const std::string& where) {
+void wait_for_all(c10d::Store& store, const CommOptions& o, const std::string& where,
+                  const NetStoreServer* server = nullptr) {
   const auto deadline = Clock::now() + o.timeout;
   int64_t joined = 0;
   try {
@@ -448,8 +449,15 @@ void wait_for_all(c10d::Store& store, const CommOptions& o, const std::string& w
     } catch (const std::exception&) {
       joined = store.add("accel/joined", 0);
       if (joined >= o.world_size) return;  // the last one joined just now
+      // A rank whose secret differs is turned away by rank 0's server: the
+      // likeliest reason the rest never came, said here where it is known.
+      const int64_t refused = server != nullptr ? server->refused() : 0;
       throw RunError(where + ": only " + std::to_string(joined) + " of " +
-                     std::to_string(o.world_size) + " ranks joined within " + seconds(o.timeout));
+                     std::to_string(o.world_size) + " ranks joined within " + seconds(o.timeout) +
+                     (refused > 0 ? "; " + std::to_string(refused) +
+                                        " connections were refused because their ACCEL_STORE_TOKEN differs "
+                                        "from rank 0's: set the same on every node"
+                                  : std::string()));
     }
   } catch (const RunError&) {
     throw;
@@ -495,7 +503,7 @@ std::unique_ptr<Comm> connect(const CommOptions& o) {
   } else {
     open_net_store(o, where, rv);
   }
-  wait_for_all(*rv.store, o, where);
+  wait_for_all(*rv.store, o, where, rv.server.get());
   auto pg_store = c10::make_intrusive<c10d::PrefixStore>("pg", rv.store);
   c10::intrusive_ptr<compat::CommBackend> pg;
   try {

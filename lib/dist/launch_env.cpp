@@ -81,6 +81,7 @@ LaunchEnv from_torchrun() {
   if (e.source == "accel-bench") e.store_dir = env("ACCEL_STORE_DIR").value_or("");
   e.rank = require_count("RANK", "RANK is set");
   e.world_size = require_count("WORLD_SIZE", "RANK is set");
+  check_positive("WORLD_SIZE", e.world_size);  // before LOCAL_WORLD_SIZE takes it as its default
   e.local_world_size = env_count("LOCAL_WORLD_SIZE").value_or(e.world_size);
   check_positive("LOCAL_WORLD_SIZE", e.local_world_size);  // before dividing by it
   e.local_rank = env_count("LOCAL_RANK").value_or(e.rank % e.local_world_size);

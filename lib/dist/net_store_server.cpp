@@ -112,6 +112,7 @@ struct NetStoreServer::Impl {
   int wake[2] = {-1, -1};
   std::thread thread;
   std::atomic<int64_t> dropped{0};
+  std::atomic<int64_t> refused{0};
   std::unordered_map<std::string, Bytes> kv;
   std::vector<Conn> conns;
   // accept() ran out of file descriptors: listeners rest until then.
@@ -229,6 +230,7 @@ void NetStoreServer::Impl::evict_oldest_greeting() {
 // The greeting failed the shared-secret check: say so (a refusal byte the
 // client reads as such, not as a busy server) and close.
 void NetStoreServer::Impl::refuse(Conn& c) {
+  refused.fetch_add(1);
   uint8_t no[wire::kServerAccept] = {wire::kRefused};
   c.out.insert(c.out.end(), no, no + sizeof no);
   if (c.out_sent < c.out.size()) {
@@ -598,5 +600,7 @@ NetStoreServer::~NetStoreServer() {
 int NetStoreServer::port() const { return impl_->port; }
 std::vector<std::string> NetStoreServer::addresses() const { return impl_->addrs; }
 int64_t NetStoreServer::dropped() const { return impl_->dropped.load(); }
+
+int64_t NetStoreServer::refused() const { return impl_->refused.load(); }
 
 }  // namespace accel::dist

@@ -42,7 +42,7 @@ void Progress::start(const std::string& label, int batch_size, int epochs) {
 }
 
 void Progress::event(const std::string& text) {
-  Json ev = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  Json ev = parse_json_or_discarded(text);
   if (!ev.is_object()) return;
   const auto kind = str_at(ev, "event");
   const int e = int(num_at(ev, "epoch").value_or(0));

@@ -3,6 +3,7 @@
 #include "accel/ladder/tune.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -37,14 +38,14 @@ double parse_duration_s(const std::string& text) {
   size_t i = 0;
   bool any = false;
   while (i < text.size()) {
+    // Plain decimal digits only: stod would take " 5", "0x10" and "1e308".
     size_t used = 0;
-    double v = 0;
-    try {
-      v = std::stod(text.substr(i), &used);
-    } catch (const std::exception&) {
-      throw bad();
+    while (i + used < text.size() && (std::isdigit(static_cast<unsigned char>(text[i + used])) || text[i + used] == '.')) {
+      ++used;
     }
-    if (used == 0 || !std::isfinite(v) || v < 0) throw bad();
+    const std::string digits = text.substr(i, used);
+    if (used == 0 || used > 12 || std::count(digits.begin(), digits.end(), '.') > 1 || digits == ".") throw bad();
+    const double v = std::stod(digits);
     i += used;
     double unit = 60;  // a bare number: minutes
     if (i < text.size()) {
@@ -64,7 +65,10 @@ double parse_duration_s(const std::string& text) {
     total += v * unit;
     any = true;
   }
-  if (!(total > 0)) throw bad();
+  // From a second to a year: 1e-300 s or 1e9 h budget nothing a tune can keep to.
+  if (!(total >= 1) || total > 366.0 * 86400) {
+    throw ConfigError("--budget: \"" + text + "\" is outside 1 s to 366 days");
+  }
   return total;
 }
 
@@ -403,6 +407,7 @@ class Tuner {
 
   const TuneOptions& o_;
   fs::path dir_;
+  metrics::DirLock lock_;  // on OUT while the tune writes it
   Json base_;
   TuneMachine machine_;
   std::string lr_rule_;
@@ -640,12 +645,8 @@ std::string Tuner::write_outputs(const std::optional<size_t>& winner) {
       const auto eq = set.find('=');
       const auto path = set.substr(0, eq);
       const auto dot = path.find('.');
-      Json v;
-      try {
-        v = Json::parse(set.substr(eq + 1));
-      } catch (const Json::exception&) {
-        v = set.substr(eq + 1);
-      }
+      Json v = parse_json_or_discarded(set.substr(eq + 1));
+      if (v.is_discarded()) v = set.substr(eq + 1);
       if (dot == std::string::npos) {
         cfg[path] = v;
       } else {
@@ -707,6 +708,10 @@ TuneOutcome Tuner::run() {
     predicts = cal.is_object() && cal.contains("comm");
   }
   dir_ = o_.out.empty() ? fs::path("runs/tune") / base_.value("name", o_.config.stem().string()) : o_.out;
+  // OUT is this tune's for its life, as a sweep's set is: a second tune into
+  // it (with --resume or without) is refused, naming the holder's pid, before
+  // it reads tune.json.
+  lock_ = metrics::DirLock(dir_, "tune");
   const Json machine = machine::this_machine();
   const Json request = {{"config", fs::absolute(o_.config).lexically_normal().string()}, {"sets", o_.sets},
                         {"target", o_.target}, {"space", space}, {"short_steps", o_.short_steps},
@@ -716,8 +721,14 @@ TuneOutcome Tuner::run() {
       throw ConfigError(dir_.string() + " holds a tune already (tune.json): continue it with --resume, or give "
                         "another --out");
     }
-    const Json prior = read_json_file(dir_ / "tune.json");
-    if (prior.value("request", Json()) != request) {
+    Json prior;
+    try {
+      prior = read_json_file(dir_ / "tune.json");
+    } catch (...) {
+      lock_.release_and_tidy();
+      throw;
+    }
+    if (!prior.is_object() || prior.value("request", Json()) != request) {
       throw ConfigError("--resume " + dir_.string() + ": tune.json was made by another request (config, sets, target, "
                         "space or run counts differ)");
     }

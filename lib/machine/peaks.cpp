@@ -67,10 +67,18 @@ Json load_if(const fs::path& file) {
   throw ConfigError(file + ": " + field + ": " + what + " (got " + shown + ")");
 }
 
-void positive(const Json& v, const std::string& file, const std::string& field, bool zero_ok = false) {
+// A measured figure: > 0 (or >= 0), finite, and at most `most` (a fit of
+// 1e300 s would predict infinite steps).
+void positive(const Json& v, const std::string& file, const std::string& field, bool zero_ok = false,
+              double most = 1e300) {
   if (!v.is_number() || !(zero_ok ? v.get<double>() >= 0 : v.get<double>() > 0) ||
       !std::isfinite(v.get<double>())) {
     bad_field(file, field, zero_ok ? "must be a number >= 0" : "must be a number > 0", v);
+  }
+  if (v.get<double>() > most) {
+    char what[48];
+    std::snprintf(what, sizeof what, "must be at most %g", most);
+    bad_field(file, field, what, v);
   }
 }
 
@@ -94,7 +102,7 @@ void validate_calibration(const Json& doc, const std::string& file) {
         if (std::atoi(threads.c_str()) < 1) {
           bad_field(file, "cpu." + dtype + "." + threads, "must be a thread count >= 1", threads);
         }
-        positive(gflops, file, "cpu." + dtype + "." + threads);
+        positive(gflops, file, "cpu." + dtype + "." + threads, false, 1e9);  // GFLOP/s: an exaflop is no CPU
       }
     }
   }
@@ -116,7 +124,8 @@ void validate_calibration(const Json& doc, const std::string& file) {
     const std::string at = "comm.collectives." + name;
     if (!c.is_object()) bad_field(file, at, "must be an object", c);
     for (const char* k : {"alpha_s", "beta_s_per_byte"}) {
-      if (c.contains(k)) positive(c[k], file, at + "." + k, /*zero_ok=*/true);
+      // Latency at most 10 s, bandwidth at least 1 kB/s: beyond, no link.
+      if (c.contains(k)) positive(c[k], file, at + "." + k, /*zero_ok=*/true, std::string(k) == "alpha_s" ? 10.0 : 1e-3);
     }
     if (!c.contains("points")) continue;
     if (!c["points"].is_array()) bad_field(file, at + ".points", "must be a list of [bytes, seconds]", c["points"]);
@@ -124,8 +133,8 @@ void validate_calibration(const Json& doc, const std::string& file) {
       const auto& pt = c["points"][i];
       const std::string pat = at + ".points[" + std::to_string(i) + "]";
       if (!pt.is_array() || pt.size() != 2) bad_field(file, pat, "must be [bytes, seconds]", pt);
-      positive(pt[0], file, pat + "[0]");
-      positive(pt[1], file, pat + "[1]");
+      positive(pt[0], file, pat + "[0]", false, 1e15);
+      positive(pt[1], file, pat + "[1]", false, 3600);
     }
   }
   if (comm.contains("colocation")) {
@@ -232,7 +241,7 @@ std::optional<Peak> PeakTable::for_run(const train::RunRecord& run) const {
     }
     return std::nullopt;
   }
-  const int threads = int(num_at(run.env, "threads").value_or(1));
+  const int threads = int_at(run.env, "threads", 1, 1);
   return calibrated_cpu(dtype, threads);
 }
 

@@ -55,7 +55,10 @@ auto reading(const std::string& file, F&& f) -> decltype(f()) {
   try {
     return f();
   } catch (const nlohmann::json::exception& e) {
-    throw ConfigError(file + ": a field predict needs is missing or of the wrong type (" + e.what() + ")");
+    // nlohmann's words without its "[json.exception.type_error.302] " tag.
+    std::string why = e.what();
+    if (why.rfind("[json.exception.", 0) == 0 && why.find("] ") != std::string::npos) why = why.substr(why.find("] ") + 2);
+    throw ConfigError(file + ": a field predict needs is missing or of the wrong type (" + why + ")");
   }
 }
 

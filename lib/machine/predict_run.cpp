@@ -40,6 +40,19 @@ PredictBase load_base(const PredictRequest& q, std::string& gpu_of_base, Json& a
   if (q.article.empty()) throw ConfigError("predict: give a one-device RESULT.json, or --article FILE --rung ID");
   if (q.rung.empty()) throw ConfigError("--article: also give --rung (the article's one-device rung)");
   article = read_or_refuse(q.article, "--article");
+  if (!article.is_object() || !article.value("rungs", Json::object()).is_object() ||
+      !article.value("workload", Json::object()).is_object()) {
+    throw ConfigError("--article " + q.article + ": not an article's reference (an object with \"rungs\" and "
+                      "\"workload\" objects, as results/reference/*.json)");
+  }
+  if (article["rungs"].contains(q.rung)) {
+    const Json& rr = article["rungs"][q.rung];
+    const std::string at = "--article " + q.article + ": rungs." + q.rung;
+    if (!rr.is_object()) throw ConfigError(at + ": not an object");
+    if (rr.contains("devices") && !rr["devices"].is_number_integer()) throw ConfigError(at + ".devices: not an integer");
+    if (rr.contains("config") && !rr["config"].is_string()) throw ConfigError(at + ".config: not a string");
+    if (rr.contains("time_min") && !rr["time_min"].is_number()) throw ConfigError(at + ".time_min: not a number");
+  }
   const auto& rungs = article.value("rungs", Json::object());
   const auto& w = article.value("workload", Json());
   if (!rungs.contains(q.rung)) {
@@ -184,6 +197,15 @@ PredictOutput run_predict(const PredictRequest& q) {
     }
   }
   const auto rows = predict(b, o, counts);
+  // Inputs each within its range can still multiply past a double: never
+  // printed as "inf".
+  for (const auto& p : rows) {
+    if (!std::isfinite(p.step_ms) || !std::isfinite(p.train_time_s) || !(p.step_ms > 0)) {
+      throw ConfigError("predict: the prediction for " + std::to_string(p.devices) +
+                        " devices is not a finite time (step " + format_double("%g", p.step_ms) +
+                        " ms): the calibration's fits or the base's figures are beyond what a machine measures");
+    }
+  }
 
   PredictOutput out;
   out.json = prediction_json(b, o, rows);
@@ -198,21 +220,28 @@ PredictOutput run_predict(const PredictRequest& q) {
     }
   }
   if (!q.measured.empty()) {
-    const Json m = read_or_refuse(q.measured, "--measured");
-    const int n = m.value("world_size", 1);
+    Json m = read_or_refuse(q.measured, "--measured");
+    clean_strings(m);  // its name and strategy are printed
+    if (!m.is_object()) throw ConfigError("--measured " + q.measured + ": not an accel-bench result.json (not an object)");
+    // Read as every result.json is: typed, its figures possible.
+    const auto rec = train::run_record_of(m, fs::path(q.measured).parent_path());
+    if (rec.ok()) {
+      if (const auto why = train::impossible_figure(rec, m); !why.empty()) throw ConfigError("--measured " + q.measured + ": " + why);
+    }
+    const int n = rec.world_size;
     const auto it = std::find_if(rows.begin(), rows.end(), [&](const Prediction& p) { return p.devices == n; });
     if (it == rows.end()) throw ConfigError("--measured: a run of " + std::to_string(n) + " devices, which --devices leaves out");
-    const auto& st = m.value("step_time_ms", Json());
-    const double step = st.is_object() && st.value("mean", Json()).is_number() ? st["mean"].get<double>() : 0.0;
-    const double time_s = m.value("train_time_s", Json()).is_number() ? m["train_time_s"].get<double>() : 0.0;
-    if (m.value("status", "") != "ok" || step <= 0 || time_s <= 0) {
+    const double step = rec.step_ms_mean.value_or(0.0);
+    const double time_s = rec.train_time_s.value_or(0.0);
+    if (!rec.ok() || step <= 0 || time_s <= 0) {
       throw ConfigError("--measured " + q.measured + ": not a finished run with step times");
     }
-    t += "\n" + m.value("name", q.measured) + " (" + std::to_string(n) + " devices, " + m.value("strategy", "?") +
+    t += "\n" + (rec.name.empty() ? q.measured : rec.name) + " (" + std::to_string(n) + " devices, " +
+         (rec.strategy.empty() ? std::string("?") : rec.strategy) +
          "): step measured " + format_double("%.2f", step) + " ms, predicted " + format_double("%.2f", it->step_ms) + " ms (" +
          pct(it->step_ms, step) + "); training " + format_double("%.1f", time_s) + " s, predicted " +
          format_double("%.1f", it->train_time_s) + " s (" + pct(it->train_time_s, time_s) + ")";
-    out.json["measured"] = {{"name", m.value("name", "")}, {"devices", n}, {"step_ms", step},
+    out.json["measured"] = {{"name", rec.name}, {"devices", n}, {"step_ms", step},
                             {"train_time_s", time_s}, {"predicted_step_ms", it->step_ms},
                             {"predicted_train_time_s", it->train_time_s}};
   }

@@ -14,6 +14,7 @@
 #include "accel/models/safetensors.h"
 #include "accel/util/errors.h"
 #include "accel/util/input_file.h"
+#include "accel/util/json_doc.h"
 #include "name_utils.h"
 
 namespace accel::models {
@@ -232,13 +233,8 @@ std::vector<std::string> beside_config_disagreements(const ModelFamily& family,
                     "config.json";
   std::error_code ec;
   if (!std::filesystem::exists(file, ec)) return {};
-  nlohmann::json hf;
-  try {
-    hf = nlohmann::json::parse(read_input_file(file, "the config.json beside the weights"));
-  } catch (const nlohmann::json::exception& e) {
-    throw ConfigError(file.string() + " (beside the weights " + weights.string() +
-                      "): not JSON: " + e.what());
-  }
+  const nlohmann::json hf = parse_json_text(read_input_file(file, "the config.json beside the weights"),
+                                            file.string() + " (beside the weights " + weights.string() + ")");
   if (!hf.is_object()) {
     throw ConfigError(file.string() + " (beside the weights " + weights.string() +
                       "): not a JSON object");

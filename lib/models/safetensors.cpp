@@ -15,6 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "accel/util/json_doc.h"
+
 #include "accel/util/errors.h"
 
 namespace accel::models {
@@ -101,6 +103,9 @@ class Reader {
         }
         return true;
       };
+      if (json_nesting_depth(header) > kMaxJsonDepth) {
+        fail("header nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+      }
       const json doc = json::parse(header, watch);
       if (!twice.empty()) fail("the header names tensor \"" + twice + "\" twice");
       if (!doc.is_object()) fail("header is JSON but not an object");

@@ -20,6 +20,8 @@ OptNum scaled(OptNum v, double k) { return v ? OptNum(*v * k) : v; }
 
 std::string csv_label(const std::string& s) {
   std::string out;
+  // Never a live spreadsheet formula, as report.csv's cells (csv_text).
+  if (!s.empty() && std::string("=+-@\t\r").find(s.front()) != std::string::npos) out += '\'';
   for (const char c : s) out += (c == ',' || c == '"') ? ' ' : c;
   return out;
 }

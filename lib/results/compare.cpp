@@ -8,8 +8,10 @@
 #include <vector>
 
 #include "accel/config/run_config.h"
+#include "accel/results/history.h"
 #include "accel/results/report.h"
 #include "accel/util/errors.h"
+#include "accel/util/json_doc.h"
 
 namespace accel::results {
 
@@ -114,7 +116,12 @@ std::optional<std::pair<double, int>> noise_of(const Json& noise, const std::str
   for (const std::string& path : {"rungs/" + rung + "/" + measure, "machine/" + measure}) {
     const auto sd = num_at(noise, path + "/sd");
     const auto runs = num_at(noise, path + "/runs");
-    if (sd && runs) return std::make_pair(*sd, int(*runs));
+    if (sd && runs && std::isfinite(*sd) && *sd >= 0) {
+      // Never narrower than the floor, whatever the file says (a rung's
+      // copies spread 0; files made before the floor hold that).
+      const double floored = measure == "test accuracy" ? *sd : std::max(*sd, kNoiseFloorLog);
+      return std::make_pair(floored, int(bounded_int(*runs, 1, 1 << 20)));
+    }
   }
   return std::nullopt;
 }
@@ -156,9 +163,22 @@ Json measure_noise(const ResultSet& set) {
                       "--repeats 5` (unchanged runs) to measure this machine's noise");
   }
   Json machine = Json::object();
+  Json warnings = Json::array();
   for (const auto& [measure, sds] : per_measure) {
-    const double sd = stats::median(sds);
-    Json m = {{"sd", sd}, {"runs", runs_of[measure]}};
+    double sd = stats::median(sds);
+    Json m = {{"runs", runs_of[measure]}};
+    // Repeats that time alike to the digit measure the clock, not the
+    // machine: a zero spread would give one-run compares zero-width
+    // intervals. Times and memory keep at least kNoiseFloorLog.
+    if (measure != "test accuracy" && sd < kNoiseFloorLog) {
+      m["measured_sd"] = sd;
+      m["floored"] = true;
+      warnings.push_back(measure + ": the repeats spread " + format_double("%.2g", sd) +
+                         " (sd of the log), below the floor of " + format_double("%g", kNoiseFloorLog) +
+                         ", which is used instead (repeats this alike are more likely copies than a quiet machine)");
+      sd = kNoiseFloorLog;
+    }
+    m["sd"] = sd;
     // The smallest change a compare resolves at this spread, per runs a side.
     for (int n : {1, 3, 5}) {
       m["resolves_with_" + std::to_string(n)] =
@@ -169,7 +189,7 @@ Json measure_noise(const ResultSet& set) {
   }
   return {{"set", set.dir.string()}, {"machine_id", set.machine_id}, {"suite", set.suite},
           {"scale", "sd: of the log for times and memory, of percentage points for test accuracy"},
-          {"rungs", rungs}, {"machine", machine}};
+          {"rungs", rungs}, {"machine", machine}, {"warnings", warnings}};
 }
 
 std::string counter_value(OptNum v) {
@@ -214,7 +234,14 @@ struct Side {
   std::string status() const {
     if (rung == nullptr) return "missing";
     if (!rung->needs.empty() && rung->repeats.empty()) return "needs " + rung->needs;
-    if (ok.empty()) return rung->repeats.empty() ? "missing" : "failed";
+    if (ok.empty()) {
+      if (rung->repeats.empty()) return "missing";
+      // A record refused as read (impossible figures, not JSON): its reason.
+      for (const auto& run : rung->repeats) {
+        if (run.status == "unreadable") return "unreadable: " + markdown_text(run.error);
+      }
+      return "failed";
+    }
     return ok.size() == rung->repeats.size() ? "ok" : "ok " + std::to_string(ok.size()) + "/" +
                                                           std::to_string(rung->repeats.size());
   }
@@ -269,11 +296,12 @@ OptNum ratio(OptNum a, OptNum b) {
 std::string set_row(const char* role, const ResultSet& s) {
   const Json env = s.env();
   std::string hw = str_at(env, "cpu_model", "?") + ", " + str_at(env, "cores", "?") + " cores";
-  const int gpus = int(num_at(env, "gpu_count").value_or(0));
+  const int gpus = int_at(env, "gpu_count", 0);
   if (gpus > 0) hw += ", " + std::to_string(gpus) + " x " + str_at(env, "gpu_name", "GPU");
-  return std::string("| ") + role + " | " + s.dir.string() + " | " + s.machine_id + " | " + hw +
-         " | " + str_at(env, "libtorch_version", "?") + " | " +
-         str_at(env, "accel_bench_version", "?") + " (" + str_at(env, "git_sha", "?") + ") |\n";
+  auto cell = [](const std::string& s) { return markdown_text(clean_text(s, 400)); };
+  return std::string("| ") + role + " | " + cell(s.dir.string()) + " | " + cell(s.machine_id) + " | " + cell(hw) +
+         " | " + cell(str_at(env, "libtorch_version", "?")) + " | " + cell(str_at(env, "accel_bench_version", "?")) +
+         " (" + cell(str_at(env, "git_sha", "?")) + ") |\n";
 }
 
 // The verdict of a rung both sides ran; adds to the outcome's counters.
@@ -432,8 +460,10 @@ std::string judge(const Side& b, const Side& o, const CompareBounds& bounds, Com
   const auto [cb, co] = comparable_configs(b.ok.front()->config, o.ok.front()->config);
   if (cb != co) {
     ++out.not_comparable;
-    return uncompared("not comparable (config differs: " + config_difference(cb, co) + ")", bounds,
-                      out);
+    // The configs' own values, in a table cell: as text, never markup.
+    return uncompared("not comparable (config differs: " + markdown_text(clean_text(config_difference(cb, co), 1000)) +
+                          ")",
+                      bounds, out);
   }
   const auto tr = ratio(b.time.median, o.time.median);
   const auto mr = ratio(b.mem.median, o.mem.median);
@@ -620,12 +650,22 @@ CompareOutcome compare_sets(const ResultSet& base, const ResultSet& other,
       const auto one = num_at(bounds.noise, std::string("machine/") + m + "/resolves_with_1");
       const auto three = num_at(bounds.noise, std::string("machine/") + m + "/resolves_with_3");
       if (one && *one * 100 > *bounds.slower_pct) {
-        note << "NOTE: this machine's noise (" << str_at(bounds.noise, "set") << ") resolves " << m
+        note << "NOTE: this machine's noise (" << markdown_text(clean_text(str_at(bounds.noise, "set"), 400)) << ") resolves " << m
             << " changes above " << format_double("%.1f%%", *one * 100) << " with one run a side"
             << (three ? ", " + format_double("%.1f%%", *three * 100) + " with 3" : std::string()) << "; --fail-slower is "
             << format_double("%g%%", *bounds.slower_pct) << ". ";
       }
     }
+  }
+  // Sets of other machines or suites are compared as asked (CI across GPUs
+  // does exactly that), but never without saying so.
+  if (base.machine_id != other.machine_id) {
+    note << "NOTE: the sets are of different machines (" << markdown_text(base.machine_id) << ", "
+         << markdown_text(other.machine_id) << "): a change may be the machine's. ";
+  }
+  if (base.suite != other.suite) {
+    note << "NOTE: the sets are of different suites (" << markdown_text(base.suite) << ", "
+         << markdown_text(other.suite) << "): only rungs of one id are compared. ";
   }
   for (const auto& [role, delays] : injected) {
     note << "NOTE: " << role << "'s runs carry fault injection (train.inject_delay";
@@ -660,8 +700,8 @@ CompareOutcome compare_sets(const ResultSet& base, const ResultSet& other,
   return out;
 }
 
-int compare_exit_status(const std::vector<CompareOutcome>& outcomes) {
-  int regressions = 0, unresolved = 0;
+int compare_exit_status(const std::vector<CompareOutcome>& outcomes, const HistoryOutcome* history) {
+  int regressions = history != nullptr ? history->regressions : 0, unresolved = 0;
   for (const auto& o : outcomes) {
     regressions += o.regressions;
     unresolved += o.unresolved;
@@ -678,11 +718,23 @@ const char* verdict_word(int status) {
 
 }  // namespace
 
-std::string compare_ci_markdown(const std::vector<CompareOutcome>& outcomes) {
-  const int status = compare_exit_status(outcomes);
+namespace {
+
+// The history's verdict line (its table's first line).
+std::string history_head(const HistoryOutcome& h) {
+  return h.markdown.substr(0, h.markdown.find('\n'));
+}
+
+}  // namespace
+
+std::string compare_ci_markdown(const std::vector<CompareOutcome>& outcomes, const HistoryOutcome* history) {
+  const int status = compare_exit_status(outcomes, history);
   std::ostringstream md;
   md << "**" << verdict_word(status) << "**";
-  for (const auto& o : outcomes) md << " " << markdown_text(o.summary);
+  // The summaries are this program's own words, with a set's text in them
+  // escaped where it was put in (escaping twice would undo it: "\\[").
+  for (const auto& o : outcomes) md << " " << o.summary;
+  if (history != nullptr) md << " " << history_head(*history) << ".";
   md << "\n\n| base -> other | rung | measure | base | other | change [95% interval] | verdict |\n"
      << "|---|---|---|---|---|---|---|\n";
   for (const auto& o : outcomes) {
@@ -697,11 +749,23 @@ std::string compare_ci_markdown(const std::vector<CompareOutcome>& outcomes) {
   md << "\nVerdicts come from the 95% interval, not the point: *slower* / *less accurate* / *larger* "
         "when the whole interval lies beyond the bound, *unresolved* when it straddles it (exit "
      << kUnresolvedExitCode << "), *same* / *faster* otherwise.\n";
+  if (history != nullptr) md << "\n" << history->markdown;
   return md.str();
 }
 
-Json compare_json(const std::vector<CompareOutcome>& outcomes) {
-  Json doc = {{"exit_status", compare_exit_status(outcomes)}, {"comparisons", Json::array()}};
+Json compare_json(const std::vector<CompareOutcome>& outcomes, const HistoryOutcome* history) {
+  Json doc = {{"exit_status", compare_exit_status(outcomes, history)}, {"comparisons", Json::array()}};
+  if (history != nullptr) {
+    Json h = {{"regressions", history->regressions}, {"suspicious", history->suspicious},
+              {"summary", history_head(*history)}, {"verdicts", Json::array()}};
+    for (const auto& v : history->verdicts) {
+      h["verdicts"].push_back({{"rung", v.rung}, {"measure", v.measure}, {"verdict", v.verdict},
+                               {"value", v.value ? Json(*v.value) : Json()},
+                               {"window_median", v.baseline ? Json(*v.baseline) : Json()},
+                               {"window_sets", v.window_sets}});
+    }
+    doc["history"] = h;
+  }
   auto num = [](const OptNum& v) { return v ? Json(*v) : Json(); };
   for (const auto& o : outcomes) {
     Json c = {{"base", o.base_dir},           {"other", o.other_dir},

@@ -2,8 +2,15 @@
 
 #include <sqlite3.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <thread>
+#include <tuple>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <map>
@@ -18,6 +25,7 @@
 #include "accel/util/errors.h"
 #include "accel/util/hash.h"
 #include "accel/util/input_file.h"
+#include "accel/util/json_doc.h"
 
 namespace fs = std::filesystem;
 
@@ -83,6 +91,12 @@ struct History::Db {
   ~Db() {
     if (db != nullptr) sqlite3_close(db);
   }
+  // "not an accel-bench history" only when the file is not SQLite; a full
+  // disk or a lock says what it is.
+  const char* read_failure() const {
+    const int rc = sqlite3_errcode(db) & 0xff;
+    return rc == SQLITE_NOTADB || rc == SQLITE_CORRUPT ? "not an accel-bench history" : "cannot read";
+  }
   [[noreturn]] void fail(const std::string& what) const {
     throw ConfigError(file + ": " + what + ": " + (db != nullptr ? sqlite3_errmsg(db) : "cannot open"));
   }
@@ -94,17 +108,19 @@ struct History::Db {
       throw ConfigError(file + ": " + what + ": " + msg);
     }
   }
+  int version_of(const std::string& value) const;
+  int check_ours() const;
   // One text value of a query, or "" when it returns no row.
   std::string scalar(const std::string& sql) const {
     sqlite3_stmt* st = nullptr;
-    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) != SQLITE_OK) fail("not an accel-bench history");
+    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) != SQLITE_OK) fail(read_failure());
     std::string out;
     const int rc = sqlite3_step(st);
     if (rc == SQLITE_ROW && sqlite3_column_text(st, 0) != nullptr) {
       out = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
     } else if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
       sqlite3_finalize(st);
-      fail("not an accel-bench history");
+      fail(read_failure());
     }
     sqlite3_finalize(st);
     return out;
@@ -132,36 +148,150 @@ const std::vector<std::string>& migrations() {
 
 }  // namespace
 
-History::History(const fs::path& file) : db_(std::make_unique<Db>()), file_(file.string()) {
+namespace {
+
+// The file as a SQLite URI ("file:/a%20b?immutable=1"): '%', '?' and '#'
+// in the path escaped.
+std::string immutable_uri(const std::string& path) {
+  std::string out = "file:";
+  for (const char c : path) {
+    if (c == '%' || c == '?' || c == '#') {
+      char hex[4];
+      std::snprintf(hex, sizeof hex, "%%%02X", static_cast<unsigned char>(c));
+      out += hex;
+    } else {
+      out += c;
+    }
+  }
+  return out + "?immutable=1";
+}
+
+}  // namespace
+
+int History::Db::version_of(const std::string& value) const {
+  // Strictly an integer from 1 to the latest: a doctored "-7" or "1e9" is
+  // never an index into the migrations.
+  const int latest = int(migrations().size());
+  const bool digits = !value.empty() && value.size() <= 6 &&
+                      std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; });
+  const int v = digits ? std::atoi(value.c_str()) : 0;
+  if (v > latest) {
+    throw ConfigError(file + ": a history of schema " + value + ", newer than this accel-bench's (" +
+                      std::to_string(latest) + "): use a newer accel-bench");
+  }
+  if (v < 1) {
+    throw ConfigError(file + ": schema_version \"" + clean_text(value, 40) +
+                      "\" is not a schema of an accel-bench history (an integer from 1 to " +
+                      std::to_string(latest) + "); left as it is");
+  }
+  return v;
+}
+
+// The schema of an accel-bench history, 0 for a new (empty) SQLite file;
+// ConfigError, changing nothing, for any other file.
+int History::Db::check_ours() const {
+  const std::string tables = scalar("SELECT group_concat(name) FROM sqlite_master WHERE type='table'");
+  if (tables.empty()) return 0;
+  if (("," + tables + ",").find(",meta,") == std::string::npos) {
+    throw ConfigError(file + ": a SQLite file, but not an accel-bench history (no meta table); left as it is");
+  }
+  if (scalar("SELECT value FROM meta WHERE key='app'") != kApp) {
+    throw ConfigError(file + ": a SQLite file with a meta table, but not an accel-bench history; left as it is");
+  }
+  return version_of(scalar("SELECT value FROM meta WHERE key='schema_version'"));
+}
+
+History::History(const fs::path& file, Mode mode) : db_(std::make_unique<Db>()), file_(file.string()) {
   db_->file = file_;
-  if (fs::exists(file) && !fs::is_regular_file(file)) {
+  std::error_code ec;
+  const bool exists = fs::exists(file, ec);
+  if (exists && !fs::is_regular_file(file, ec)) {
     throw ConfigError(file_ + ": not a regular file (an accel-bench history is a SQLite file)");
   }
+  if (mode == Mode::read_only) {
+    if (!exists) throw ConfigError(file_ + ": no such history");
+    // A folder nobody may write (a read-only mount, another user's): no
+    // -wal or -shm file can be made beside the history, so it is read as
+    // immutable; otherwise a plain read-only open sees a writer's WAL too.
+    // A plain read-only open sees a writer's WAL and its locks; where that
+    // cannot work (a read-only mount, a folder nobody may write, so no -shm
+    // can be made) the file is read as immutable instead.
+    int version = 0;
+    for (const bool immutable : {false, true}) {
+      const int rc = immutable ? sqlite3_open_v2(immutable_uri(fs::absolute(file).string()).c_str(), &db_->db,
+                                                 SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr)
+                               : sqlite3_open_v2(file_.c_str(), &db_->db, SQLITE_OPEN_READONLY, nullptr);
+      if (rc != SQLITE_OK) db_->fail("cannot open");
+      sqlite3_busy_timeout(db_->db, 30000);
+      try {
+        version = db_->check_ours();
+        break;
+      } catch (const ConfigError&) {
+        const int code = sqlite3_errcode(db_->db) & 0xff;
+        if (immutable || (code != SQLITE_CANTOPEN && code != SQLITE_READONLY)) throw;
+        sqlite3_close(db_->db);
+        db_->db = nullptr;
+      }
+    }
+    if (version == 0) throw ConfigError(file_ + ": an empty SQLite file, not an accel-bench history yet");
+    if (version < int(migrations().size())) {
+      throw ConfigError(file_ + ": a history of schema " + std::to_string(version) +
+                        ", older than this accel-bench's; `accel-bench history add` migrates it (it needs to write)");
+    }
+    return;
+  }
   if (!file.parent_path().empty()) fs::create_directories(file.parent_path());
-  if (sqlite3_open_v2(file_.c_str(), &db_->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) != SQLITE_OK) {
+  const int opened = sqlite3_open_v2(file_.c_str(), &db_->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
+  // SQLite falls back to reading a file it may not write: said as such here,
+  // not as "unable to open" when it later needs the WAL's index.
+  if (opened != SQLITE_OK || sqlite3_db_readonly(db_->db, "main") == 1) {
+    if (exists && ::access(file_.c_str(), W_OK) != 0) {
+      throw ConfigError(file_ + ": read-only (" + std::strerror(errno) +
+                        "): history add writes to it; show, export and compare --history read it as it is");
+    }
+    if (opened == SQLITE_OK) {
+      throw ConfigError(file_ + ": read-only: history add writes to it; show, export and compare --history read it");
+    }
     db_->fail("cannot open");
   }
   sqlite3_busy_timeout(db_->db, 30000);  // another job adding: wait for it
-  // Read before anything is written: a file that is not SQLite fails here.
-  const std::string tables = db_->scalar("SELECT group_concat(name) FROM sqlite_master WHERE type='table'");
-  if (!tables.empty() && ("," + tables + ",").find(",meta,") == std::string::npos) {
-    throw ConfigError(file_ + ": a SQLite file, but not an accel-bench history (no meta table); left as it is");
-  }
-  db_->exec("PRAGMA journal_mode=WAL", "cannot use a write-ahead log");
-  db_->exec("BEGIN IMMEDIATE", "cannot lock");
-  try {
-    int version = 0;
-    if (!db_->scalar("SELECT name FROM sqlite_master WHERE type='table' AND name='meta'").empty()) {
-      if (db_->scalar("SELECT value FROM meta WHERE key='app'") != kApp) {
-        throw ConfigError(file_ + ": a SQLite file with a meta table, but not an accel-bench history; left as it is");
+  // Read before anything is written: a file that is not ours fails here,
+  // unchanged (not even switched to WAL).
+  db_->check_ours();
+  // The journal mode changes without the busy handler's wait (SQLite takes
+  // an exclusive lock for it and gives up at once): two adds on a fresh
+  // file would see "database is locked". Retried here within the timeout.
+  if (db_->scalar("PRAGMA journal_mode") != "wal") {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    for (int attempt = 0;; ++attempt) {
+      char* err = nullptr;
+      const int rc = sqlite3_exec(db_->db, "PRAGMA journal_mode=WAL", nullptr, nullptr, &err);
+      const std::string msg = err != nullptr ? err : sqlite3_errmsg(db_->db);
+      sqlite3_free(err);
+      if (rc == SQLITE_OK) break;
+      if ((rc == SQLITE_READONLY || (rc & 0xff) == SQLITE_READONLY)) {
+        throw ConfigError(file_ + ": read-only (" + msg + "): history add writes to it");
       }
-      version = std::atoi(db_->scalar("SELECT value FROM meta WHERE key='schema_version'").c_str());
+      if ((rc & 0xff) != SQLITE_BUSY && (rc & 0xff) != SQLITE_LOCKED) {
+        throw ConfigError(file_ + ": cannot use a write-ahead log: " + msg);
+      }
+      if (std::chrono::steady_clock::now() > give_up) {
+        throw ConfigError(file_ + ": cannot use a write-ahead log: " + msg + " (for 30 s)");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5 + 5 * std::min(attempt, 20)));
     }
+  }
+  if (sqlite3_exec(db_->db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) != SQLITE_OK) {
+    const int rc = sqlite3_errcode(db_->db);
+    if ((rc & 0xff) == SQLITE_READONLY) {
+      throw ConfigError(file_ + ": read-only (" + sqlite3_errmsg(db_->db) + "): history add writes to it");
+    }
+    db_->fail("cannot lock");
+  }
+  try {
+    // Again under the lock: another job may have made or migrated it meanwhile.
+    const int version = db_->check_ours();
     const int latest = int(migrations().size());
-    if (version > latest) {
-      throw ConfigError(file_ + ": a history of schema " + std::to_string(version) + ", newer than this accel-bench's (" +
-                        std::to_string(latest) + "): use a newer accel-bench");
-    }
     for (int v = version; v < latest; ++v) {
       db_->exec(migrations()[size_t(v)], "migrating the history");
       db_->exec("INSERT OR REPLACE INTO meta VALUES('schema_version', '" + std::to_string(v + 1) + "')",
@@ -177,7 +307,7 @@ History::History(const fs::path& file) : db_(std::make_unique<Db>()), file_(file
 History::~History() = default;
 
 int History::schema_version() const {
-  return std::atoi(db_->scalar("SELECT value FROM meta WHERE key='schema_version'").c_str());
+  return db_->version_of(db_->scalar("SELECT value FROM meta WHERE key='schema_version'"));
 }
 
 namespace {
@@ -256,13 +386,17 @@ int add_in_transaction(sqlite3* db, const std::vector<HistoryRun>& runs, const s
   }
 }
 
-std::string text_col(sqlite3_stmt* st, int i) {
+// A row's text as every reader may show it (a doctored db is a file like any other).
+std::string text_col(sqlite3_stmt* st, int i, size_t cap = kMaxTextBytes) {
   const auto* t = sqlite3_column_text(st, i);
-  return t != nullptr ? reinterpret_cast<const char*>(t) : "";
+  return t != nullptr ? clean_text(reinterpret_cast<const char*>(t), cap) : "";
 }
+// A measure: a finite number, else n/a (text in a REAL column is not 0).
 OptNum num_col(sqlite3_stmt* st, int i) {
-  if (sqlite3_column_type(st, i) == SQLITE_NULL) return std::nullopt;
-  return sqlite3_column_double(st, i);
+  const int type = sqlite3_column_type(st, i);
+  if (type != SQLITE_FLOAT && type != SQLITE_INTEGER) return std::nullopt;
+  const double v = sqlite3_column_double(st, i);
+  return std::isfinite(v) ? OptNum(v) : std::nullopt;
 }
 
 Json run_json(const HistoryRun& r) {
@@ -303,6 +437,8 @@ int History::add_set(const ResultSet& set) {
         } catch (const std::exception&) {
           continue;  // a run folder without its result: nothing to add
         }
+        // A record refused as read (impossible figures) adds nothing.
+        if (run.status == "unreadable") continue;
         HistoryRun h;
         h.run_key = util::fnv1a_hex(bytes);
         h.set_id = set_id;
@@ -337,9 +473,40 @@ int History::add_lines(const std::string& jsonl, const std::string& source) {
   while (std::getline(in, line)) {
     ++n;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const Json j = Json::parse(line, nullptr, false);
+    Json j = parse_json_or_discarded(line);
     const auto where = source + ":" + std::to_string(n);
     if (!j.is_object()) throw ConfigError(where + ": not a JSON object (history export writes one per line)");
+    clean_strings(j);
+    // Types and ranges as a run record's: a string time, a repeat of 1e300
+    // or an accuracy of 1e308 would later make normal rungs look suspicious.
+    for (const char* key : {"suite", "config_hash", "accel_bench_version", "libtorch_version", "git_sha",
+                            "finished_at", "status"}) {
+      if (j.contains(key) && !j[key].is_null() && !j[key].is_string()) {
+        throw ConfigError(where + ": " + key + ": not a string");
+      }
+    }
+    // A failed run's times may be 0 (it stopped in its first epoch): only an
+    // ok run's must be > 0, as a run record's are.
+    const bool ok_run = str_at(j, "status") == "ok";
+    for (const auto& [key, lo, hi, positive] :
+         {std::tuple{"train_time_s", 0.0, 1e12, true}, std::tuple{"step_ms", 0.0, 1e12, true},
+          std::tuple{"samples_per_s", 0.0, 1e15, true}, std::tuple{"test_acc", 0.0, 1.0, false},
+          std::tuple{"peak_memory_bytes", 0.0, 1e18, true}, std::tuple{"repeat", 1.0, 1e6, false}}) {
+      if (!j.contains(key) || j[key].is_null()) continue;
+      const auto& v = j[key];
+      if (!v.is_number()) throw ConfigError(where + ": " + key + ": not a number");
+      const double x = v.get<double>();
+      const bool open_low = positive && ok_run;
+      const bool in = (open_low ? x > lo : x >= lo) && x <= hi && (std::string(key) != "repeat" || std::floor(x) == x);
+      if (!in) {
+        throw ConfigError(where + ": " + key + " is " + format_double("%.6g", x) + ": outside " +
+                          (open_low ? "(" : "[") + format_double("%g", lo) + ", " + format_double("%g", hi) + "]" +
+                          (std::string(key) == "repeat" ? " (an integer)" : ""));
+      }
+    }
+    if (j.contains("counters") && !j["counters"].is_null() && !j["counters"].is_object()) {
+      throw ConfigError(where + ": counters: not an object");
+    }
     for (const char* key : {"run_key", "set_id", "machine_id", "rung"}) {
       if (!j.contains(key) || !j[key].is_string() || j[key].get<std::string>().empty()) {
         throw ConfigError(where + ": " + key + ": missing or not a string");
@@ -404,8 +571,11 @@ std::vector<HistoryRun> History::runs(const Filter& f) const {
     h.samples_per_s = num_col(st, 14);
     h.test_acc = num_col(st, 15);
     h.peak_memory_bytes = num_col(st, 16);
-    const auto counters = text_col(st, 17);
-    if (!counters.empty()) h.counters = Json::parse(counters, nullptr, false);
+    const auto counters = text_col(st, 17, size_t(16) << 20);
+    if (!counters.empty()) {
+      h.counters = parse_json_or_discarded(counters);
+      if (!h.counters.is_object()) h.counters = Json();  // a doctored row: no counters, never "<discarded>"
+    }
     out.push_back(std::move(h));
   }
   sqlite3_finalize(st);
@@ -472,8 +642,8 @@ std::string trend_text(const std::vector<TrendPoint>& points, const std::string&
   out << "| date | machine | rung | config | set | git | runs | " << measure << " (" << measure_unit(measure)
       << ") |\n|---|---|---|---|---|---|---|---|\n";
   for (const auto& p : points) {
-    out << "| " << p.finished_at << " | " << markdown_text(p.machine_id) << " | " << markdown_text(p.rung) << " | "
-        << p.config_hash.substr(0, 8) << " | " << markdown_text(p.set_id) << " | " << markdown_text(p.git_sha) << " | "
+    out << "| " << markdown_text(p.finished_at) << " | " << markdown_text(p.machine_id) << " | " << markdown_text(p.rung) << " | "
+        << markdown_text(p.config_hash.substr(0, 8)) << " | " << markdown_text(p.set_id) << " | " << markdown_text(p.git_sha) << " | "
         << p.runs << " | " << format_double("%.4g", p.value) << " |\n";
   }
   if (points.empty()) out << "(no runs with this measure)\n";

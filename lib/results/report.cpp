@@ -123,14 +123,13 @@ std::string status_of(const RungRuns& r, int ok) {
 void describe_config(RungRow& row, const RungRuns& r) {
   for (const auto& run : r.repeats) {
     if (!run.config.is_object()) continue;
-    const int threads = int(num_at(run.env, "threads").value_or(
-        num_at(run.config, "runtime/threads").value_or(0)));
-    const auto accel = str_at(run.config, "runtime/accelerator", "cpu");
+    const int threads = int_at(run.env, "threads", int_at(run.config, "runtime/threads", 0));
+    const auto accel = clean_text(str_at(run.config, "runtime/accelerator", "cpu"), 200);
     row.devices_threads = std::to_string(run.world_size) + " " + accel;
     if (accel == "cpu") row.devices_threads += " x " + (threads > 0 ? std::to_string(threads) : "?") + " thr";
     row.billed_units = accel == "cuda" ? run.world_size
-                                       : int(num_at(run.config, "runtime/num_nodes").value_or(1));
-    row.precision = str_at(run.config, "runtime/precision", "?");
+                                       : int_at(run.config, "runtime/num_nodes", 1, 1);
+    row.precision = clean_text(str_at(run.config, "runtime/precision", "?"), 200);
     row.strategy = run.strategy.empty() ? "?" : run.strategy;  // as the run resolved it
     row.epochs = num_at(run.config, "train/epochs");
     const auto init = run.config.contains("model") ? run.config["model"].value("init", Json("random"))
@@ -271,7 +270,7 @@ std::string machine_note(const ResultSet& set) {
         if (!run.env.is_object()) continue;
         std::string s = "Machine " + set.machine_id + ": " + str_at(run.env, "cpu_model", "?") +
                         ", " + str_at(run.env, "cores", "?") + " cores";
-        const int gpus = int(num_at(run.env, "gpu_count").value_or(0));
+        const int gpus = int_at(run.env, "gpu_count", 0);
         if (gpus > 0) s += ", " + std::to_string(gpus) + " GPU(s)";
         s += "; LibTorch " + str_at(run.env, "libtorch_version", "?") + "; accel-bench " +
              str_at(run.env, "accel_bench_version", "?") + " (" + str_at(run.env, "git_sha", "?") +

@@ -60,7 +60,7 @@ std::vector<ReportFiles> write_reports(const fs::path& dir, const ReportOptions&
     f.notice = charts.notice;
     f.failed = charts.failed;
     if (opts.html) {
-      metrics::write_file_atomic(target / "report.html", report_html(rep, target / "charts"));
+      metrics::write_file_atomic(target / "report.html", report_html(rep, charts.files));
       f.files.push_back(target / "report.html");
     }
     // A result.json that exists but does not read (truncated, not JSON) is

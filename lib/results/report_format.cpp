@@ -63,15 +63,18 @@ std::string ttt_cell(const RungRow& r, bool minutes) {
 // names) as one Markdown table cell or line: a newline would end the row and
 // raw HTML would be markup, so control characters become spaces, '|' is
 // escaped and '<', which opens every tag, is "&lt;" (an entity renders as
-// text, so '&' and '>' may stay as written).
+// text, so '&' and '>' may stay as written); '[', ']' and '!' are escaped
+// so that no link or image ([x](javascript:...), ![t](http://...)) is ever
+// made of a set's text.
 std::string markdown_text(const std::string& s) {
   std::string out;
   for (const char c : s) {
     const auto u = static_cast<unsigned char>(c);
     if (u < 0x20 || u == 0x7f) {
       out += ' ';
-    } else if (c == '|') {
-      out += "\\|";
+    } else if (c == '|' || c == '[' || c == ']' || c == '!') {
+      out += '\\';
+      out += c;
     } else if (c == '<') {
       out += "&lt;";
     } else {

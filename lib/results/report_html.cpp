@@ -9,7 +9,9 @@
 
 #include "accel/results/compare.h"
 #include "accel/results/report.h"
+#include "accel/util/errors.h"
 #include "accel/util/input_file.h"
+#include "accel/util/json_doc.h"
 
 namespace fs = std::filesystem;
 
@@ -65,12 +67,13 @@ std::string base64(const std::string& bytes) {
 }
 
 // The report's own Markdown (report_markdown, compare's tables) back to its
-// text: "\|" is a '|' and "&lt;" a '<' there (markdown_text).
+// text: "\|", "\[", "\]" and "\!" are the characters and "&lt;" a '<' there
+// (markdown_text).
 std::string markdown_unescape(const std::string& s) {
   std::string out;
   for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\\' && i + 1 < s.size() && s[i + 1] == '|') {
-      out += '|';
+    if (s[i] == '\\' && i + 1 < s.size() && std::string("|[]!").find(s[i + 1]) != std::string::npos) {
+      out += s[i + 1];
       ++i;
     } else if (s.compare(i, 4, "&lt;") == 0) {
       out += '<';
@@ -200,11 +203,13 @@ constexpr const char* kStyle =
     "details{border:1px solid #e2e8f0;border-radius:4px;padding:.3em .8em;margin:.4em 0}"
     "summary{cursor:pointer;font-weight:600}.warn{color:#9c4221}.muted{color:#4a5568}";
 
+// The page as well-formed XHTML whatever reached it: text an XML parser
+// refuses (ill-formed UTF-8 from a folder's name, U+FFFE) becomes U+FFFD.
 std::string page(const std::string& title, const std::string& body) {
-  return "<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\">\n<head>\n"
+  return clean_text("<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\">\n<head>\n"
          "<meta charset=\"utf-8\"/>\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"/>\n"
          "<title>" + html_text(title) + "</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n" + body +
-         "</body>\n</html>\n";
+         "</body>\n</html>\n", std::string::npos, /*keep_lines=*/true);
 }
 
 std::string bytes_text(double b) {
@@ -219,7 +224,11 @@ std::string pairs_table(const std::vector<std::pair<std::string, std::string>>& 
   if (rows.empty()) return "";
   std::ostringstream t;
   t << "<div class=\"table\"><table><tbody>\n";
-  for (const auto& [k, v] : rows) t << "<tr><th>" << html_text(k) << "</th><td>" << html_text(v) << "</td></tr>\n";
+  // A run's resolved config is kept as written (its hash decides reuse):
+  // its text is cleaned and cut here, where it is shown.
+  for (const auto& [k, v] : rows) {
+    t << "<tr><th>" << html_text(clean_text(k)) << "</th><td>" << html_text(clean_text(v)) << "</td></tr>\n";
+  }
   t << "</tbody></table></div>\n";
   return t.str();
 }
@@ -305,7 +314,10 @@ std::string run_html(const RunRecord& run, const std::string& name) {
     h << "</tbody></table></div>\n";
   }
   if (!run.config.is_null()) {
-    h << "<details><summary>resolved config</summary>\n<pre>" << html_text(run.config.dump(2)) << "</pre>\n</details>\n";
+    // Kept as written in the record (its hash decides reuse); shown cleaned and cut.
+    Json shown = run.config;
+    clean_strings(shown);
+    h << "<details><summary>resolved config</summary>\n<pre>" << html_text(shown.dump(2)) << "</pre>\n</details>\n";
   }
   return h.str();
 }
@@ -329,7 +341,24 @@ std::string machine_html(const ResultSet& set) {
 
 }  // namespace
 
-std::string report_html(const Report& r, const fs::path& charts_dir) {
+namespace {
+
+// A chart this report drew, as the page embeds it: a regular file (never
+// through a link), at most kMaxChart bytes, that starts as an SVG document.
+constexpr int64_t kMaxChart = int64_t{4} << 20;
+
+std::string read_chart(const fs::path& svg) {
+  std::string bytes = read_input_file(svg, "chart", kMaxChart, /*pipe_ok=*/false, /*follow_links=*/false);
+  const auto start = bytes.find_first_not_of(" \t\r\n");
+  if (start == std::string::npos || (bytes.compare(start, 5, "<?xml") != 0 && bytes.compare(start, 4, "<svg") != 0)) {
+    throw DataError("chart " + svg.string() + ": not an SVG document (it should start with <?xml or <svg)");
+  }
+  return bytes;
+}
+
+}  // namespace
+
+std::string report_html(const Report& r, const std::vector<fs::path>& charts) {
   const auto& set = r.set;
   const std::string title = (set.suite.empty() ? std::string("results") : set.suite) + " on " + set.machine_id;
   std::ostringstream b;
@@ -341,12 +370,11 @@ std::string report_html(const Report& r, const fs::path& charts_dir) {
   if (md.rfind("# ", 0) == 0) md = md.substr(std::min(md.size(), md.find('\n') + 1));
   b << "<section id=\"summary\">\n<h2>Summary</h2>\n" << markdown_html(md, 2) << "</section>\n";
   b << "<section id=\"charts\">\n<h2>Charts</h2>\n";
+  // Only the charts this report drew, by name: whatever else a set's
+  // charts/ holds (a link to /proc/self/environ in a pull request) is never read.
   std::vector<fs::path> svgs;
-  std::error_code ec;
-  if (fs::is_directory(charts_dir, ec)) {
-    for (const auto& e : fs::directory_iterator(charts_dir, ec)) {
-      if (e.path().extension() == ".svg") svgs.push_back(e.path());
-    }
+  for (const auto& f : charts) {
+    if (f.extension() == ".svg") svgs.push_back(f);
   }
   std::sort(svgs.begin(), svgs.end());
   if (svgs.empty()) {
@@ -354,7 +382,7 @@ std::string report_html(const Report& r, const fs::path& charts_dir) {
   }
   for (const auto& svg : svgs) {
     const std::string name = svg.stem().string();
-    b << "<figure><img alt=\"" << html_text(name) << " chart\" src=\"data:image/svg+xml;base64," << base64(read_input_file(svg, "chart"))
+    b << "<figure><img alt=\"" << html_text(name) << " chart\" src=\"data:image/svg+xml;base64," << base64(read_chart(svg))
       << "\"/><figcaption>" << html_text(name) << "</figcaption></figure>\n";
   }
   b << "</section>\n<section id=\"machine\">\n<h2>Machine and versions</h2>\n" << machine_html(set) << "</section>\n";
@@ -376,9 +404,9 @@ std::string report_html(const Report& r, const fs::path& charts_dir) {
   return page(title, b.str());
 }
 
-std::string compare_html(const std::vector<CompareOutcome>& outcomes) {
+std::string compare_html(const std::vector<CompareOutcome>& outcomes, const HistoryOutcome* history) {
   std::ostringstream b;
-  b << "<h1>compare</h1>\n" << markdown_html(compare_ci_markdown(outcomes), 2);
+  b << "<h1>compare</h1>\n" << markdown_html(compare_ci_markdown(outcomes, history), 2);
   for (const auto& o : outcomes) {
     b << "<section>\n" << markdown_html(o.markdown, 2) << "</section>\n";
   }

@@ -9,6 +9,7 @@
 
 #include "accel/util/errors.h"
 #include "accel/util/input_file.h"
+#include "accel/util/json_doc.h"
 
 namespace fs = std::filesystem;
 
@@ -141,6 +142,11 @@ void scan_plain(ResultSet& s) {
       for (const auto& rep : reps) r.repeats.push_back(read_run(rep));
     }
     if (r.repeats.empty()) continue;
+    // The rung's id is its folder's name: held to the ids' rules, as sweep.json's are.
+    if (!is_safe_id(r.id)) {
+      throw ConfigError(clean_text(d.string(), 400) +
+                        ": a rung's folder is named by its id (letters, digits, '-', '_' or '.')");
+    }
     (r.upstream ? s.upstream : s.rungs).push_back(std::move(r));
   }
 }
@@ -149,10 +155,13 @@ void scan_plain(ResultSet& s) {
 
 ResultSet load_result_set(const fs::path& dir) {
   if (!fs::is_directory(dir)) throw ConfigError(dir.string() + ": no such folder");
+  // Every file a report or compare reads from the set is the set's own.
+  refuse_links_leaving(dir, "result set");
   ResultSet s;
   s.dir = dir;
   if (fs::exists(dir / "sweep.json")) {
     s.manifest = read_json_file(dir / "sweep.json");
+    clean_strings(s.manifest);
     s.suite = str_at(s.manifest, "suite");
     s.machine_id = str_at(s.manifest, "machine_id");
     for (const auto& [what, id] : {std::pair{"suite", s.suite}, std::pair{"machine_id", s.machine_id}}) {
@@ -171,8 +180,9 @@ ResultSet load_result_set(const fs::path& dir) {
     }
     return s;
   }
-  s.suite = dir.parent_path().filename().string();
-  s.machine_id = dir.filename().string();
+  // Names from folders, as text (a folder name need not be UTF-8).
+  s.suite = clean_text(dir.parent_path().filename().string(), 200);
+  s.machine_id = clean_text(dir.filename().string(), 200);
   scan_plain(s);
   if (s.rungs.empty() && s.upstream.empty()) {
     throw ConfigError(dir.string() + ": not a result set (no sweep.json and no run folders "

@@ -1,6 +1,7 @@
 #include "accel/results/summary.h"
 
-#include <cstdio>
+#include <string>
+#include <vector>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -8,6 +9,7 @@
 #include "accel/results/report.h"
 #include "accel/results/result_set.h"
 #include "accel/util/errors.h"
+#include "accel/util/json_doc.h"
 
 namespace accel::results {
 
@@ -17,23 +19,31 @@ std::string summary_table(const std::vector<std::filesystem::path>& files) {
       "| run | status | loop | precision | epochs | train time | test acc | samples/s (step) | "
       "step ms (median) | peak RSS |\n|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& file : files) {
-    const nlohmann::json doc = read_json_file(file);
+    nlohmann::json doc = read_json_file(file);
     if (!doc.is_object() || !doc.contains("schema_version") || !doc.contains("config")) {
       throw ConfigError(file.string() + ": not an accel-bench result.json");
     }
+    // As read_run_record reads it: every text cleaned but the config's
+    // (cleaned where it is shown below).
+    for (auto it = doc.begin(); it != doc.end(); ++it) {
+      if (it.key() != "config") clean_strings(it.value());
+    }
     const RunRecord r = train::run_record_of(doc, file.parent_path());
+    if (r.ok()) {
+      if (const auto why = train::impossible_figure(r, doc); !why.empty()) throw ConfigError(file.string() + ": " + why);
+    }
     auto text = [](const nlohmann::json& cfg, const char* section, const char* key, const char* fallback) {
-      return str_at(cfg, std::string(section) + "/" + key, fallback);
+      return clean_text(str_at(cfg, std::string(section) + "/" + key, fallback), 200);
     };
-    char row[512];
-    std::snprintf(row, sizeof(row), "| %s | %s | %s | %s | %d | %s | %s | %s | %s | %s |\n",
-                  r.name.c_str(), r.status.c_str(), text(r.config, "train", "loop", "plain").c_str(),
-                  text(r.config, "runtime", "precision", "?").c_str(), r.epochs_done,
-                  fmt_num(r.train_time_s ? OptNum(*r.train_time_s / 60.0) : OptNum(), "%.2f min").c_str(),
-                  fmt_pct(r.test_acc).c_str(), fmt_num(r.samples_per_s, "%.1f").c_str(),
-                  fmt_num(r.step_ms_median, "%.1f").c_str(),
-                  fmt_gb(r.peak_memory_bytes.empty() ? OptNum() : OptNum(r.peak_memory_bytes.front())).c_str());
-    out += row;
+    // Cells joined, not printed into a fixed buffer: a long name never cuts the row.
+    const std::vector<std::string> cells = {
+        markdown_text(r.name), markdown_text(r.status), markdown_text(text(r.config, "train", "loop", "plain")),
+        markdown_text(text(r.config, "runtime", "precision", "?")), std::to_string(r.epochs_done),
+        fmt_num(r.train_time_s ? OptNum(*r.train_time_s / 60.0) : OptNum(), "%.2f min"), fmt_pct(r.test_acc),
+        fmt_num(r.samples_per_s, "%.1f"), fmt_num(r.step_ms_median, "%.1f"),
+        fmt_gb(r.peak_memory_bytes.empty() ? OptNum() : OptNum(r.peak_memory_bytes.front()))};
+    for (const auto& c : cells) out += "| " + c + " ";
+    out += "|\n";
   }
   return out;
 }

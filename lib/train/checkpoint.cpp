@@ -25,6 +25,8 @@
 #include "accel/models/family.h"
 #include "accel/models/safetensors.h"
 #include "accel/util/errors.h"
+#include "accel/util/input_file.h"
+#include "accel/util/json_doc.h"
 #include "accel/util/torch_compat.h"
 
 namespace accel::train {
@@ -100,10 +102,10 @@ json optimizer_shapes(const torch::optim::Optimizer& opt) {
 void write_json(torch::serialize::OutputArchive& ar, const std::string& key, const json& doc) {
   ar.write(key, c10::IValue(doc.dump()));
 }
-json read_json(torch::serialize::InputArchive& ar, const std::string& key) {
+json read_json(torch::serialize::InputArchive& ar, const std::string& key, const fs::path& file) {
   c10::IValue v;
   ar.read(key, v);
-  return json::parse(v.toStringRef());
+  return parse_json_text(v.toStringRef(), file.string() + ": " + key);
 }
 
 [[noreturn]] void bad(const fs::path& file, const std::string& what) {
@@ -309,10 +311,10 @@ Checkpoint read_checkpoint(const fs::path& file) {
   try {
     torch::serialize::InputArchive ar;
     ar.load_from(payload->data(), payload->size(), torch::Device(torch::kCPU));
-    ckpt.meta = read_json(ar, "meta");
-    ckpt.progress = progress_from_json(read_json(ar, "progress"), file.string());
-    ckpt.grad_scaler = read_json(ar, "grad_scaler");
-    ckpt.config = read_json(ar, "config");
+    ckpt.meta = read_json(ar, "meta", file);
+    ckpt.progress = progress_from_json(read_json(ar, "progress", file), file.string());
+    ckpt.grad_scaler = read_json(ar, "grad_scaler", file);
+    ckpt.config = read_json(ar, "config", file);
 
     torch::serialize::InputArchive model_ar;
     ar.read("model", model_ar);
@@ -472,8 +474,7 @@ int64_t export_weights(const fs::path& checkpoint, const fs::path& out, bool ove
     // Never a run's own resolved config (a run folder holds config.json too).
     bool run_config = false;
     try {
-      std::ifstream in(hf_file);
-      const auto doc = nlohmann::json::parse(in);
+      const auto doc = parse_json_or_discarded(read_input_file(hf_file, ""));
       run_config = doc.is_object() && doc.contains("runtime") && doc.contains("train");
     } catch (const std::exception&) {
     }

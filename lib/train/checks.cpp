@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <regex>
 
 #include "accel/data/catalog.h"
@@ -20,6 +21,8 @@
 #include "accel/train/checkpoint.h"
 #include "accel/train/fabric.h"
 #include "accel/util/errors.h"
+#include "accel/util/input_file.h"
+#include "accel/util/json_doc.h"
 
 namespace accel::train {
 
@@ -182,6 +185,31 @@ void check_out_dir(const RunOptions& opts) {
   }
   const auto steps = periodic_checkpoints(out);
   if (!steps.empty()) kept.push_back("checkpoints/" + steps.back().filename().string());
+  // A run writes config.json and metrics.csv too: files of those names that
+  // are not a run's (a model's config.json, someone's table) are never
+  // replaced unasked. Those of an earlier run of ours that left no result are.
+  std::vector<std::string> foreign;
+  if (fs::exists(out / "config.json", ec)) {
+    nlohmann::json doc;
+    try {
+      doc = parse_json_or_discarded(read_input_file(out / "config.json", "", int64_t{16} << 20));
+    } catch (const std::exception&) {
+    }
+    if (!(doc.is_object() && doc.contains("runtime") && doc.contains("train"))) foreign.push_back("config.json");
+  }
+  if (fs::exists(out / "metrics.csv", ec)) {
+    std::string head;
+    if (fs::is_regular_file(out / "metrics.csv", ec)) {
+      std::ifstream in(out / "metrics.csv");
+      std::getline(in, head);
+    }
+    if (head.rfind("kind,step,epoch,", 0) != 0) foreign.push_back("metrics.csv");
+  }
+  if (!foreign.empty()) {
+    throw ConfigError(where + "holds " + join(foreign, " and ") +
+                      " that are not an accel-bench run's, which a run would replace; choose another --out, "
+                      "or pass --force to replace them");
+  }
   if (!kept.empty()) {
     throw ConfigError(where + "already holds " + join(kept, ", ") +
                       " of an earlier run; continue it with --resume auto, choose another "

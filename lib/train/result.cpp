@@ -2,11 +2,14 @@
 #include "accel/train/result.h"
 
 #include <algorithm>
+#include <cmath>
+#include <tuple>
 #include <cstdio>
 #include <iomanip>
 #include <sstream>
 
 #include "accel/util/input_file.h"
+#include "accel/util/json_doc.h"
 
 namespace accel::train {
 namespace {
@@ -130,6 +133,9 @@ std::string text(const json& doc, const char* key, const std::string& fallback) 
   return v != nullptr && v->is_string() ? v->get<std::string>() : fallback;
 }
 
+constexpr int64_t kMaxWorld = 1 << 20;
+constexpr int64_t kMaxCount = int64_t(1) << 53;  // exact in a double
+
 json object_or_null(const json& doc, const char* key) {
   const json* v = field(doc, key);
   return v != nullptr && v->is_object() ? *v : json();
@@ -177,15 +183,15 @@ RunRecord run_record_of(const json& doc, const std::filesystem::path& dir) {
   r.data_kind = text(doc, "data_kind", "image");
   r.precision_support = text(doc, "precision_support", "native");
   if (const Opt w = number(doc, "world_size")) {
-    r.world_size = std::max(1, int(*w));
+    r.world_size = int(bounded_int(*w, 1, kMaxWorld));
   } else {
     const double devices = number(runtime, "devices").value_or(1);
     const double nodes = number(runtime, "num_nodes").value_or(1);
-    r.world_size = std::max(1, int(devices * nodes));
+    r.world_size = int(bounded_int(devices * nodes, 1, kMaxWorld));
   }
-  r.threads = int(number(doc, "threads").value_or(number(r.env, "threads").value_or(0)));
-  r.steps = int64_t(number(doc, "steps").value_or(0));
-  if (const Opt b = number(object_or_null(r.config, "train"), "batch_size")) r.batch_size = int64_t(*b);
+  r.threads = int(bounded_int(number(doc, "threads").value_or(number(r.env, "threads").value_or(0)), 0, 1 << 20));
+  r.steps = bounded_int(number(doc, "steps").value_or(0), 0, kMaxCount);
+  if (const Opt b = number(object_or_null(r.config, "train"), "batch_size")) r.batch_size = bounded_int(*b, 0, kMaxCount);
   r.test_acc = number(doc, "test_acc");
   r.test_loss = number(doc, "test_loss");
   r.train_time_s = number(doc, "train_time_s");
@@ -237,14 +243,15 @@ RunRecord run_record_of(const json& doc, const std::filesystem::path& dir) {
   if (const json* k = field(doc, "ranks"); k != nullptr && k->is_array()) {
     for (const auto& x : *k) {
       RankResult rr;
-      rr.rank = int(number(x, "rank").value_or(double(r.ranks.size())));
-      rr.peak_memory_bytes = int64_t(number(x, "peak_memory_bytes").value_or(0));
-      rr.param_bytes = int64_t(number(x, "param_bytes").value_or(0));
-      rr.grad_bytes = int64_t(number(x, "grad_bytes").value_or(0));
-      rr.optimizer_bytes = int64_t(number(x, "optimizer_bytes").value_or(0));
-      rr.host_peak_rss_bytes = int64_t(number(x, "host_peak_rss_bytes").value_or(0));
-      rr.cuda_max_allocated_bytes = int64_t(number(x, "cuda_max_allocated_bytes").value_or(0));
-      rr.cuda_max_reserved_bytes = int64_t(number(x, "cuda_max_reserved_bytes").value_or(0));
+      rr.rank = int(bounded_int(number(x, "rank").value_or(double(r.ranks.size())), 0, kMaxWorld));
+      auto bytes = [&](const char* key) { return bounded_int(number(x, key).value_or(0), 0, kMaxCount); };
+      rr.peak_memory_bytes = bytes("peak_memory_bytes");
+      rr.param_bytes = bytes("param_bytes");
+      rr.grad_bytes = bytes("grad_bytes");
+      rr.optimizer_bytes = bytes("optimizer_bytes");
+      rr.host_peak_rss_bytes = bytes("host_peak_rss_bytes");
+      rr.cuda_max_allocated_bytes = bytes("cuda_max_allocated_bytes");
+      rr.cuda_max_reserved_bytes = bytes("cuda_max_reserved_bytes");
       r.ranks.push_back(rr);
     }
   }
@@ -264,14 +271,95 @@ RunRecord read_run_record(const std::filesystem::path& dir) {
   if (!std::filesystem::exists(file, ec)) return r;
   json doc;
   try {
-    doc = json::parse(read_input_file(file, ""));
+    doc = parse_json_text(read_input_file(file, ""), file.string());
   } catch (const std::exception& e) {  // not a regular file, too large, not JSON
     r.status = "unreadable";
     r.error = std::string(e.what()).find(file.string()) == 0 ? e.what()
                                                               : file.string() + ": not JSON: " + e.what();
     return r;
   }
-  return run_record_of(doc, dir);
+  // Its text reaches terminals, tables and pages: cleaned as read, except
+  // the resolved config, whose hash decides whether a sweep or tune reuses
+  // the run (shown, it is cleaned where it is shown).
+  if (doc.is_object()) {
+    for (auto it = doc.begin(); it != doc.end(); ++it) {
+      if (it.key() != "config") clean_strings(it.value());
+    }
+  }
+  RunRecord r2 = run_record_of(doc, dir);
+  if (r2.ok()) {
+    if (const std::string why = impossible_figure(r2, doc); !why.empty()) {
+      r2.status = "unreadable";
+      r2.error = file.string() + ": " + why;
+    }
+  }
+  return r2;
+}
+
+std::string impossible_figure(const RunRecord& r, const json& doc) {
+  char buf[64];
+  auto shown = [&](double v) {
+    std::snprintf(buf, sizeof buf, "%.6g", v);
+    return std::string(buf);
+  };
+  auto positive = [&](const char* what, const Opt& v) -> std::string {
+    if (v && !(std::isfinite(*v) && *v > 0)) return std::string(what) + " is " + shown(*v) + ": it must be > 0";
+    return "";
+  };
+  auto at_least_zero = [&](const char* what, const Opt& v) -> std::string {
+    if (v && !(std::isfinite(*v) && *v >= 0)) return std::string(what) + " is " + shown(*v) + ": it must be >= 0";
+    return "";
+  };
+  auto fraction = [&](const char* what, const Opt& v) -> std::string {
+    if (v && !(*v >= 0 && *v <= 1)) return std::string(what) + " is " + shown(*v) + ": an accuracy lies from 0 to 1";
+    return "";
+  };
+  for (const std::string& why :
+       {positive("train_time_s", r.train_time_s), at_least_zero("init_time_s", r.init_time_s),
+        positive("step_time_ms.median", r.step_ms_median), positive("step_time_ms.mean", r.step_ms_mean),
+        positive("samples_per_s", r.samples_per_s), positive("samples_per_s_per_device", r.samples_per_s_per_device),
+        positive("tokens_per_s", r.tokens_per_s), positive("flops_per_sample", r.flops_per_sample),
+        positive("model_flops_per_s", r.model_flops_per_s), fraction("test_acc", r.test_acc),
+        at_least_zero("test_loss", r.test_loss)}) {
+    if (!why.empty()) return why;
+  }
+  for (const double v : r.step_ms_after_warmup) {
+    if (const auto why = positive("a step of step_ms_after_warmup", v); !why.empty()) return why;
+  }
+  for (const double v : r.peak_memory_bytes) {
+    if (const auto why = positive("peak_memory_bytes", v); !why.empty()) return why;
+  }
+  for (const double v : r.epoch_time_s) {
+    if (const auto why = at_least_zero("an epoch's time_s", v); !why.empty()) return why;
+  }
+  for (const double v : r.epoch_val_acc) {
+    if (v == -1.0) continue;  // the epoch had no validation
+    if (const auto why = fraction("an epoch's val_acc", v); !why.empty()) return why;
+  }
+  // Counts an integer cast would turn into nonsense.
+  for (const auto& [key, lo, hi] : {std::tuple{"world_size", 1.0, double(kMaxWorld)},
+                                    std::tuple{"steps", 0.0, double(kMaxCount)},
+                                    std::tuple{"threads", 0.0, double(1 << 20)}}) {
+    const Opt v = number(doc, key);
+    if (v && !(*v >= lo && *v <= hi && std::floor(*v) == *v)) {
+      return std::string(key) + " is " + shown(*v) + ": a count from " + shown(lo) + " to " + shown(hi);
+    }
+  }
+  if (r.target) {
+    const auto& t = *r.target;
+    if (!std::isfinite(t.value)) return "target.value is " + shown(t.value) + ": it must be finite";
+    for (const std::string& why : {at_least_zero("target.time_s", t.time_s), at_least_zero("target.samples", t.samples),
+                                   at_least_zero("target.step", t.step), fraction("target.val_acc", t.val_acc)}) {
+      if (!why.empty()) return why;
+    }
+    // Counts and times no run reaches (a doctored 1e308 samples would score as given).
+    for (const auto& [what, v, most] : {std::tuple{"target.samples", t.samples, double(kMaxCount)},
+                                        std::tuple{"target.step", t.step, double(kMaxCount)},
+                                        std::tuple{"target.time_s", t.time_s, 1e9}}) {
+      if (v && *v > most) return std::string(what) + " is " + shown(*v) + ": beyond any run (at most " + shown(most) + ")";
+    }
+  }
+  return "";
 }
 
 std::string metrics_csv(const std::vector<MetricRow>& rows) {

@@ -5,13 +5,17 @@
 
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -422,9 +426,15 @@ TEST_CASE("report: no string of a result set or a path reaches gnuplot or the ta
   // 1. A plain folder of runs: the set's and the runs' folder names carry it.
   // (Relative names: a folder's name holds no '/'; gnuplot runs in the charts folder.)
   const std::string folder = "set `touch PWNED3` 'q\n!touch PWNED4";
+  // A rung's folder is its id and held to the ids' rules; the set's own
+  // folder name is only text.
   tmp.write(folder + "/00-a `touch PWNED5`/result.json", fake_result(60, 0.8));
   tmp.write(folder + "/01-b/result.json", fake_result(30, 0.7));
   auto r = run_cli("report " + shell_word((tmp / folder).string()));
+  CHECK(r.code == 2);
+  CHECK(r.output.find("00-a `touch PWNED5`: a rung's folder is named by its id") != std::string::npos);
+  fs::rename(tmp / folder / "00-a `touch PWNED5`", tmp / folder / "00-a");
+  r = run_cli("report " + shell_word((tmp / folder).string()));
   INFO(r.output);
   CHECK(r.code == 0);
   // 2. A sweep's set: the reference's hardware name and a rung's "changes"
@@ -464,7 +474,8 @@ TEST_CASE("report: no string of a result set or a path reaches gnuplot or the ta
   CHECK(md.find("<script>") == std::string::npos);
   CHECK(md.find("&lt;script>") != std::string::npos);
   CHECK(md.find("| 00-a | 00 | =HYPERLINK(\"http://x\") \\| &lt;script>") != std::string::npos);
-  CHECK(csv.find(",\"'=HYPERLINK(\"\"http://x\"\")\n| <script>alert(1)</script>\",") != std::string::npos);
+  // Control characters of a set's text are spaces from the moment it is read.
+  CHECK(csv.find(",\"'=HYPERLINK(\"\"http://x\"\") | <script>alert(1)</script>\",") != std::string::npos);
   CHECK(csv.find(",'@SUM(A1),") != std::string::npos);
   // 3. Ids that become folder and chart names are held to the suite's rules.
   for (const char* field : {"suite", "machine_id"}) {
@@ -539,7 +550,9 @@ TEST_CASE("predict: a calibration or result of the wrong shape or with impossibl
                         Case{"/comm/collectives/all_gather/points/0/1", "-0.5", "comm.collectives.all_gather.points[0][1]: must be a number > 0"},
                         Case{"/comm/ranks", "\"two\"", "comm.ranks: must be an integer >= 2 (got \"two\")"},
                         Case{"/comm/collectives", "[]", "comm.collectives: must be an object"},
-                        Case{"/cpu/fp32/1", "-3", "cpu.fp32.1: must be a number > 0"}}) {
+                        Case{"/cpu/fp32/1", "-3", "cpu.fp32.1: must be a number > 0"},
+                        Case{"/comm/collectives/all_reduce/alpha_s", "1e300", "comm.collectives.all_reduce.alpha_s: must be at most 10"},
+                        Case{"/comm/collectives/all_reduce/beta_s_per_byte", "1e300", "comm.collectives.all_reduce.beta_s_per_byte: must be at most 0.001"}}) {
     CAPTURE(c.pointer);
     auto doc = good;
     doc[nlohmann::json::json_pointer(c.pointer)] = nlohmann::json::parse(c.value);
@@ -564,4 +577,474 @@ TEST_CASE("predict: a calibration or result of the wrong shape or with impossibl
                         " predict --article " + source("results/reference/cvpr2023-vit.json") +
                         " --rung 04 --devices 1,4 --link nvlink3-a100 > " + (tmp / "o.txt").string() + " 2>&1";
   CHECK(std::system(from_tmp.c_str()) == 0);
+}
+
+namespace {
+
+// A sweep's set of two rungs (00-a, 01-b), one run each, with the figures a
+// run writes; `patch` is merged into a rung's result.json.
+fs::path hostile_set(const TempDir& tmp, const std::string& name, const nlohmann::json& patch_a = nlohmann::json::object(),
+                     const nlohmann::json& patch_b = nlohmann::json::object(), const std::string& machine = "m-2c") {
+  const nlohmann::json manifest = {
+      {"schema_version", 1}, {"suite", "s"}, {"machine_id", machine}, {"made_at", name}, {"upstream", nlohmann::json::array()},
+      {"rungs",
+       {{{"id", "00-a"}, {"article", "00"}, {"status", "ok"}, {"changes", "base"}, {"runs", {{{"dir", "00-a"}}}}},
+        {{"id", "01-b"}, {"article", "01"}, {"status", "ok"}, {"changes", "faster"}, {"runs", {{{"dir", "01-b"}}}}}}}};
+  tmp.write(name + "/sweep.json", manifest.dump());
+  for (const auto& [rung, patch, time] : {std::tuple{"00-a", patch_a, 60.0}, std::tuple{"01-b", patch_b, 30.0}}) {
+    auto doc = nlohmann::json::parse(fake_result(time, 0.8));
+    doc["step_time_ms"] = {{"median", time}, {"count", 40}};
+    doc.merge_patch(patch);
+    tmp.write(name + "/" + rung + "/result.json", doc.dump());
+  }
+  return tmp / name;
+}
+
+std::string text_of(const fs::path& f) {
+  std::ifstream in(f, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+std::string nested(int levels) { return std::string(size_t(levels), '[') + std::string(size_t(levels), ']'); }
+
+}  // namespace
+
+TEST_CASE("report --html: a link leaving the set is refused naming it, and only the charts just drawn are embedded") {
+  TempDir tmp;
+  const auto set = hostile_set(tmp, "set");
+  tmp.write("secret.txt", "TOKEN=hunter2");
+  // A link out of the set (as a pull request can carry one), in charts/ or as a run's file.
+  fs::create_directories(set / "charts");
+  fs::create_symlink("/proc/self/environ", set / "charts" / "env.svg");
+  auto r = run_cli("report " + set.string() + " --html --gnuplot /nonexistent");
+  CHECK(r.code == 2);
+  CHECK(has(r.output, "charts/env.svg is a symbolic link leaving the folder (to /proc/"));
+  CHECK_FALSE(fs::exists(set / "report.html"));
+  CHECK_FALSE(fs::exists(set / "report.md"));
+  fs::remove(set / "charts" / "env.svg");
+  fs::rename(set / "01-b" / "result.json", set / "01-b" / "kept.json");
+  fs::create_symlink(tmp / "secret.txt", set / "01-b" / "result.json");
+  for (const char* cmd : {"report ", "compare --fail-slower 7 "}) {
+    r = run_cli(std::string(cmd) + set.string() + (std::string(cmd) == "report " ? "" : " " + set.string()));
+    CAPTURE(r.output);
+    CHECK(r.code == 2);
+    CHECK(has(r.output, "01-b/result.json is a symbolic link leaving the folder"));
+  }
+  fs::remove(set / "01-b" / "result.json");
+  fs::rename(set / "01-b" / "kept.json", set / "01-b" / "result.json");
+  // A link inside the set is the set's own file, yet a chart this report did
+  // not draw is never read, whatever its name: without gnuplot, none is embedded.
+  tmp.write("set/charts/planted.svg", "<svg xmlns=\"http://www.w3.org/2000/svg\">PLANTED</svg>");
+  fs::create_symlink("../00-a/result.json", set / "charts" / "inside.svg");
+  r = run_cli("report " + set.string() + " --html --gnuplot /nonexistent");
+  INFO(r.output);
+  CHECK(r.code == 0);
+  const std::string html = text_of(set / "report.html");
+  CHECK(html.find("data:image/svg+xml") == std::string::npos);
+  CHECK(html.find("No charts") != std::string::npos);
+}
+
+TEST_CASE("compare: zero, negative or non-finite times and memory and impossible accuracies are refused as read, and fail the gate") {
+  TempDir tmp;
+  const auto base = hostile_set(tmp, "base");
+  struct Case {
+    nlohmann::json patch;
+    const char* why;
+    const char* bound;
+  };
+  const std::vector<Case> cases = {
+      {{{"train_time_s", 0}}, "train_time_s is 0: it must be > 0", "--fail-slower 7"},
+      {{{"train_time_s", -5}}, "train_time_s is -5: it must be > 0", "--fail-slower 7"},
+      {{{"step_time_ms", {{"median", -1}}}}, "step_time_ms.median is -1: it must be > 0", "--fail-slower 7"},
+      {{{"peak_memory_bytes", {0}}}, "peak_memory_bytes is 0: it must be > 0", "--fail-memory-growth 10"},
+      {{{"test_acc", 1.5}}, "test_acc is 1.5: an accuracy lies from 0 to 1", "--fail-accuracy-drop 1"},
+      {{{"world_size", 1e300}}, "world_size is 1e+300: a count from 1 to", "--fail-slower 7"},
+  };
+  int k = 0;
+  for (const auto& c : cases) {
+    CAPTURE(c.why);
+    const auto bad = hostile_set(tmp, "bad" + std::to_string(k++), nlohmann::json::object(), c.patch);
+    // On the other side: a regression; on the base side: not compared, which fails a gate.
+    for (const auto& [b, o] : {std::pair{base, bad}, std::pair{bad, base}}) {
+      const auto r = run_cli("compare " + b.string() + " " + o.string() + " " + c.bound);
+      CAPTURE(r.output);
+      CHECK(r.code == 1);
+      CHECK_FALSE(has(r.output, "PASS"));
+      CHECK(has(r.output, c.why));
+    }
+    // summary names the file and exits 2.
+    const auto r = run_cli("summary " + (bad / "01-b" / "result.json").string());
+    CHECK(r.code == 2);
+    CHECK(has(r.output, "01-b/result.json: " + std::string(c.why)));
+  }
+}
+
+TEST_CASE("cli inputs: JSON nested 150000 levels deep in any file a reader takes exits cleanly naming the file, never crashes" * doctest::test_suite("process")) {
+  TempDir tmp;
+  const std::string deep = nested(150000);
+  // In a result.json's config: the rung is unreadable, said with the file's name.
+  const auto set = hostile_set(tmp, "set", nlohmann::json::object(), nlohmann::json::object());
+  {
+    auto doc = nlohmann::json::parse(text_of(set / "01-b" / "result.json"));
+    std::string text = doc.dump();
+    text.insert(text.rfind('}'), ",\"deep\":" + deep);
+    tmp.write("set/01-b/result.json", text);
+  }
+  for (const std::string cmd : {"report " + set.string(), "report --html --gnuplot /nonexistent " + set.string(),
+                                "compare --fail-slower 7 " + set.string() + " " + set.string(),
+                                "summary " + (set / "01-b" / "result.json").string(),
+                                "predict " + (set / "01-b" / "result.json").string() + " --devices 2"}) {
+    CAPTURE(cmd);
+    const auto r = run_cli(cmd);
+    CAPTURE(r.output);
+    CHECK(r.code >= 0);  // exited, no signal
+    CHECK(has(r.output, "01-b/result.json: nested deeper than 256 levels"));
+  }
+  // In a history export's line and in sweep.json: exit 2 naming the file.
+  tmp.write("deep.jsonl", "{\"run_key\":\"k\",\"set_id\":\"s\",\"machine_id\":\"m\",\"rung\":\"r\",\"x\":" + deep + "}\n");
+  auto r = run_cli("history add " + (tmp / "deep.jsonl").string() + " --db " + (tmp / "h.sqlite").string());
+  CHECK(r.code == 2);
+  CHECK(has(r.output, "deep.jsonl:1: not a JSON object"));
+  tmp.write("set2/sweep.json", "{\"suite\":\"s\",\"machine_id\":\"m\",\"rungs\":" + deep + "}");
+  r = run_cli("report " + (tmp / "set2").string());
+  CHECK(r.code == 2);
+  CHECK(has(r.output, "set2/sweep.json: nested deeper than 256 levels"));
+}
+
+namespace {
+
+// A history at FILE with one set added by the CLI, then `sql` run on it.
+void doctored_history(const TempDir& tmp, const fs::path& file, const std::string& sql) {
+  const auto set = hostile_set(tmp, "hset-" + file.stem().string());
+  const auto r = run_cli("history add " + set.string() + " --db " + file.string());
+  REQUIRE(r.code == 0);
+  const auto s = std::system(("sqlite3 " + file.string() + " \"" + sql + "\" 2>/dev/null").c_str());
+  if (s != 0) {
+    // No sqlite3 program: the same through python's module.
+    REQUIRE(std::system(("python3 -c \"import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.executescript(sys.argv[2]); "
+                         "c.commit()\" " + file.string() + " \"" + sql + "\"").c_str()) == 0);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("history: a schema_version that is not an integer from 1 to the latest exits 2 naming the file and leaves it unchanged") {
+  TempDir tmp;
+  for (const char* v : {"-7", "-1", "0", "abc", "1e9", "99999999999"}) {
+    CAPTURE(v);
+    const auto file = tmp / ("h" + std::string(v) + ".sqlite");
+    doctored_history(tmp, file, std::string("UPDATE meta SET value='") + v + "' WHERE key='schema_version';");
+    const std::string before = text_of(file);
+    for (const std::string cmd : {std::string("history show"), std::string("history export"), "history add " + (tmp / ("hset-" + file.stem().string())).string()}) {
+      const auto r = run_cli(cmd + " --db " + file.string());
+      CAPTURE(r.output);
+      CHECK(r.code == 2);
+      CHECK(has(r.output, file.string() + ": "));
+      CHECK((has(r.output, "is not a schema of an accel-bench history") || has(r.output, "newer than this accel-bench")));
+    }
+    CHECK(text_of(file) == before);
+  }
+}
+
+TEST_CASE("compare --history: a regression against the history is in the verdict word, the first line, exit_status and every format") {
+  TempDir tmp;
+  const auto db = (tmp / "h.sqlite").string();
+  // Five sets at the same times, then two at twice the time: the second is a regression.
+  for (int i = 0; i < 5; ++i) {
+    const auto s = hostile_set(tmp, "base" + std::to_string(i), {{"finished_at", "2026-01-0" + std::to_string(i + 1) + "T00:00:00Z"}},
+                               {{"finished_at", "2026-01-0" + std::to_string(i + 1) + "T00:00:00Z"}, {"train_time_s", 30.0 + i}});
+    REQUIRE(run_cli("history add " + s.string() + " --db " + db).code == 0);
+  }
+  const auto slow1 = hostile_set(tmp, "slow1", {{"finished_at", "2026-01-07T00:00:00Z"}},
+                                 {{"finished_at", "2026-01-07T00:00:00Z"}, {"train_time_s", 60.0}});
+  REQUIRE(run_cli("history add " + slow1.string() + " --db " + db).code == 0);
+  const auto slow2 = hostile_set(tmp, "slow2", {{"finished_at", "2026-01-08T00:00:00Z"}},
+                                 {{"finished_at", "2026-01-08T00:00:00Z"}, {"train_time_s", 60.0}});
+  const std::string cmd = "compare " + slow2.string() + " " + slow2.string() + " --fail-slower 7 --history " + db;
+  auto r = run_cli(cmd + " --format md");
+  CAPTURE(r.output);
+  CHECK(r.code == 1);
+  CHECK(r.output.rfind("**FAIL**", 0) == 0);
+  CHECK(has(r.output.substr(0, r.output.find('\n')), "HISTORY REGRESSION: 1 regressions"));
+  r = run_cli(cmd + " --format json");
+  CHECK(r.code == 1);
+  const auto doc = nlohmann::json::parse(r.output);
+  CHECK(doc["exit_status"] == 1);
+  CHECK(doc["history"]["regressions"] == 1);
+  CHECK(doc["history"]["verdicts"].size() >= 1);
+  r = run_cli(cmd + " --format html");
+  CHECK(r.code == 1);
+  CHECK(has(r.output, "<strong>FAIL</strong>"));
+  CHECK(has(r.output, "HISTORY REGRESSION"));
+  r = run_cli(cmd);
+  CHECK(r.code == 1);
+  CHECK(has(r.output, "HISTORY REGRESSION"));
+}
+
+TEST_CASE("tune: a second tune into an OUT another holds is refused naming the holder's pid, with or without --resume" * doctest::test_suite("process")) {
+  TempDir tmp;
+  const auto out = tmp / "tune";
+  fs::create_directories(out);
+  // The first tune's lock, as it holds it for its life.
+  const int fd = ::open((out / ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  REQUIRE(fd >= 0);
+  REQUIRE(::flock(fd, LOCK_EX | LOCK_NB) == 0);
+  const std::string pid = std::to_string(::getpid());
+  REQUIRE(::write(fd, pid.data(), pid.size()) == ssize_t(pid.size()));
+  tmp.write("tune/tune.json", "{}");
+  for (const char* resume : {"", " --resume"}) {
+    const auto r = run_cli("tune -c " + source("configs/ladder/cpu/00-scratch.json") + " --target 0.5 --out " +
+                           out.string() + resume);
+    CAPTURE(r.output);
+    CHECK(r.code == 2);
+    CHECK(has(r.output, "another tune (pid " + pid + ") is writing into this folder"));
+  }
+  CHECK(text_of(out / "tune.json") == "{}");
+  ::close(fd);
+}
+
+TEST_CASE("history: two adds on a fresh file both land, another application's file is left as it is, a read-only history still shows, doctored values are refused on add" * doctest::test_suite("process")) {
+  TempDir tmp;
+  // Two adds at once on a file neither has made yet, in rounds.
+  const auto a = hostile_set(tmp, "a"), b = hostile_set(tmp, "b", {{"train_time_s", 61.0}}, {{"train_time_s", 31.0}});
+  for (int round = 0; round < 8; ++round) {
+    const auto db = (tmp / ("fresh" + std::to_string(round) + ".sqlite")).string();
+    const std::string both = "(" + std::string(ACCEL_BENCH_EXE) + " history add " + a.string() + " --db " + db +
+                             " >/dev/null 2>&1 || echo FAILED) & (" + std::string(ACCEL_BENCH_EXE) + " history add " +
+                             b.string() + " --db " + db + " >/dev/null 2>&1 || echo FAILED) & wait";
+    FILE* p = popen(both.c_str(), "r");
+    REQUIRE(p != nullptr);
+    std::string said;
+    char buf[256];
+    while (fgets(buf, sizeof buf, p) != nullptr) said += buf;
+    pclose(p);
+    CHECK(said.empty());
+    const auto r = run_cli("history export --db " + db);
+    CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 4);  // two runs of each set
+  }
+  // The race made certain: a reader holds the fresh file while the add
+  // switches it to WAL (which SQLite does not wait for by itself).
+  {
+    const auto db = tmp / "held.sqlite";
+    REQUIRE(std::system(("python3 -c \"import sqlite3; c=sqlite3.connect('" + db.string() +
+                         "'); c.execute('CREATE TABLE t(x)'); c.execute('DROP TABLE t'); c.commit()\"").c_str()) == 0);
+    FILE* holder = popen(("python3 -c \"import sqlite3,time; c=sqlite3.connect('" + db.string() +
+                          "', isolation_level=None); c.execute('BEGIN'); c.execute('SELECT * FROM sqlite_master').fetchall(); "
+                          "print('held', flush=True); time.sleep(1.5); c.execute('COMMIT')\"").c_str(), "r");
+    REQUIRE(holder != nullptr);
+    char line[64] = {};
+    REQUIRE(fgets(line, sizeof line, holder) != nullptr);
+    CHECK(std::string(line) == "held\n");
+    const auto r = run_cli("history add " + a.string() + " --db " + db.string());
+    CAPTURE(r.output);
+    CHECK(r.code == 0);
+    CHECK(has(r.output, "2 runs added"));
+    pclose(holder);
+  }
+  // Another application's SQLite file with a meta table: refused and not switched to WAL.
+  const auto other = tmp / "other.sqlite";
+  REQUIRE(std::system(("python3 -c \"import sqlite3; c=sqlite3.connect('" + other.string() +
+                       "'); c.execute('CREATE TABLE meta(key TEXT, value TEXT)'); c.execute(\\\"INSERT INTO meta VALUES('app','x')\\\"); c.commit()\"").c_str()) == 0);
+  const std::string before = text_of(other);
+  auto r = run_cli("history add " + a.string() + " --db " + other.string());
+  CHECK(r.code == 2);
+  CHECK(has(r.output, "not an accel-bench history; left as it is"));
+  CHECK(text_of(other) == before);
+  CHECK(before[18] == 1);  // the header's write version: 1 = rollback journal, 2 = WAL
+  CHECK_FALSE(fs::exists(other.string() + "-wal"));
+  // Doctored values in an export: refused with the line and field named.
+  const auto db = (tmp / "h.sqlite").string();
+  const std::string line = R"({"run_key":"k","set_id":"s","machine_id":"m","rung":"r",)";
+  for (const auto& [field, want] : {std::pair{R"("train_time_s":"600")", "train_time_s: not a number"},
+                                    std::pair{R"("repeat":1e300)", "repeat is 1e+300: outside [1, 1e+06] (an integer)"},
+                                    std::pair{R"("step_ms":-3)", "step_ms is -3: outside (0, 1e+12]"},
+                                    std::pair{R"("test_acc":1e308)", "test_acc is 1e+308: outside [0, 1]"}}) {
+    tmp.write("doctored.jsonl", line + field + "}\n");
+    r = run_cli("history add " + (tmp / "doctored.jsonl").string() + " --db " + db);
+    CAPTURE(r.output);
+    CHECK(r.code == 2);
+    CHECK(has(r.output, "doctored.jsonl:1: " + std::string(want)));
+  }
+  // A FIFO is named as one, not as a missing folder.
+  REQUIRE(::mkfifo((tmp / "fifo").c_str(), 0644) == 0);
+  r = run_cli("history add " + (tmp / "fifo").string() + " --db " + db);
+  CHECK(r.code == 2);
+  CHECK(has(r.output, "not a regular file (a FIFO"));
+  // A read-only history (a read-only mount): show, export and compare --history read it.
+  REQUIRE(run_cli("history add " + a.string() + " --db " + db).code == 0);
+  if (std::system("unshare -m true 2>/dev/null") != 0) {
+    MESSAGE("skipped the read-only mount: no mount namespace here");
+    return;
+  }
+  const std::string ro = "unshare -m sh -c 'mount --bind -o ro " + tmp.path.string() + " " + tmp.path.string() + " && ";
+  for (const std::string cmd : {"history show --db " + db, "history export --db " + db,
+                                "compare " + a.string() + " " + a.string() + " --history " + db}) {
+    FILE* p = popen((ro + ACCEL_BENCH_EXE + " " + cmd + " 2>&1; echo rc=$?'").c_str(), "r");
+    REQUIRE(p != nullptr);
+    std::string said;
+    char buf[4096];
+    while (fgets(buf, sizeof buf, p) != nullptr) said += buf;
+    pclose(p);
+    CAPTURE(cmd);
+    CAPTURE(said);
+    CHECK(has(said, "rc=0"));
+  }
+  FILE* p = popen((ro + ACCEL_BENCH_EXE + " history add " + b.string() + " --db " + db + " 2>&1; echo rc=$?'").c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::string said;
+  char buf[4096];
+  while (fgets(buf, sizeof buf, p) != nullptr) said += buf;
+  pclose(p);
+  CAPTURE(said);
+  CHECK(has(said, "rc=2"));
+  CHECK(has(said, "read-only"));
+}
+
+TEST_CASE("report and compare: a set's text never becomes a link, an escape sequence, malformed XHTML, a live formula or a giant page") {
+  TempDir tmp;
+  const std::string esc = "\x1b[2J\x1b[31mall gates PASS\x1b[0m \xc2\x9b" "31m";
+  const std::string big(1 << 20, 'A');
+  auto set = hostile_set(tmp, "set", {{"name", esc}, {"env", {{"cpu_model", esc}, {"git_sha", "\x1b]0;title\x07"}}}},
+                         {{"error", big}, {"config", {{"description", big}}}});
+  {
+    auto m = nlohmann::json::parse(text_of(set / "sweep.json"));
+    m["rungs"][0]["changes"] = "[x](javascript:alert(1)) ![t](http://example.com/p.png) " + esc;
+    m["rungs"][1]["changes"] = "\xef\xbf\xbe\xef\xbf\xbf" + big;  // U+FFFE, U+FFFF
+    tmp.write("set/sweep.json", m.dump());
+  }
+  auto r = run_cli("report " + set.string() + " --html --gnuplot /nonexistent");
+  INFO(r.output.substr(0, 2000));
+  REQUIRE(r.code == 0);
+  const std::string md = text_of(set / "report.md"), html = text_of(set / "report.html");
+  CHECK(md.find("[x](javascript") == std::string::npos);
+  CHECK(md.find("\\[x\\](javascript:alert(1)) \\!\\[t\\](http://example.com/p.png)") != std::string::npos);
+  CHECK(html.find("href=\"javascript") == std::string::npos);
+  CHECK(html.find("src=\"http://example.com") == std::string::npos);
+  CHECK(html.find("[x](javascript:alert(1)) ![t](http://example.com/p.png)") != std::string::npos);
+  for (const auto* page : {&md, &html}) {
+    CHECK(page->find('\x1b') == std::string::npos);
+    CHECK(page->find("\xc2\x9b") == std::string::npos);
+    CHECK(page->find("\xef\xbf\xbe") == std::string::npos);
+    CHECK(page->find("\xef\xbf\xbf") == std::string::npos);
+    CHECK(page->size() < 200000);  // free text cut at a few KB, not a megabyte per field
+  }
+  CHECK(html.find("\xef\xbf\xbd") != std::string::npos);  // U+FFFD in their place
+  CHECK(html.find("AAAA\xe2\x80\xa6") != std::string::npos);  // the cut, with an ellipsis
+  // compare and summary print no control character a terminal would obey.
+  for (const std::string cmd : {"compare " + set.string() + " " + set.string(),
+                                "compare --format md " + set.string() + " " + set.string(),
+                                "summary " + (set / "00-a" / "result.json").string()}) {
+    CAPTURE(cmd);
+    r = run_cli(cmd);
+    CHECK(r.code >= 0);
+    CHECK(r.output.find('\x1b') == std::string::npos);
+    CHECK(r.output.find('\x07') == std::string::npos);
+    CHECK(r.output.find("\xc2\x9b") == std::string::npos);
+    CHECK(r.output.size() < 200000);
+  }
+  // A set without sweep.json: an ill-formed UTF-8 folder name reads as text;
+  // a rung folder that is not an id is refused; chart data holds no formula.
+  const std::string odd = "odd\xff\xfe-set";
+  tmp.write(odd + "/-cmd/result.json", fake_result(60, 0.8));
+  tmp.write(odd + "/01-b/result.json", fake_result(30, 0.8));
+  r = run_cli("report " + shell_word((tmp / odd).string()) + " --html --gnuplot /nonexistent");
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  const std::string odd_html = text_of(tmp / odd / "report.html");
+  CHECK(odd_html.find("\xff") == std::string::npos);
+  CHECK(odd_html.find("odd\xef\xbf\xbd\xef\xbf\xbd-set") != std::string::npos);
+  CHECK(text_of(tmp / odd / "charts" / "runtime.csv").find("\n'-cmd,") != std::string::npos);
+  // A plain set's machine id is its folder's name: in compare's md (which CI
+  // puts in a job summary) it is escaped once, never twice (which would undo it).
+  const std::string linky = "[x](javascript:alert(1))";
+  tmp.write(linky + "/00-a/result.json", fake_result(60, 0.8));
+  r = run_cli("compare --format md " + set.string() + " " + shell_word((tmp / linky).string()));
+  CAPTURE(r.output);
+  CHECK(has(r.output, "\\[x\\](javascript:alert(1))"));
+  CHECK_FALSE(has(r.output, "\\\\["));
+  CHECK_FALSE(has(r.output, " [x](javascript"));
+}
+
+TEST_CASE("cli inputs: numbers no run makes are refused naming the flag, file or field, and a foreign file in --out is kept" * doctest::test_suite("process")) {
+  TempDir tmp;
+  const std::string base =
+      source("results/ladder-text-cpu/amd-epyc-2c-avx512bf16-lt1.13.0/t03b-one-core/result.json");
+  // predict: --measured and --article of the wrong shape name the file, in our words.
+  tmp.write("array.json", "[1, 2]");
+  const std::string calib = source("results/ladder-text-cpu/amd-epyc-2c-avx512bf16-lt1.13.0/peaks.json");
+  auto r = run_cli("predict " + base + " --strategy ddp --devices 2 --calibration " + calib + " --measured " +
+                   (tmp / "array.json").string());
+  CHECK(r.code == 2);
+  CHECK(has(r.output, "--measured " + (tmp / "array.json").string() + ": not an accel-bench result.json"));
+  r = run_cli("predict --article " + (tmp / "array.json").string() + " --rung 01 --strategy ddp");
+  CHECK(r.code == 2);
+  CHECK(has(r.output, "--article " + (tmp / "array.json").string() + ": not an article's reference"));
+  CHECK_FALSE(has(r.output, "json.exception"));
+  // A target reached in negative time or after 1e308 samples scores nothing.
+  for (const auto& [target, says] :
+       {std::pair{nlohmann::json{{"value", 0.7}, {"reached", true}, {"time_s", -5}}, "target.time_s is -5: it must be >= 0"},
+        std::pair{nlohmann::json{{"value", 0.7}, {"reached", true}, {"samples", -1000}}, "target.samples is -1000"},
+        std::pair{nlohmann::json{{"value", 0.7}, {"reached", true}, {"samples", 1e308}}, "target.samples is 1e+308: beyond any run"}}) {
+    auto doc = nlohmann::json::parse(fake_result(60, 0.8));
+    doc["target"] = target;
+    const auto f = tmp.write("target/result.json", doc.dump());
+    r = run_cli("summary " + f.string());
+    CAPTURE(r.output);
+    CHECK(r.code == 2);
+    CHECK(has(r.output, says));
+  }
+  // calibrate --noise on repeats that time alike: floored, with a warning.
+  {
+    nlohmann::json m = {{"schema_version", 1}, {"suite", "s"}, {"machine_id", "m-2c"}, {"upstream", nlohmann::json::array()},
+                        {"rungs", {{{"id", "00-a"}, {"article", "00"}, {"status", "ok"},
+                                    {"runs", {{{"dir", "00-a/r1"}}, {{"dir", "00-a/r2"}}, {{"dir", "00-a/r3"}}}}}}}};
+    tmp.write("same/sweep.json", m.dump());
+    for (int i = 1; i <= 3; ++i) tmp.write("same/00-a/r" + std::to_string(i) + "/result.json", fake_result(60, 0.8));
+    r = run_cli("calibrate --noise " + (tmp / "same").string() + " --out " + (tmp / "noise.json").string());
+    CAPTURE(r.output);
+    CHECK(r.code == 0);
+    CHECK(has(r.output, "calibrate: warning: training time: the repeats spread 0"));
+    const auto noise = nlohmann::json::parse(text_of(tmp / "noise.json"))["noise"];
+    CHECK(noise["machine"]["training time"]["sd"].get<double>() == doctest::Approx(0.005));
+    CHECK(noise["machine"]["training time"]["floored"] == true);
+  }
+  // sweep --plan of rungs whose configs do not resolve exits 2; --runs 0 is refused.
+  tmp.write("suite/bad.json", R"({"model": {"preset": "no-such-preset"}})");
+  tmp.write("suite/suite.json", R"({"suite": "bad", "rungs": [{"id": "00-a", "config": "bad.json", "changes": "x"}]})");
+  r = run_cli("sweep --plan --suite " + (tmp / "suite" / "suite.json").string());
+  CAPTURE(r.output);
+  CHECK(r.code == 2);
+  CHECK(has(r.output, "sweep --plan: 1 of 1 rungs have a config that does not resolve"));
+  r = run_cli("sweep --plan --runs 0 --suite " + source("configs/ladder/cpu/suite.json"));
+  CHECK(r.code == 2);
+  // Budgets and bounds that cannot be kept.
+  for (const char* budget : {"1e308h", "0x10m", "1e-300s", "' 5m'"}) {
+    CAPTURE(budget);
+    r = run_cli("tune -c " + source("configs/ladder/cpu/00-scratch.json") + " --target 0.5 --out " +
+                (tmp / "tune").string() + " --budget " + budget);
+    CHECK(r.code == 2);
+    CHECK(has(r.output, "--budget: "));
+  }
+  const auto set = hostile_set(tmp, "set");
+  r = run_cli("compare " + set.string() + " " + set.string() + " --fail-slower inf");
+  CHECK(r.code == 2);
+  CHECK(has(r.output, "--fail-slower: must be a finite number >= 0 (got inf)"));
+  // run --out DIR holding someone's config.json and metrics.csv: kept unless --force.
+  tmp.write("out/config.json", R"({"architectures": ["BertModel"]})");
+  tmp.write("out/metrics.csv", "a,b\n1,2\n");
+  r = run_cli("run -c " + source("configs/ladder/cpu/00-scratch.json") + " --out " + (tmp / "out").string() +
+              " --set train.max_steps=1 -q");
+  CAPTURE(r.output);
+  CHECK(r.code == 2);
+  CHECK(has(r.output, "holds config.json and metrics.csv that are not an accel-bench run's"));
+  CHECK(text_of(tmp / "out" / "config.json") == R"({"architectures": ["BertModel"]})");
+  // WORLD_SIZE=0 is named as such.
+  r = run_cli_env("RANK=0 WORLD_SIZE=0", "run -c " + source("configs/ladder/cpu/00-scratch.json") + " --dry-run");
+  CHECK(r.code == 2);
+  CHECK(has(r.output, "WORLD_SIZE"));
+  CHECK_FALSE(has(r.output, "LOCAL_WORLD_SIZE"));
+  // Sets of other machines or suites are compared, and said to be.
+  const auto other = hostile_set(tmp, "other", nlohmann::json::object(), nlohmann::json::object(), "m2-4c");
+  r = run_cli("compare " + set.string() + " " + other.string());
+  CHECK(has(r.output, "NOTE: the sets are of different machines (m-2c, m2-4c)"));
 }

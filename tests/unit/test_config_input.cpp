@@ -10,6 +10,8 @@
 #include <string>
 
 #include "accel/config/run_config.h"
+#include "accel/util/errors.h"
+#include "accel/util/json_doc.h"
 
 namespace {
 
@@ -131,4 +133,39 @@ TEST_CASE("config input: --set values that are too deep or not UTF-8 are refused
   const auto ok = load_config(base, {"name=[not json", "data.classes=[1,2]"});
   CHECK(ok["name"] == "[not json");
   CHECK(ok["data"]["classes"] == json::array({1, 2}));
+}
+
+TEST_CASE("json documents: nesting is counted outside strings, and a deep file is refused before anything recurses") {
+  using accel::json_nesting_depth;
+  CHECK(json_nesting_depth("{}") == 1);
+  CHECK(json_nesting_depth(R"({"a": [1, {"b": [[]]}]})") == 5);
+  CHECK(json_nesting_depth(R"({"a": "[[[[{{{{", "b": "\"[[["})") == 1);  // brackets in strings, escaped quotes
+  CHECK(json_nesting_depth(std::string(100000, '[') + std::string(100000, ']')) == accel::kMaxJsonDepth + 1);
+  const std::string ok = std::string(256, '[') + std::string(256, ']');
+  CHECK(accel::parse_json_text(ok, "ok.json").is_array());
+  const std::string deep = std::string(257, '[') + std::string(257, ']');
+  CHECK_THROWS_WITH_AS(accel::parse_json_text(deep, "deep.json"), "deep.json: nested deeper than 256 levels",
+                       accel::ConfigError);
+  CHECK(accel::parse_json_or_discarded(deep).is_discarded());
+  CHECK_THROWS_WITH_AS(accel::parse_json_text("{", "bad.json"), doctest::Contains("bad.json: not JSON: "),
+                       accel::ConfigError);
+}
+
+TEST_CASE("json documents: text from a file is valid UTF-8 without controls or noncharacters, cut with an ellipsis") {
+  using accel::clean_text;
+  CHECK(clean_text("plain text, ünïcödé, 日本") == "plain text, ünïcödé, 日本");
+  CHECK(clean_text("a\x1b[2Jb\tc\nd\x7f" "e\xc2\x9b" "f") == "a [2Jb c d e f");
+  CHECK(clean_text("a\tb\nc\rd", std::string::npos, /*keep_lines=*/true) == "a\tb\nc d");
+  const std::string rep = "\xef\xbf\xbd";
+  CHECK(clean_text("x\xff y") == "x" + rep + " y");                       // not UTF-8 at all
+  CHECK(clean_text("\xc0\xaf") == rep + rep);                              // overlong '/'
+  CHECK(clean_text("\xed\xa0\x80") == rep + rep + rep);                    // a surrogate
+  CHECK(clean_text("\xe2\x82") == rep + rep);                              // cut short
+  CHECK(clean_text("\xef\xbf\xbe|\xef\xbf\xbf|\xf0\x9f\xbf\xbf") == rep + "|" + rep + "|" + rep);  // noncharacters
+  CHECK(clean_text("\xf0\x9f\x98\x80") == "\xf0\x9f\x98\x80");             // an emoji stays
+  CHECK(clean_text(std::string(10, 'a'), 4) == "aaaa\xe2\x80\xa6");
+  CHECK(clean_text("ab\xc3\xa9", 3) == "ab\xe2\x80\xa6");                  // never half a character
+  accel::Json doc = {{"k\x1b", {"v\x07", 1}}, {"ok", "fine"}};
+  accel::clean_strings(doc);
+  CHECK(doc == accel::Json{{"k ", {"v ", 1}}, {"ok", "fine"}});
 }

@@ -249,6 +249,9 @@ TEST_CASE("net store: with a shared secret, clients without it or with another a
   CHECK(closed_within(raw, 5s));
   ::close(raw);
   CHECK(server.dropped() >= 2);
+  // The wrong secret and the skipped proof, counted for rank 0's message (a
+  // client without a secret leaves before it greets).
+  CHECK(server.refused() == 2);
 
   NetStoreServer open(opts());
   const auto extra = error_of([&] { NetStoreClient c(client_of(open, opts(secret))); });

@@ -189,8 +189,9 @@ TEST_CASE("report html: one well-formed page, every text escaped, charts inline,
   builder.write();
   const auto rep = build_report(load_result_set(tmp / "set"), PeakTable{});
   const bool gnuplot = !find_program("gnuplot").empty();
-  if (gnuplot) write_charts(rep, tmp / "set" / "charts");
-  const std::string html = report_html(rep, tmp / "set" / "charts");
+  std::vector<std::filesystem::path> drawn;
+  if (gnuplot) drawn = write_charts(rep, tmp / "set" / "charts").files;
+  const std::string html = report_html(rep, drawn);
   std::string why;
   CHECK_MESSAGE(well_formed_xml(html, why), why);
   CHECK(html.rfind("<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\"", 0) == 0);

@@ -949,8 +949,69 @@ TEST_CASE("tune: a budget reads as minutes, hours and seconds, and refuses what 
   CHECK(parse_duration_s("1h30m") == 5400);
   CHECK(parse_duration_s("90s") == 90);
   CHECK(parse_duration_s("45") == 2700);
-  for (const char* bad : {"", "soon", "1h30", "-5m", "0", "3x"}) {
+  CHECK(parse_duration_s("1.5h") == 5400);
+  for (const char* bad : {"", "soon", "1h30", "-5m", "0", "3x", "1e308h", "0x10m", "1e-300s", " 5m", "5m ", "1..5h",
+                          "400d", "9000h"}) {
     CAPTURE(bad);
     CHECK_THROWS_AS(parse_duration_s(bad), accel::ConfigError);
   }
+}
+
+TEST_CASE("noise: repeats that time alike are floored, as a machine's and as a rung's, so one run a side never gets a zero-width interval") {
+  accel_test::TempDir tmp;
+  std::vector<FakeRun> same(3);  // three copies: sd 0
+  SetBuilder(tmp / "same").rung("a", "00", same).write();
+  const auto noise = measure_noise(load_result_set(tmp / "same"));
+  CHECK(noise["machine"]["training time"]["sd"].get<double>() == kNoiseFloorLog);
+  CHECK(noise["machine"]["training time"]["measured_sd"].get<double>() < 1e-12);
+  CHECK(noise["rungs"]["a"]["training time"]["sd"].get<double>() < 1e-12);  // the rung's as measured...
+  REQUIRE(noise["warnings"].size() >= 1);
+  // ...yet judged with the floor: one run a side, 0.1% slower, has an interval around 1.
+  FakeRun b, o;
+  o.time_s = b.time_s * 1.001;
+  CompareBounds gate;
+  gate.slower_pct = 7;
+  gate.noise = noise;
+  const auto out = compare_one(b, o, gate);
+  bool found = false;
+  for (const auto& r : out.rows) {
+    if (r.measure != "training time" || !r.change) continue;
+    found = true;
+    CHECK(r.change->low < 1.0);
+    CHECK(r.change->high > 1.002);
+  }
+  CHECK(found);
+}
+
+TEST_CASE("result records: a run's text is cleaned as read but its resolved config is kept as written, so its hash still matches") {
+  accel_test::TempDir tmp;
+  FakeRun f;
+  f.config_patch = {{"description", "tab\there, newline\nthere"}};
+  SetBuilder(tmp / "s").rung("a", "00", {f}).write();
+  auto doc = report_test::read_json(tmp / "s" / "a" / "result.json");
+  doc["name"] = "name\x1b[31m";
+  report_test::write_json(tmp / "s" / "a" / "result.json", doc);
+  const auto rec = accel::train::read_run_record(tmp / "s" / "a");
+  CHECK(rec.ok());
+  CHECK(rec.name == "name [31m");
+  CHECK(rec.config["description"] == "tab\there, newline\nthere");
+  CHECK(rec.config == doc["config"]);  // so every hash of it is the one the sweep and tune compare
+}
+
+TEST_CASE("history: an export with failed runs (times of 0) adds back, and an ok run's impossible figure is refused naming the line") {
+  accel_test::TempDir tmp;
+  FakeRun ok, failed;
+  failed.status = "failed";
+  SetBuilder b(tmp / "s");
+  b.rung("a", "00", {ok}).rung("b", "01", {failed}).write();
+  auto doc = report_test::read_json(tmp / "s" / "b" / "result.json");
+  doc["train_time_s"] = 0;  // a run stopped in its first epoch
+  report_test::write_json(tmp / "s" / "b" / "result.json", doc);
+  History h(tmp / "h.sqlite");
+  CHECK(h.add_set(load_result_set(tmp / "s")) == 2);
+  History copy(tmp / "copy.sqlite");
+  CHECK(copy.add_lines(h.export_lines(), "export") == 2);
+  CHECK_THROWS_WITH_AS(copy.add_lines(R"({"run_key":"k","set_id":"s","machine_id":"m","rung":"r","status":"ok","train_time_s":0})",
+                                      "x.jsonl"),
+                       doctest::Contains("x.jsonl:1: train_time_s is 0: outside (0, 1e+12]"), accel::ConfigError);
 }

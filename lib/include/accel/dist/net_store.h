@@ -69,6 +69,9 @@ class NetStoreServer {
   // Connections dropped so far for a bad handshake, a wrong secret, an
   // oversized frame or a stall (for tests and the log).
   int64_t dropped() const;
+  // Of those, greetings refused for a shared secret (ACCEL_STORE_TOKEN) that
+  // is not rank 0's, or for its absence: rank 0's message names them.
+  int64_t refused() const;
 
   struct Impl;
 

@@ -116,20 +116,31 @@ CompareOutcome compare_sets(const ResultSet& base, const ResultSet& other,
 // peak memory: the standard deviation of the log; test accuracy: of the
 // points) and machine-wide (the median over rungs), with the smallest change
 // 1, 3 and 5 runs a side resolve. ConfigError when no rung has 3 ok repeats.
+// Below kNoiseFloorLog (0.5%, a third of the smallest spread the committed
+// measurement results/bench/gate-check/intel-xeon-processor-2c-amx-lt1.13.0
+// .noise.json found: 1.5% in peak memory, 3.1-3.2% in times) a time's or
+// memory's machine-wide spread is floored, with a warning.
+inline constexpr double kNoiseFloorLog = 0.005;
 Json measure_noise(const ResultSet& set);
 
-// The exit status of comparisons: 1 with a regression, else
-// kUnresolvedExitCode with an unresolved gate, else 0.
-int compare_exit_status(const std::vector<CompareOutcome>& outcomes);
+struct HistoryOutcome;  // results/history.h: the set judged against a history's window
 
-// For CI: the verdict first, then one table (rung, measure, base, other,
-// change and interval, verdict), for a job summary or a pull-request comment.
-std::string compare_ci_markdown(const std::vector<CompareOutcome>& outcomes);
+// The exit status of comparisons (and of the judgement against a history,
+// where `history` is given): 1 with a regression, else kUnresolvedExitCode
+// with an unresolved gate, else 0.
+int compare_exit_status(const std::vector<CompareOutcome>& outcomes, const HistoryOutcome* history = nullptr);
+
+// For CI: the verdict first (the history's outcome in it), then one table
+// (rung, measure, base, other, change and interval, verdict), for a job
+// summary or a pull-request comment, then the history's table.
+std::string compare_ci_markdown(const std::vector<CompareOutcome>& outcomes, const HistoryOutcome* history = nullptr);
 // Everything, for tooling: {"exit_status", "comparisons": [{base, other,
-// summary, counts, rows: [...]}]}.
-Json compare_json(const std::vector<CompareOutcome>& outcomes);
+// summary, counts, rows: [...]}], "history": {regressions, suspicious,
+// verdicts: [...]}}.
+Json compare_json(const std::vector<CompareOutcome>& outcomes, const HistoryOutcome* history = nullptr);
 // One self-contained XHTML page: the CI verdict and table, then each
-// comparison's full tables (results/report.h's report_html for a set).
-std::string compare_html(const std::vector<CompareOutcome>& outcomes);
+// comparison's full tables (results/report.h's report_html for a set), then
+// the history's.
+std::string compare_html(const std::vector<CompareOutcome>& outcomes, const HistoryOutcome* history = nullptr);
 
 }  // namespace accel::results

@@ -47,9 +47,14 @@ OptNum history_measure(const HistoryRun& run, const std::string& measure);
 
 class History {
  public:
-  // Opens (creating when absent) the history at `file`, migrating an older
-  // schema. ConfigError when it cannot be read as an accel-bench history.
-  explicit History(const std::filesystem::path& file);
+  // read_write: opens (creating when absent) the history at `file`, in WAL
+  // mode, migrating an older schema; nothing is changed in a file until it
+  // is known to be an accel-bench history. read_only (show, export, compare
+  // --history): the file must exist and is never written, so a read-only
+  // mount or another user's 0444 file reads too. ConfigError when it cannot
+  // be read as an accel-bench history (the file is left as it is).
+  enum class Mode { read_write, read_only };
+  explicit History(const std::filesystem::path& file, Mode mode = Mode::read_write);
   ~History();
   History(const History&) = delete;
   History& operator=(const History&) = delete;

@@ -127,10 +127,12 @@ std::string csv_text(const std::string& s);
 
 // report.html: one self-contained page (no script, no external style or
 // image; well-formed XHTML): the report's tables and sections, the SVG charts
-// of `charts_dir` inline as images, the machine and versions, and every run
-// of every rung (resolved config, step split, memory per rank, counters,
+// among `charts` (the files write_charts just wrote; none other is read,
+// each a regular file opened without following links, at most 4 MiB, an SVG
+// document) inline as images, the machine and versions, and every run of
+// every rung (resolved config, step split, memory per rank, counters,
 // collectives, warnings). Every text from the set is escaped.
-std::string report_html(const Report& r, const std::filesystem::path& charts_dir);
+std::string report_html(const Report& r, const std::vector<std::filesystem::path>& charts);
 // The Markdown accel-bench writes (headings, tables, lists, paragraphs,
 // `code`, **strong**) as XHTML, "# " becoming h`top`; and text as XHTML.
 std::string markdown_html(const std::string& md, int top);

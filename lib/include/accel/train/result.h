@@ -178,6 +178,12 @@ struct RunRecord {
 // DIR/result.json ("missing" when there is none, "unreadable" with the
 // reason when it is not a regular file or not JSON).
 RunRecord read_run_record(const std::filesystem::path& dir);
+// What makes an ok run's figures impossible ("train_time_s is -5: it must be
+// > 0"), "" when none: times, rates and memory not finite and > 0,
+// accuracies outside [0, 1], counts that are not integers in range, a
+// target's time or samples below 0. read_run_record reads such a run as
+// "unreadable", so no report, compare or gate ever uses its numbers.
+std::string impossible_figure(const RunRecord& r, const nlohmann::json& doc);
 // A result.json's document as a record of the run in `dir`.
 RunRecord run_record_of(const nlohmann::json& doc, const std::filesystem::path& dir);
 std::string metrics_csv(const std::vector<MetricRow>& rows);

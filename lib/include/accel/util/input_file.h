@@ -21,7 +21,21 @@ inline constexpr int64_t kInputFileLimit = int64_t{256} << 20;
 // bytes" / "FILE: cannot open for reading: ..." / "FILE: read error: ...".
 // `pipe_ok`: a FIFO is read too, to its end or the limit (a config given on
 // the command line as `-c <(...)`); devices and sockets never are.
+// `follow_links` false: a symbolic link is refused (O_NOFOLLOW), "<what>
+// FILE: a symbolic link (refused: ...)", so a file swapped for a link after
+// it was written is never read through it.
 std::string read_input_file(const std::filesystem::path& file, const std::string& what,
-                            int64_t max_bytes = kInputFileLimit, bool pipe_ok = false);
+                            int64_t max_bytes = kInputFileLimit, bool pipe_ok = false,
+                            bool follow_links = true);
+
+// A folder from someone else (a result set from a pull request) may hold
+// symbolic links: to its own files they are fine; one that leads out of
+// ROOT (charts/env.svg -> /proc/self/environ) would let a reader publish
+// what it points to. ConfigError naming the first such link under ROOT
+// ("<what> ROOT: LINK is a symbolic link leaving the folder (to TARGET)"),
+// and for a link that does not resolve (a loop) alike. ROOT itself may be
+// a link; at most `max_entries` entries are walked (ConfigError beyond).
+void refuse_links_leaving(const std::filesystem::path& root, const std::string& what,
+                          size_t max_entries = 200000);
 
 }  // namespace accel
