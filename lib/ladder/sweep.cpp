@@ -84,7 +84,20 @@ class Sweep {
   Json plan_rung(const SuiteRung& r, const Prepared& p, bool upstream);
   bool committed_matches(const SuiteRung& r, const Json& resolved, std::string* why) const;
   int repeats_of(bool upstream) const;
-  void run_rung(const SuiteRung& r, Json& entry, bool upstream);
+  // A rung ready to run: the sets of every repeat (its seed aside), where
+  // its record goes, and whether every repeat so far ended ok.
+  struct Job {
+    const SuiteRung* rung = nullptr;
+    Json* entry = nullptr;  // into manifest_, whose arrays never change size while jobs live
+    std::vector<std::string> sets;
+    bool upstream = false;
+    bool all_ok = true;
+  };
+  // Prepares a rung; nullopt when it is done already (failed to resolve,
+  // skipped, its committed run used), its entry then says so.
+  std::optional<Job> start_rung(const SuiteRung& r, Json& entry, bool upstream);
+  // The rung's repeat i (0-based); false when a signal stopped the sweep.
+  bool run_repeat(Job& job, int i);
   // An upstream run committed with the suite: copied in when its config matches.
   bool use_committed(const SuiteRung& r, const Json& resolved, Json& entry);
   // One run: reuse it (--resume, same config) or spawn it. Returns its record.
@@ -408,12 +421,13 @@ bool Sweep::use_committed(const SuiteRung& r, const Json& resolved, Json& entry)
   return true;
 }
 
-void Sweep::run_rung(const SuiteRung& r, Json& entry, bool upstream) {
-  auto fail = [&](const std::string& why) {
+std::optional<Sweep::Job> Sweep::start_rung(const SuiteRung& r, Json& entry, bool upstream) {
+  auto fail = [&](const std::string& why) -> std::optional<Job> {
     entry["status"] = "failed";
     entry["error"] = why;
     ++summary_.failed;
     progress_.note(r.id + ": FAILED: " + why);
+    return std::nullopt;
   };
   const Prepared p = prepare(r);
   if (!p.error.empty()) return fail(p.error);
@@ -422,9 +436,9 @@ void Sweep::run_rung(const SuiteRung& r, Json& entry, bool upstream) {
     entry["needs"] = p.skip;
     ++summary_.skipped;
     progress_.note(r.id + ": skipped (needs " + p.skip + ")");
-    return;
+    return std::nullopt;
   }
-  if (upstream && use_committed(r, p.resolved, entry)) return;
+  if (upstream && use_committed(r, p.resolved, entry)) return std::nullopt;
   std::vector<std::string> init;
   if (const auto up = upstream_for(r, p.resolved); !up.empty()) {
     const Json* up_entry = nullptr;
@@ -449,42 +463,50 @@ void Sweep::run_rung(const SuiteRung& r, Json& entry, bool upstream) {
     for (const auto& v : p.emulated_sets) added += (added.empty() ? "" : " ") + v;
     progress_.note(r.id + ": " + p.precision + " is emulated on this CPU; running with " + added);
   }
-  const auto sets = p.run_sets(init);
-  const int repeats = repeats_of(upstream);
-  bool all_ok = true;
-  for (int i = 0; i < repeats; ++i) {
-    auto run_sets = sets;
-    if (!upstream && !opts_.seeds.empty()) {
-      run_sets.push_back("train.seed=" + std::to_string(opts_.seeds[size_t(i) % opts_.seeds.size()]));
-    }
-    const std::string rel = repeats > 1 ? r.id + "/r" + std::to_string(i + 1) : r.id;
-    const std::string label = repeats > 1 ? r.id + " r" + std::to_string(i + 1) : r.id;
-    Json rec;
-    const auto t0 = std::chrono::steady_clock::now();
-    try {
-      rec = run_one(r, run_sets, rel, label, upstream);
-    } catch (const std::exception& e) {  // a config the --set made invalid, spawn failure
-      rec = {{"dir", rel}, {"status", "failed"}, {"error", e.what()}};
-      ++summary_.failed;
-      progress_.note(label + ": FAILED: " + e.what());
-    }
-    // Only a run that ran to its end says how fast this machine is.
-    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    eta_.done(eta_label(label), rec["status"] == "ok" ? std::optional<double>(took) : std::nullopt);
-    all_ok = all_ok && rec["status"] != "failed";
-    entry["runs"].push_back(rec);
-    if (summary_.stop_signal != 0) {
-      entry["status"] = "interrupted";
-      save();
-      return;
-    }
-    save();
-    if (eta_.total() > 1) {
-      progress_.note(eta_.line(
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count()));
-    }
+  Job job;
+  job.rung = &r;
+  job.entry = &entry;
+  job.sets = p.run_sets(init);
+  job.upstream = upstream;
+  return job;
+}
+
+bool Sweep::run_repeat(Job& job, int i) {
+  const SuiteRung& r = *job.rung;
+  Json& entry = *job.entry;
+  const int repeats = repeats_of(job.upstream);
+  auto run_sets = job.sets;
+  if (!job.upstream && !opts_.seeds.empty()) {
+    run_sets.push_back("train.seed=" + std::to_string(opts_.seeds[size_t(i) % opts_.seeds.size()]));
   }
-  entry["status"] = all_ok ? "ok" : "failed";
+  const std::string rel = repeats > 1 ? r.id + "/r" + std::to_string(i + 1) : r.id;
+  const std::string label = repeats > 1 ? r.id + " r" + std::to_string(i + 1) : r.id;
+  Json rec;
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    rec = run_one(r, run_sets, rel, label, job.upstream);
+  } catch (const std::exception& e) {  // a config the --set made invalid, spawn failure
+    rec = {{"dir", rel}, {"status", "failed"}, {"error", e.what()}};
+    ++summary_.failed;
+    progress_.note(label + ": FAILED: " + e.what());
+  }
+  // Only a run that ran to its end says how fast this machine is.
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  eta_.done(eta_label(label), rec["status"] == "ok" ? std::optional<double>(took) : std::nullopt);
+  job.all_ok = job.all_ok && rec["status"] != "failed";
+  // The runs stay in repeat order (r1, r2, ...) whatever order they ran in.
+  entry["runs"].push_back(rec);
+  if (summary_.stop_signal != 0) {
+    entry["status"] = "interrupted";
+    save();
+    return false;
+  }
+  if (i + 1 == repeats) entry["status"] = job.all_ok ? "ok" : "failed";
+  save();
+  if (eta_.total() > 1) {
+    progress_.note(eta_.line(std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count()));
+  }
+  return true;
 }
 
 bool Sweep::excluded(const SuiteRung& r) const {
@@ -575,17 +597,35 @@ SweepSummary Sweep::run(const SweepPlan& planned, std::chrono::steady_clock::tim
                            {"estimate_unscaled_s", planned.unscaled_s ? Json(*planned.unscaled_s) : Json(nullptr)}};
   }
   save();
+  // Upstream runs first (the rungs start from them), each once.
   for (size_t i = 0; i < suite_.upstream.size() && summary_.stop_signal == 0; ++i) {
-    run_rung(suite_.upstream[i], manifest_["upstream"][i], true);
+    if (auto job = start_rung(suite_.upstream[i], manifest_["upstream"][i], true)) run_repeat(*job, 0);
     save();
   }
+  // Then the rungs round-robin: every rung's run 1, then every rung's run 2,
+  // ... so that whatever drifts on a shared machine over the sweep (its
+  // load, its clock, the page cache) falls on every rung alike instead of on
+  // one rung's repeats (docs/COMPARE.md).
+  std::vector<Job> jobs;
   for (size_t i = 0; i < suite_.rungs.size() && summary_.stop_signal == 0; ++i) {
     if (excluded(suite_.rungs[i])) {
       manifest_["rungs"][i]["status"] = "excluded";
       continue;
     }
-    run_rung(suite_.rungs[i], manifest_["rungs"][i], false);
-    save();
+    if (auto job = start_rung(suite_.rungs[i], manifest_["rungs"][i], false)) jobs.push_back(std::move(*job));
+  }
+  save();
+  const int repeats = repeats_of(false);
+  for (int k = 0; k < repeats && summary_.stop_signal == 0; ++k) {
+    for (auto& job : jobs) {
+      if (!run_repeat(job, k)) break;
+    }
+  }
+  // A signal stopped the sweep mid-round: a rung with some of its runs is
+  // interrupted (sweep --resume runs the rest); one not reached stays pending.
+  for (auto& job : jobs) {
+    Json& e = *job.entry;
+    if (e["status"] == "pending" && !e["runs"].empty()) e["status"] = "interrupted";
   }
   if (summary_.stop_signal != 0) {
     manifest_["stopped_at"] = metrics::utc_now();
@@ -844,6 +884,13 @@ std::string plan_text(const SweepPlan& p) {
   }
   if (emulated) out << "  * emulated on this CPU: the rung's where_emulated settings apply\n";
   if (scaled) out << "  + scaled to the budget (below)\n";
+  int most_runs = 1;
+  for (const auto& r : p.rungs) {
+    if (r.value("status", "") == "run" && !r.value("upstream", false)) most_runs = std::max(most_runs, r.value("runs", 1));
+  }
+  if (most_runs > 1) {
+    out << "  the " << most_runs << " runs of each rung go round-robin: every rung's r1, then every rung's r2, ...\n";
+  }
   out << "  " << plan_summary(p) << "\n";
   return out.str();
 }

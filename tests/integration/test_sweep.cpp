@@ -7,6 +7,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <vector>
@@ -19,6 +20,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <algorithm>
 #include <string>
 #include <thread>
 
@@ -240,11 +242,12 @@ TEST_CASE("sweep: SIGTERM is passed on to the running rung which checkpoints and
   CHECK(done["steps"] == 30 * 7);      // 7 batches of 8 an epoch
 }
 
-TEST_CASE("sweep: repeats with seeds land in r1, r2 and the report shows their median") {
+TEST_CASE("sweep: repeats with seeds land in r1, r2, run round-robin across the rungs, and the report shows their median") {
   accel_test::TempDir tmp;
   tmp.write("s/tiny.json", kTiny);
   const auto suite = tmp.write("s/suite.json", R"({"suite": "tiny", "rungs": [
-      {"id": "00-scratch", "article": "00", "config": "tiny.json"}]})");
+      {"id": "00-scratch", "article": "00", "config": "tiny.json"},
+      {"id": "01-again", "article": "01", "config": "tiny.json"}]})");
   const auto out = tmp / "out";
   auto r = run_cli("sweep --suite " + suite.string() + " --out " + out.string() +
                    " --seeds 1,2 --set train.epochs=1");
@@ -253,6 +256,21 @@ TEST_CASE("sweep: repeats with seeds land in r1, r2 and the report shows their m
   const auto set = the_set(out);
   CHECK(read(set / "00-scratch/r1/result.json")["config"]["train"]["seed"] == 1);
   CHECK(read(set / "00-scratch/r2/result.json")["config"]["train"]["seed"] == 2);
+  // Every rung's run 1, then every rung's run 2: drift falls on both alike.
+  std::vector<size_t> at;
+  for (const char* label : {"sweep: 00-scratch r1: started", "sweep: 01-again r1: started",
+                            "sweep: 00-scratch r2: started", "sweep: 01-again r2: started"}) {
+    at.push_back(r.output.find(label));
+    CHECK_MESSAGE(at.back() != std::string::npos, label);
+  }
+  CHECK(std::is_sorted(at.begin(), at.end()));
+  // The record keeps each rung's runs in repeat order.
+  const auto manifest = read(set / "sweep.json");
+  CHECK(manifest["rungs"][1]["runs"][0]["dir"] == "01-again/r1");
+  CHECK(manifest["rungs"][1]["runs"][1]["dir"] == "01-again/r2");
+  CHECK(manifest["rungs"][1]["status"] == "ok");
+  r = run_cli("sweep --plan --suite " + suite.string() + " --seeds 1,2");
+  CHECK(has(r.output, "go round-robin"));
   r = run_cli("report " + set.string());
   CHECK(r.code == 0);
   CHECK(has(r.output, "| ok |"));
