@@ -67,25 +67,23 @@ ChartData accuracy_chart(const Report& r) {
 
 // Each rung's training time relative to the ladder's first pretrained rung,
 // ours beside the article's: the ladder's shape, which a CPU's minutes next
-// to an A100's cannot show. Bars: median; low/high from the slowest and
-// fastest repeats.
+// to an A100's cannot show. Bars: median; low/high the speedup's 95%
+// interval (RungRow::speedup_base_iv).
 ChartData speedup_chart(const Report& r) {
   ChartData c;
   c.name = "speedup";
   c.ylabel = "speedup vs " + (r.speedup_base.empty() ? std::string("first pretrained rung")
                                                      : r.speedup_base) + " (x)";
   c.title = "Training-time speedup per rung";
-  const RungRow* base = nullptr;
-  for (const auto& row : r.rungs) {
-    if (row.id == r.speedup_base) base = &row;
-  }
   std::ostringstream csv;
   csv << "rung,ours,ours_low,ours_high,article\n";
   for (const auto& row : r.rungs) {
+    // Error bars: the speedup's 95% interval (between runs, or the floor a
+    // one-run rung is given), as the report's table has it.
     OptNum low, high;
-    if (base != nullptr && base->time_s.median && row.comparable) {
-      if (row.time_s.max && *row.time_s.max > 0) low = *base->time_s.median / *row.time_s.max;
-      if (row.time_s.min && *row.time_s.min > 0) high = *base->time_s.median / *row.time_s.min;
+    if (row.speedup_base_iv && row.comparable) {
+      low = row.speedup_base_iv->iv.low;
+      high = row.speedup_base_iv->iv.high;
     }
     csv << csv_label(row.comparable ? row.id : row.id + " (cut short)") << ","
         << csv_num(row.speedup_base) << "," << csv_num(low) << "," << csv_num(high) << ","

@@ -5,6 +5,9 @@
 #include <cstdio>
 #include <set>
 
+#include "accel/results/compare.h"
+#include "accel/util/json_doc.h"
+
 namespace accel::results {
 
 using machine::PeakTable;
@@ -196,6 +199,7 @@ RungRow make_row(const RungRuns& r, const ResultSet& set, const PeakTable& peaks
     }
   }
   row.status = status_of(r, row.ok_runs);
+  row.time_values = time;
   row.time_s = stat_of(time);
   row.acc = stat_of(acc);
   row.ips_total = stat_of(total);
@@ -263,6 +267,60 @@ void add_speedups(std::vector<RungRow>& rows) {
   }
 }
 
+// A speedup (BASE's training time over ROW's) with its 95% interval, from
+// the runs' training times: Welch's t on the logs with repeats; a one-run
+// side takes this machine's measured noise (calibrate --noise) where known,
+// else the documented run-to-run floor (stats::kRunToRunFloorLog), so one
+// run a side never claims more than runs show.
+std::optional<RungRow::SpeedupInterval> speedup_interval(const RungRow& base, const RungRow& row, const Json& noise) {
+  if (base.time_values.empty() || row.time_values.empty()) return std::nullopt;
+  stats::Sample b, o;
+  b.values = base.time_values;
+  o.values = row.time_values;
+  const auto sd = num_at(noise, "machine/training time/sd");
+  const auto runs = num_at(noise, "machine/training time/runs");
+  if (sd && runs && std::isfinite(*sd) && *runs >= 2) {
+    b.noise_sd_log = o.noise_sd_log = std::max(*sd, kNoiseFloorLog);
+    b.noise_runs = o.noise_runs = int(bounded_int(*runs, 2, 1 << 20));
+  } else if (b.values.size() < 2 && o.values.size() < 2) {
+    // One run each and nothing measured: the documented floor. (Where a
+    // rung has repeats, their own spread stands for both sides.)
+    b.noise_sd_log = o.noise_sd_log = stats::kRunToRunFloorLog;
+    b.noise_runs = o.noise_runs = 8;  // the floor's measurement had 8 repeats
+    b.noise_source = o.noise_source = machine::format_double("a %.0f%% run-to-run floor (no measured noise)",
+                                                    stats::kRunToRunFloorLog * 100);
+  }
+  const auto ratio = stats::ratio_interval(b, o);  // ROW / BASE in time
+  if (!ratio || !(ratio->point > 0) || !(ratio->low > 0)) return std::nullopt;
+  RungRow::SpeedupInterval s;
+  s.iv.point = 1 / ratio->point;
+  s.iv.low = 1 / ratio->high;
+  s.iv.high = 1 / ratio->low;
+  s.iv.method = ratio->method;
+  s.verdict = s.iv.low > 1 ? "faster" : s.iv.high < 1 ? "slower" : "same within noise";
+  return s;
+}
+
+void add_speedup_intervals(Report& rep) {
+  const RungRow* scratch = nullptr;
+  for (const auto& r : rep.rungs) {
+    if (r.article == "00") scratch = &r;
+  }
+  if (scratch == nullptr && !rep.rungs.empty()) scratch = &rep.rungs.front();
+  const RungRow* base = nullptr;
+  for (const auto& r : rep.rungs) {
+    if (r.id == rep.speedup_base) base = &r;
+  }
+  const RungRow* prev = nullptr;
+  for (auto& r : rep.rungs) {
+    if (!r.comparable || r.time_values.empty()) continue;
+    if (r.speedup_scratch && scratch != nullptr) r.speedup_scratch_iv = speedup_interval(*scratch, r, rep.noise);
+    if (r.speedup_prev && prev != nullptr) r.speedup_prev_iv = speedup_interval(*prev, r, rep.noise);
+    if (r.speedup_base && base != nullptr) r.speedup_base_iv = speedup_interval(*base, r, rep.noise);
+    prev = &r;
+  }
+}
+
 std::string machine_note(const ResultSet& set) {
   for (const auto* list : {&set.rungs, &set.upstream}) {
     for (const auto& r : *list) {
@@ -299,6 +357,27 @@ Report build_report(const ResultSet& set, const PeakTable& peaks) {
   if (cal.is_object() && cal.contains("noise") && cal["noise"].is_object() &&
       str_at(cal["noise"], "machine_id") == set.machine_id) {
     rep.noise = cal["noise"];
+  }
+  add_speedup_intervals(rep);
+  {
+    int fewest = 0, most = 0;
+    for (const auto& r : rep.rungs) {
+      if (r.time_values.empty()) continue;
+      const int n = int(r.time_values.size());
+      fewest = fewest == 0 ? n : std::min(fewest, n);
+      most = std::max(most, n);
+    }
+    if (most > 0) {
+      rep.notes.push_back(
+          "Speedups: the ratio of training times (the median of " +
+          (fewest == most ? std::to_string(most) : std::to_string(fewest) + " to " + std::to_string(most)) +
+          " ok run(s) a rung) with its 95% interval: Welch's t on the logs where both rungs have 2 or more runs, "
+          "the other's spread where one has a single run, and with one run each " +
+          (rep.noise.is_object() ? std::string("this machine's measured noise (calibrate --noise)")
+                                 : machine::format_double("a %.0f%% run-to-run floor a side (this machine's "
+                                                          "noise not measured)", stats::kRunToRunFloorLog * 100)) +
+          "; *same within noise* where the interval holds 1, *faster* or *slower* where it lies beyond.");
+    }
   }
   if (sources.empty()) {
     rep.notes.push_back("MFU: n/a (no peak for this hardware: run `accel-bench calibrate` on a "

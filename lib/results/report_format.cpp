@@ -47,6 +47,14 @@ std::string mem_cell(const std::vector<double>& per_rank) {
 
 std::string speedup(OptNum v) { return fmt_num(v, "%.2fx"); }
 
+// A measured speedup: the point, its 95% interval and its verdict.
+std::string speedup(OptNum v, const std::optional<RungRow::SpeedupInterval>& iv) {
+  if (!v) return "n/a";
+  if (!iv) return speedup(v);
+  return fmt_num(v, "%.2fx") + " [" + fmt_num(iv->iv.low, "%.2f") + ", " + fmt_num(iv->iv.high, "%.2f") + "] " +
+         iv->verdict;
+}
+
 std::string ttt_cell(const RungRow& r, bool minutes) {
   if (r.ok_runs == 0) return "n/a";
   if (r.ttt_reached == 0) return "not reached";
@@ -177,8 +185,9 @@ std::string report_markdown(const Report& r) {
        << (row.devices_threads.empty() ? "-" : escape_md(row.devices_threads)) << " | "
        << (row.precision.empty() ? "-" : escape_md(row.precision)) << " | "
        << (row.strategy.empty() ? "-" : escape_md(row.strategy)) << " | " << fmt_num(row.epochs, "%.0f")
-       << " | " << time_cell(row.time_s, minutes) << " | " << speedup(row.speedup_scratch) << " | "
-       << speedup(row.speedup_prev) << " | " << speedup(row.speedup_base) << " | "
+       << " | " << time_cell(row.time_s, minutes) << " | " << speedup(row.speedup_scratch, row.speedup_scratch_iv)
+       << " | " << speedup(row.speedup_prev, row.speedup_prev_iv) << " | "
+       << speedup(row.speedup_base, row.speedup_base_iv) << " | "
        << acc_cell(row.acc) << " | "
        << mem_cell(row.mem_per_rank) << " | " << fmt_num(row.ips_device.median, "%.1f") << " | "
        << fmt_num(row.ips_total.median, "%.1f") << " | "

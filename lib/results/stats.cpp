@@ -158,7 +158,9 @@ std::optional<Interval> ratio_interval(const Sample& base, const Sample& other) 
     se = sd * std::sqrt(1 / nb + 1 / no);
     const int runs = std::max(2, std::min(base.noise_runs, other.noise_runs));
     q = t_quantile(two_sided(), double(runs - 1));
-    out.method = "one run a side: this machine's measured noise (" + std::to_string(runs) + " repeats)";
+    out.method = !base.noise_source.empty()
+                     ? "one run a side: " + base.noise_source
+                     : "one run a side: this machine's measured noise (" + std::to_string(runs) + " repeats)";
   } else if (base.within_run_se_log && other.within_run_se_log) {
     se = std::sqrt(*base.within_run_se_log * *base.within_run_se_log +
                    *other.within_run_se_log * *other.within_run_se_log);

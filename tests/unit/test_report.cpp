@@ -31,6 +31,8 @@ using report_test::SetBuilder;
 
 namespace {
 
+std::string report_test_num(double v) { return csv_num(v); }
+
 bool has(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
@@ -179,7 +181,12 @@ TEST_CASE("report: the speedup chart is relative to the reference's speedup_base
   const auto charts = chart_data(rep);
   REQUIRE(charts.size() == 3);
   CHECK(charts[2].name == "speedup");
-  CHECK(has(charts[2].csv, "04-bf16,4,4,4,4\n"));
+  // Its error bars: the speedup's interval (one run a rung: the 3% run-to-run floor a side).
+  const auto iv = row(rep, "04-bf16").speedup_base_iv;
+  REQUIRE(iv);
+  CHECK(iv->iv.low < 4.0);
+  CHECK(iv->iv.high > 4.0);
+  CHECK(has(charts[2].csv, "04-bf16,4," + report_test_num(iv->iv.low) + "," + report_test_num(iv->iv.high) + ",4\n"));
   CHECK(has(report_markdown(rep), "| vs 01-finetune |"));
   // No reference: the first rung not from random init.
   SetBuilder(tmp.path / "b")
@@ -191,6 +198,46 @@ TEST_CASE("report: the speedup chart is relative to the reference's speedup_base
   CHECK(rep.speedup_base == "t01");
   CHECK(*row(rep, "t03").speedup_base == doctest::Approx(4.0));
   CHECK_FALSE(row(rep, "t03").ref_speedup_base.has_value());
+}
+
+TEST_CASE("report: every speedup carries its 95% interval from between-run samples and a verdict, same within noise where it holds 1") {
+  accel_test::TempDir tmp;
+  // 01 and 03 do the same work: their times spread 8% between runs; 04 is twice as fast.
+  std::vector<FakeRun> a(3), b(3), c(3);
+  const double ta[] = {600, 650, 560}, tb[] = {540, 610, 590}, tc[] = {300, 310, 290};
+  for (int i = 0; i < 3; ++i) a[i].time_s = ta[i], b[i].time_s = tb[i], c[i].time_s = tc[i];
+  SetBuilder(tmp.path / "r")
+      .rung("01-finetune", "01", a)
+      .rung("03-fabric", "03", b)
+      .rung("04-bf16", "04", c)
+      .write();
+  auto rep = build_report(load_result_set(tmp.path / "r"), PeakTable{});
+  const auto& fabric = row(rep, "03-fabric");
+  REQUIRE(fabric.speedup_prev_iv);
+  CHECK(*fabric.speedup_prev == doctest::Approx(600.0 / 590));
+  CHECK(fabric.speedup_prev_iv->verdict == "same within noise");
+  CHECK(fabric.speedup_prev_iv->iv.low < 1);
+  CHECK(fabric.speedup_prev_iv->iv.high > 1);
+  CHECK(has(fabric.speedup_prev_iv->iv.method, "Welch t on logs, 3 and 3 runs"));
+  const auto& bf16 = row(rep, "04-bf16");
+  REQUIRE(bf16.speedup_prev_iv);
+  CHECK(bf16.speedup_prev_iv->verdict == "faster");
+  CHECK(bf16.speedup_prev_iv->iv.low > 1);
+  const auto md = report_markdown(rep);
+  CHECK(has(md, "1.02x [") );
+  CHECK(has(md, "] same within noise |"));
+  CHECK(has(md, "] faster |"));
+  CHECK(has(md, "Speedups: the ratio of training times (the median of 3 ok run(s) a rung)"));
+  // One run a rung and no measured noise: the documented floor, never the point alone.
+  FakeRun one_a, one_b;
+  one_a.time_s = 600, one_b.time_s = 580;  // 3% apart: within a run-to-run floor of 3% a side
+  SetBuilder(tmp.path / "one").rung("01-finetune", "01", {one_a}).rung("03-fabric", "03", {one_b}).write();
+  rep = build_report(load_result_set(tmp.path / "one"), PeakTable{});
+  const auto& one = row(rep, "03-fabric");
+  REQUIRE(one.speedup_prev_iv);
+  CHECK(one.speedup_prev_iv->verdict == "same within noise");
+  CHECK(has(one.speedup_prev_iv->iv.method, "a 3% run-to-run floor"));
+  CHECK(has(report_markdown(rep), "with one run each a 3% run-to-run floor a side"));
 }
 
 TEST_CASE("report: time to target sums epoch times until val accuracy first reaches it") {

@@ -61,6 +61,14 @@ struct RungRow {
   int ttt_reached = 0;
   std::vector<double> mem_per_rank;  // median over ok repeats, per rank
   OptNum speedup_scratch, speedup_prev;
+  std::vector<double> time_values;  // training time of each ok repeat (s)
+  // Each speedup's 95% interval (base time / this rung's, from the runs'
+  // training times) and its verdict: "faster", "slower" or "same within noise".
+  struct SpeedupInterval {
+    stats::Interval iv;
+    std::string verdict;
+  };
+  std::optional<SpeedupInterval> speedup_scratch_iv, speedup_prev_iv, speedup_base_iv;
   // Training time relative to the ladder's first pretrained rung (the
   // reference's "speedup_base" rung, else the first rung not from random
   // init): the ladder's shape, comparable across machines of any speed.
