@@ -537,7 +537,11 @@ std::vector<Prediction> predict(const PredictBase& b, const PredictOptions& o,
     // drop_last batches of each rank's 1/n share (lib/data/loader.cpp), cut
     // by train.limit_train_batches and train.max_steps as the run was.
     int64_t per_epoch = ((b.train_samples + n - 1) / n) / b.batch_per_device;
-    if (b.limit_train_batches > 0) per_epoch = std::min(per_epoch, b.limit_train_batches);
+    if (b.budget_fraction > 0 && b.budget_fraction < 1) {
+      per_epoch = std::max<int64_t>(1, int64_t(std::floor(b.budget_fraction * double(per_epoch))));
+    } else if (b.limit_train_batches > 0) {
+      per_epoch = std::min(per_epoch, b.limit_train_batches);
+    }
     p.steps = per_epoch * b.epochs;
     if (b.max_steps > 0) p.steps = std::min(p.steps, b.max_steps);
     p.train_time_s = double(p.steps) * p.step_ms / 1e3 + b.outside_steps_s / n;

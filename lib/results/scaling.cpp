@@ -78,7 +78,15 @@ std::vector<ScalingLine> predict_scaling(const ResultSet& set, const Json& calib
     line.measured_step_ms = run->step_ms_mean;
     line.measured_time_s = run->train_time_s;
     try {
-      const PredictBase b = base_from_result(*base, (base->dir / "result.json").string());
+      PredictBase b = base_from_result(*base, (base->dir / "result.json").string());
+      // A set the sweep scaled to its budget: the base's batch cap is a share
+      // of its batches, which N devices keep of theirs (as the sweep cut the
+      // measured rung), not a count that binds no longer at N.
+      if (const auto f = num_at(set.manifest, "budget/fraction"); f && *f > 0 && *f < 1) {
+        for (const auto& e : set.manifest.value("rungs", Json::array())) {
+          if (e.is_object() && e.value("id", "") == base_id && e.contains("budget_sets")) b.budget_fraction = *f;
+        }
+      }
       // The rung's own settings (its config may differ from the base's).
       PredictOptions o = options_for(b, strategy);
       o.fsdp_sharding = rt.value("fsdp_sharding", o.fsdp_sharding);

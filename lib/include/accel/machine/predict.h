@@ -154,6 +154,11 @@ struct PredictBase {
   int64_t param_bytes = 0, grad_bytes = 0, optimizer_bytes = 0;  // one device's model state
   // The run's own settings, the defaults of a prediction's.
   int64_t limit_train_batches = 0, max_steps = 0;  // 0: none
+  // > 0: a sweep's --budget cut every run to this share of its batches per
+  // epoch, so the base's train.limit_train_batches is that share of its own
+  // world's batches, not a count for every world: N devices keep the same
+  // share of theirs (the sweep's floor(fraction x batches), at least 1).
+  double budget_fraction = 0;
   int log_every = 50;
   double grad_clip = 0;
   std::string fsdp_sharding = "FULL_SHARD";
