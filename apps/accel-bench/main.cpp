@@ -29,6 +29,7 @@
 #include "accel/results/compare.h"
 #include "accel/results/history.h"
 #include "accel/machine/machine.h"
+#include "accel/machine/peaks.h"
 #include "accel/machine/predict.h"
 #include "accel/results/result_set.h"
 #include "accel/results/report.h"
@@ -44,6 +45,7 @@
 #include "accel/train/run.h"
 #include "accel/util/input_file.h"
 #include "accel/train/signals.h"
+#include "accel/train/work.h"
 #include "accel/text/tokenizer.h"
 #include "accel/util/errors.h"
 #include "accel/util/json_doc.h"
@@ -67,6 +69,7 @@ struct RunArgs {
   bool quiet = false;
   std::string profile;
   int profile_steps = 10;
+  std::string calibration;  // this CPU's peaks (calibrate): warn where the precision cannot pay
 };
 
 std::filesystem::path default_out_dir(const accel::config::RunConfig& cfg,
@@ -189,6 +192,15 @@ int cmd_run(const RunArgs& a, int argc, char** argv) {
   opts.dry_run = a.dry_run;
   opts.profile_dir = a.profile;
   opts.profile_steps = a.profile_steps;
+  if (!a.calibration.empty()) {
+    // The calibration's own figures, before anything runs: bf16 that this
+    // CPU's matmuls do not run faster than fp32 cannot speed the step up.
+    const auto peaks = accel::machine::PeakTable::load("", a.calibration);
+    if (const auto note = peaks.precision_limit_note(cfg.runtime.precision, accel::train::planned_threads(cfg));
+        !note.empty()) {
+      opts.warnings.push_back(note);
+    }
+  }
   opts.overwrite = a.force;
   opts.log = a.quiet ? nullptr : &std::cout;
   const bool ranked = accel::dist::launch_env_from_environment().present();
@@ -993,6 +1005,9 @@ int main(int argc, char** argv) {
   run->add_flag("--dry-run", run_args.dry_run,
                 "Validate, load data, build the model and print the banner; train nothing");
   run->add_flag("-q,--quiet", run_args.quiet, "No progress output");
+  run->add_option("--calibration", run_args.calibration,
+                  "This CPU's peaks (accel-bench calibrate --out FILE): warn before the run where its "
+                  "precision cannot pay here (bf16 matmuls measured no faster than fp32)");
   run->add_option("--profile", run_args.profile,
                   "Profile steps after train.warmup_steps: DIR/ops.txt and ops.csv (per-op calls and "
                   "self time), DIR/trace.json (Chrome trace), DIR/summary.txt (where a step goes)");

@@ -15,6 +15,7 @@
 #include "accel/metrics/metrics.h"
 #include "accel/ladder/estimate.h"
 #include "accel/machine/machine.h"
+#include "accel/machine/peaks.h"
 #include "accel/ladder/progress.h"
 #include "accel/ladder/suite.h"
 #include "accel/train/work.h"
@@ -117,6 +118,7 @@ class Sweep {
   fs::path set_dir_;
   SweepSummary summary_;
   std::optional<Estimator> estimator_;
+  std::optional<machine::PeakTable> peaks_;  // opts_.peaks, loaded once
   std::map<std::string, train::SplitSizes> sizes_;  // by data section and seed
   double fraction_ = 1;
   std::map<std::string, std::vector<std::string>> budget_sets_;  // by rung id
@@ -299,6 +301,13 @@ Json Sweep::plan_rung(const SuiteRung& r, const Prepared& prepared, bool upstrea
     out["where_emulated"] = !p.emulated.is_null();  // the rung's where_emulated settings apply
     out["ranks"] = world;
     out["threads"] = shape.threads;
+    // What this CPU's calibration says the precision cannot buy, before it runs.
+    if (!opts_.peaks.empty()) {
+      if (!peaks_) peaks_ = machine::PeakTable::load("", opts_.peaks);
+      if (const auto note = peaks_->precision_limit_note(shape.precision, shape.threads); !note.empty()) {
+        out["limit_note"] = note;
+      }
+    }
     out["work"] = {{"steps", w.steps},
                    {"batches_per_epoch", w.batches_per_epoch},
                    {"train_samples", w.train_samples},
@@ -353,6 +362,10 @@ Json Sweep::run_one(const SuiteRung& r, const std::vector<std::string>& sets,
     progress_.note(label + ": continuing the interrupted run from its checkpoint");
   } else {
     argv.push_back("--force");
+  }
+  if (!opts_.peaks.empty()) {  // the run warns where its precision cannot pay here
+    argv.push_back("--calibration");
+    argv.push_back(fs::absolute(opts_.peaks).string());
   }
   for (const auto& s : sets) {
     argv.push_back("--set");
@@ -884,6 +897,11 @@ std::string plan_text(const SweepPlan& p) {
   }
   if (emulated) out << "  * emulated on this CPU: the rung's where_emulated settings apply\n";
   if (scaled) out << "  + scaled to the budget (below)\n";
+  for (const auto& r : p.rungs) {
+    if (r.contains("limit_note") && r["limit_note"].is_string()) {
+      out << "  ! " << r.value("id", "") << ": " << r["limit_note"].get<std::string>() << "\n";
+    }
+  }
   int most_runs = 1;
   for (const auto& r : p.rungs) {
     if (r.value("status", "") == "run" && !r.value("upstream", false)) most_runs = std::max(most_runs, r.value("runs", 1));

@@ -195,6 +195,23 @@ std::optional<Peak> PeakTable::published(const std::string& gpu_name,
   return std::nullopt;
 }
 
+std::string PeakTable::precision_limit_note(const std::string& precision, int threads) const {
+  if (precision.rfind("bf16", 0) != 0) return "";
+  const auto bf16 = calibrated_cpu("bf16", threads), fp32 = calibrated_cpu("fp32", threads);
+  if (!bf16 || !fp32 || !(fp32->flops_per_s > 0)) return "";
+  const double ratio = bf16->flops_per_s / fp32->flops_per_s;
+  if (ratio >= kBf16PaysRatio) return "";
+  char text[400];
+  std::snprintf(text, sizeof text,
+                "bf16 matmuls measured %.1f GFLOP/s against fp32's %.1f at %d thread%s on this CPU "
+                "(accel-bench calibrate, %s): %s, so %s is expected no faster than 32-true here",
+                bf16->flops_per_s / 1e9, fp32->flops_per_s / 1e9, std::max(threads, 1), threads > 1 ? "s" : "",
+                calibration_file_.c_str(),
+                ratio < 1 ? "slower than fp32" : "not enough faster to pay for the casts around them",
+                precision.c_str());
+  return text;
+}
+
 std::optional<Peak> PeakTable::calibrated_cpu(const std::string& dtype, int threads) const {
   if (!calibration_.is_object()) return std::nullopt;
   const auto& table = calibration_["cpu"];

@@ -403,6 +403,18 @@ Report build_report(const ResultSet& set, const PeakTable& peaks) {
                           "\"peak\" to divide by is the emulation's own speed, which says "
                           "nothing of the hardware.");
     }
+    // A precision the calibration measured as not paying here: the reason
+    // beside the rung's slowdown, with the two figures.
+    for (const auto& run : r.repeats) {
+      if (!run.ok() || run.device != "cpu") continue;
+      const auto note = peaks.precision_limit_note(clean_text(str_at(run.config, "runtime/precision"), 64),
+                                                   std::max(1, run.threads));
+      const bool said = std::any_of(run.warnings.begin(), run.warnings.end(), [](const std::string& w) {
+        return w.rfind("bf16 matmuls measured", 0) == 0;  // the run warned of it already (shown above)
+      });
+      if (!note.empty() && !said) rep.notes.push_back(r.id + ": " + note + ".");
+      break;
+    }
   }
   if (set.reference.is_object()) {
     rep.notes.push_back("Article figures: " + str_at(set.reference, "source", "?") + "; " +

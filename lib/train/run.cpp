@@ -529,6 +529,10 @@ RunResult Run::execute() {
     result_.warnings.push_back(comm->rendezvous_warning());
     say("warning: " + comm->rendezvous_warning());
   }
+  for (const auto& w : opts_.warnings) {
+    result_.warnings.push_back(w);
+    say("warning: " + w);
+  }
   if (cfg_.train.inject_delay > 0) {
     char line[160];
     std::snprintf(line, sizeof(line),

@@ -1048,3 +1048,24 @@ TEST_CASE("cli inputs: numbers no run makes are refused naming the flag, file or
   r = run_cli("compare " + set.string() + " " + other.string());
   CHECK(has(r.output, "NOTE: the sets are of different machines (m-2c, m2-4c)"));
 }
+
+TEST_CASE("cli inputs: a calibration whose bf16 matmuls are slower than fp32 is said before a bf16 run and in the sweep's plan" * doctest::test_suite("process")) {
+  if (!have_fashion_mnist()) {
+    MESSAGE("skipped: Fashion-MNIST not installed");
+    return;
+  }
+  TempDir tmp;
+  const auto peaks = tmp.write("peaks.json", R"({"cpu": {"fp32": {"1": 153.0, "2": 310.7}, "bf16": {"1": 82.5, "2": 161.5}}})");
+  auto r = run_cli("run -c " + source("configs/ladder/cpu/00-scratch.json") + " --set runtime.precision=bf16-mixed" +
+                   " --set train.loop=fabric --set runtime.threads=2 --calibration " + peaks.string() + " --dry-run --out " + (tmp / "out").string());
+  CAPTURE(r.output);
+  CHECK(r.code == 0);
+  CHECK(has(r.output, "warning: bf16 matmuls measured 161.5 GFLOP/s against fp32's 310.7 at 2 threads"));
+  r = run_cli("run -c " + source("configs/ladder/cpu/00-scratch.json") + " --set runtime.threads=2 --calibration " +
+              peaks.string() + " --dry-run --out " + (tmp / "out32").string());
+  CHECK_FALSE(has(r.output, "bf16 matmuls measured"));
+  r = run_cli("sweep --plan --suite " + source("configs/ladder/cpu/suite.json") + " --peaks " + peaks.string());
+  CAPTURE(r.output);
+  CHECK(has(r.output, "! 04-bf16-mixed: bf16 matmuls measured"));
+  CHECK_FALSE(has(r.output, "! 01-finetune:"));
+}

@@ -572,6 +572,62 @@ TEST_CASE("report: multi-rank rungs are predicted from the one-rank rung of a ra
   CHECK(has(report_markdown(bare), "calibrate --comm"));
 }
 
+TEST_CASE("report: on a set scaled to its budget, the predicted steps at N devices keep the budget's share of N's batches, as the measured rung did") {
+  accel_test::TempDir tmp;
+  FakeRun one_core, ddp;
+  one_core.threads = ddp.threads = 1;
+  // 1600 samples in batches of 16: 100 batches a rank alone, 50 a rank of
+  // two; the budget kept half of each (50 and 25), for 3 epochs.
+  one_core.config_patch = {{"train", {{"limit_train_batches", 50}}}};
+  ddp.config_patch = {{"train", {{"limit_train_batches", 25}}}, {"runtime", {{"devices", 2}, {"strategy", "ddp"}}}};
+  ddp.mem = {1e9, 1e9};
+  SetBuilder b(tmp.path);
+  b.rung("04b", "", {one_core}).rung("05", "05", {ddp});
+  b.manifest["budget"] = {{"minutes", 10}, {"fraction", 0.5}};
+  b.manifest["rungs"][0]["budget_sets"] = {"train.limit_train_batches=50"};
+  b.manifest["rungs"][1]["budget_sets"] = {"train.limit_train_batches=25"};
+  b.write();
+  const Json layout = {{"param_numels", {1000000, 1000}}, {"element_bytes", 4},
+                       {"units", {{{"name", "body"}, {"numel", 1000000}, {"compute_numel", 1000000}},
+                                  {{"name", "head"}, {"numel", 1000}, {"compute_numel", 1000}}}}};
+  for (const auto& [id, steps] : {std::pair{"04b", 150}, std::pair{"05", 75}}) {
+    auto r = report_test::read_json(tmp / id / "result.json");
+    r["world_size"] = std::string(id) == "05" ? 2 : 1;
+    r["threads"] = 1;
+    r["steps"] = steps;
+    r["train_time_s"] = steps * 0.1 + 5;
+    r["step_time_ms"] = {{"mean", 100.0}};
+    r["step_split_ms"] = {{"forward", 33.3}, {"backward", 66.7}, {"optimizer", 0.0}, {"other", 0.0}, {"comm_wait", 0.0}};
+    r["model_layout"] = layout;
+    r["data"] = {{"train", 1600}, {"val", 160}};
+    r["ranks"] = {{{"param_bytes", 4004000}, {"grad_bytes", 4004000}, {"optimizer_bytes", 8008000}}};
+    report_test::write_json(tmp / id / "result.json", r);
+  }
+  const Json fit = {{"alpha_s", 1e-4}, {"beta_s_per_byte", 1e-9}};
+  report_test::write_json(tmp / "peaks.json",
+                          {{"cpu", {{"fp32", {{"1", 100.0}}}}},
+                           {"comm", {{"backend", "gloo"}, {"ranks", 2}, {"threads_per_rank", 1},
+                                     {"collectives", {{"all_reduce", fit}, {"all_gather", fit}, {"reduce_scatter", fit}}}}}});
+  const auto rep = build_report(load_result_set(tmp.path), PeakTable::load("", tmp / "peaks.json"));
+  REQUIRE(rep.scaling.size() == 1);
+  const auto& rows = rep.scaling.front().rows;
+  REQUIRE(rows.size() == 8);
+  CHECK(rows[0].steps == 150);  // the base's own
+  CHECK(rows[1].steps == 75);   // as the 2-rank rung ran: half of its 50 a rank, 3 epochs
+  CHECK(rows[3].steps == 36);   // 4 devices: floor(0.5 x 25) x 3
+  // So the predicted training time follows the predicted step: steps x step + what lies outside the steps, shared.
+  CHECK(rows[1].train_time_s == doctest::Approx(75 * rows[1].step_ms / 1e3 + 5.0 / 2));
+  // The same set unscaled: the cap is a count, kept as the run was.
+  SetBuilder b2(tmp.path / "full");
+  b2.rung("04b", "", {one_core}).rung("05", "05", {ddp}).write();
+  for (const char* id : {"04b", "05"}) {
+    report_test::write_json(tmp.path / "full" / id / "result.json", report_test::read_json(tmp / id / "result.json"));
+  }
+  const auto full = build_report(load_result_set(tmp.path / "full"), PeakTable::load("", tmp / "peaks.json"));
+  REQUIRE(full.scaling.size() == 1);
+  CHECK(full.scaling.front().rows[1].steps == 150);  // min(50 a rank of two, the base's cap of 50) x 3
+}
+
 // --- planning a sweep: a run's work, the estimate, the ETA -------------------
 
 namespace {
@@ -793,4 +849,29 @@ TEST_CASE("report: time to target is MLPerf-scored per rung and each rung's conv
   CHECK(has(md, "| 20.00 min | 95.00% |"));
   // compare and the report's main table read the run's own record, not epoch sums.
   CHECK(*time_to_target(load_result_set(tmp.path).rungs[0].repeats[0], 0.9) == doctest::Approx(160));
+}
+
+TEST_CASE("report: where calibrate measured bf16 matmuls no faster than fp32, a bf16 rung's note says so with the two figures") {
+  accel_test::TempDir tmp;
+  const auto peaks_file = tmp / "peaks.json";
+  report_test::write_json(peaks_file, {{"cpu", {{"fp32", {{"1", 153.0}, {"2", 310.7}}}, {"bf16", {{"1", 82.5}, {"2", 161.5}}}}}});
+  auto peaks = PeakTable::load("", peaks_file);
+  const auto note = peaks.precision_limit_note("bf16-mixed", 2);
+  CHECK(has(note, "bf16 matmuls measured 161.5 GFLOP/s against fp32's 310.7 at 2 threads on this CPU"));
+  CHECK(has(note, "slower than fp32, so bf16-mixed is expected no faster than 32-true here"));
+  CHECK(has(peaks.precision_limit_note("bf16-true", 1), "82.5 GFLOP/s against fp32's 153.0 at 1 thread "));
+  CHECK(peaks.precision_limit_note("32-true", 2).empty());
+  // Faster, but not by enough to pay for the casts; and faster by enough.
+  report_test::write_json(peaks_file, {{"cpu", {{"fp32", {{"2", 300.0}}}, {"bf16", {{"2", 330.0}}}}}});
+  CHECK(has(PeakTable::load("", peaks_file).precision_limit_note("bf16-mixed", 2), "not enough faster to pay for the casts"));
+  report_test::write_json(peaks_file, {{"cpu", {{"fp32", {{"2", 300.0}}}, {"bf16", {{"2", 1200.0}}}}}});
+  CHECK(PeakTable::load("", peaks_file).precision_limit_note("bf16-mixed", 2).empty());
+  // In the report, beside the rung.
+  report_test::write_json(peaks_file, {{"cpu", {{"fp32", {{"1", 153.0}, {"2", 310.7}}}, {"bf16", {{"1", 82.5}, {"2", 161.5}}}}}});
+  FakeRun fp32, bf16;
+  bf16.config_patch = {{"runtime", {{"precision", "bf16-mixed"}}}};
+  SetBuilder(tmp.path / "s").rung("01-finetune", "01", {fp32}).rung("04-bf16-mixed", "04", {bf16}).write();
+  const auto md = report_markdown(build_report(load_result_set(tmp.path / "s"), PeakTable::load("", peaks_file)));
+  CHECK(has(md, "04-bf16-mixed: bf16 matmuls measured 161.5 GFLOP/s against fp32's 310.7 at 2 threads"));
+  CHECK_FALSE(has(md, "01-finetune: bf16 matmuls"));
 }

@@ -51,11 +51,24 @@ class PeakTable {
   std::optional<Peak> calibrated_cpu(const std::string& dtype, int threads) const;
   // The calibration file's document (null when none): its "comm" fit too.
   const Json& calibration() const { return calibration_; }
+  // Where a precision cannot pay on this CPU, by the calibration's own
+  // figures: a bf16 precision whose matmuls measured below kBf16PaysRatio x
+  // fp32's at `threads` (the casts autocast adds then eat what is left).
+  // "bf16 matmuls measured 161.5 GFLOP/s against fp32's 310.7 at 2 threads
+  // on this CPU (accel-bench calibrate, FILE): ..."; "" when it pays, the
+  // precision is not bf16, or either figure is missing.
+  std::string precision_limit_note(const std::string& precision, int threads) const;
 
  private:
   Json published_, calibration_;
   std::string published_file_, calibration_file_;
 };
+
+// bf16 must run its matmuls at least this much faster than fp32 to pay for
+// the casts bf16-mixed adds around them (a ViT step casts every weight and
+// activation it multiplies): below it, bf16-mixed is expected no faster than
+// 32-true.
+inline constexpr double kBf16PaysRatio = 1.2;
 
 // How far the counted matmul FLOPs of a step may lie from the analytic
 // count (x 3 for training) for MFU to be printed: the analytic count leaves

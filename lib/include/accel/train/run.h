@@ -8,6 +8,8 @@
 
 #include <filesystem>
 #include <iosfwd>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -26,6 +28,9 @@ struct RunOptions {
   // ops.txt, ops.csv, trace.json and summary.txt here (rank 0); "" = off.
   std::filesystem::path profile_dir;
   int profile_steps = 10;
+  // Said before the run and recorded in result.json's warnings: what the
+  // layers above know of this machine (the calibration's limits).
+  std::vector<std::string> warnings;
 };
 
 // Runs one config end to end on this rank (several ranks: each process calls
