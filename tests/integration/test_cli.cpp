@@ -20,10 +20,7 @@ namespace fs = std::filesystem;
 using namespace cli_test;
 
 TEST_CASE("cli: a one-epoch scratch run writes result config and metrics and its loss falls") {
-  if (!have_fashion_mnist()) {
-    MESSAGE("dataset-fashion-mnist not installed; skipped");
-    return;
-  }
+  REQUIRE_MESSAGE(have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
   const auto out = fresh_dir("smoke");
   // A few hundred Fashion-MNIST images, one epoch, a learning rate at which
   // the loss visibly falls within the epoch.
@@ -227,7 +224,7 @@ TEST_CASE("cli: usage errors exit 2" * doctest::test_suite("process")) {
 }
 
 TEST_CASE("cli: --profile writes a per-op table and a chrome trace and says where a step goes") {
-  if (!have_fashion_mnist()) return;
+  REQUIRE_MESSAGE(have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
   const auto out = fresh_dir("profile");
   const auto prof = out / "prof";
   const auto r = run_cli("run -c " + source("configs/smoke/scratch-smoke.json") +
@@ -288,10 +285,7 @@ std::vector<std::pair<int64_t, double>> validations(const fs::path& dir) {
 }  // namespace
 
 TEST_CASE("cli: test_weights best_val tests the first best validation's weights as a run stopped there does, and resumes with them") {
-  if (!have_fashion_mnist()) {
-    MESSAGE("dataset-fashion-mnist not installed; skipped");
-    return;
-  }
+  REQUIRE_MESSAGE(have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
   const auto best = fresh_dir("best-val"), there = fresh_dir("best-there"),
              first = fresh_dir("best-first"), rest = fresh_dir("best-rest");
   // A learning rate at which validation accuracy rises and falls.
@@ -347,10 +341,7 @@ TEST_CASE("cli: test_weights best_val tests the first best validation's weights 
 }
 
 TEST_CASE("cli: train.target records the first validation that reaches it, or that none did, and stop_at_target tests the weights that reached it") {
-  if (!have_fashion_mnist()) {
-    MESSAGE("dataset-fashion-mnist not installed; skipped");
-    return;
-  }
+  REQUIRE_MESSAGE(have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
   const auto plain = fresh_dir("target-plain"), stopped = fresh_dir("target-stop"),
              capped = fresh_dir("target-capped"), missed = fresh_dir("target-missed");
   const std::string args = " -c " + source("configs/smoke/scratch-smoke.json") +

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "integration/cli_helpers.h"
+#include "support/skip.h"
 #include "support/temp_dir.h"
 
 namespace {
@@ -162,7 +163,7 @@ Outcome smoke(const std::string& extra) {
 }  // namespace
 
 TEST_CASE("cli inputs: an out dir holding only a killed run's step checkpoints needs --force or --resume" * doctest::test_suite("process")) {
-  if (!have_fashion_mnist()) return;
+  REQUIRE_MESSAGE(have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
   TempDir tmp;
   const auto out = tmp / "out";
   REQUIRE(smoke("--set train.checkpoint_every=2 --out " + out.string()).code == 0);
@@ -208,7 +209,7 @@ TEST_CASE("cli inputs: an eval batch beyond the split's size is bounded by it an
 }
 
 TEST_CASE("cli inputs: what was not measured is null and n/a never zero") {
-  if (!have_fashion_mnist()) return;
+  REQUIRE_MESSAGE(have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
   TempDir tmp;
   // No validation split, and warm-up longer than the run: no val accuracy, no step time.
   const auto r = smoke("--set data.val_fraction=0 --set train.warmup_steps=100 --out " +
@@ -224,7 +225,7 @@ TEST_CASE("cli inputs: what was not measured is null and n/a never zero") {
 }
 
 TEST_CASE("cli inputs: accelerator auto records the device it ran on and the matmul precision applied") {
-  if (!have_fashion_mnist()) return;
+  REQUIRE_MESSAGE(have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
   TempDir tmp;
   auto r = smoke("--set runtime.accelerator=auto --set runtime.matmul_precision=medium --out " +
                  (tmp / "o").string());
@@ -240,7 +241,7 @@ TEST_CASE("cli inputs: accelerator auto records the device it ran on and the mat
 }
 
 TEST_CASE("cli inputs: --resume names the model field that differs and refuses fewer batches per epoch") {
-  if (!have_fashion_mnist()) return;
+  REQUIRE_MESSAGE(have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
   TempDir tmp;
   const auto out = tmp / "o";
   // Stopped after 4 batches of epoch 1 (max_steps), so the checkpoint is mid-epoch.
@@ -269,7 +270,7 @@ TEST_CASE("cli inputs: runtime.cuda_graphs where there is no cuda exits 2 naming
 }
 
 TEST_CASE("cli inputs: runtime.devices auto runs one rank on a cpu and keeps auto in the config") {
-  if (!have_fashion_mnist()) return;
+  REQUIRE_MESSAGE(have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
   TempDir tmp;
   const auto r = smoke("--set runtime.devices=auto --out " + (tmp / "o").string());
   INFO(r.output);
@@ -506,7 +507,7 @@ TEST_CASE("report: no string of a result set or a path reaches gnuplot or the ta
 
 TEST_CASE("report: a chart gnuplot leaves cut short replaces nothing, and the command names it and exits 1" * doctest::test_suite("process")) {
   if (std::system("command -v gnuplot >/dev/null") != 0) {
-    MESSAGE("skipped: gnuplot not installed");
+    accel_test::skip("gnuplot not installed");
     return;
   }
   TempDir tmp;
@@ -803,7 +804,7 @@ TEST_CASE("tune: a second tune into an OUT another holds is refused naming the h
   ::close(fd);
 }
 
-TEST_CASE("history: two adds on a fresh file both land, another application's file is left as it is, a read-only history still shows, doctored values are refused on add" * doctest::test_suite("process")) {
+TEST_CASE("history: two adds on a fresh file both land, another application's file is left as it is, doctored values are refused on add" * doctest::test_suite("process")) {
   TempDir tmp;
   // Two adds at once on a file neither has made yet, in rounds.
   const auto a = hostile_set(tmp, "a"), b = hostile_set(tmp, "b", {{"train_time_s", 61.0}}, {{"train_time_s", 31.0}});
@@ -870,12 +871,18 @@ TEST_CASE("history: two adds on a fresh file both land, another application's fi
   r = run_cli("history add " + (tmp / "fifo").string() + " --db " + db);
   CHECK(r.code == 2);
   CHECK(has(r.output, "not a regular file (a FIFO"));
-  // A read-only history (a read-only mount): show, export and compare --history read it.
-  REQUIRE(run_cli("history add " + a.string() + " --db " + db).code == 0);
+}
+
+TEST_CASE("history: a read-only history still shows, exports and compares, and an add says it is read-only" * doctest::test_suite("process")) {
   if (std::system("unshare -m true 2>/dev/null") != 0) {
-    MESSAGE("skipped the read-only mount: no mount namespace here");
+    accel_test::skip("no mount namespace here (unshare -m needs root)");
     return;
   }
+  TempDir tmp;
+  const auto a = hostile_set(tmp, "a"), b = hostile_set(tmp, "b", {{"train_time_s", 61.0}}, {{"train_time_s", 31.0}});
+  const auto db = (tmp / "h.sqlite").string();
+  // A read-only history (a read-only mount): show, export and compare --history read it.
+  REQUIRE(run_cli("history add " + a.string() + " --db " + db).code == 0);
   const std::string ro = "unshare -m sh -c 'mount --bind -o ro " + tmp.path.string() + " " + tmp.path.string() + " && ";
   for (const std::string cmd : {"history show --db " + db, "history export --db " + db,
                                 "compare " + a.string() + " " + a.string() + " --history " + db}) {
@@ -1050,10 +1057,7 @@ TEST_CASE("cli inputs: numbers no run makes are refused naming the flag, file or
 }
 
 TEST_CASE("cli inputs: a calibration whose bf16 matmuls are slower than fp32 is said before a bf16 run and in the sweep's plan" * doctest::test_suite("process")) {
-  if (!have_fashion_mnist()) {
-    MESSAGE("skipped: Fashion-MNIST not installed");
-    return;
-  }
+  REQUIRE_MESSAGE(have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
   TempDir tmp;
   const auto peaks = tmp.write("peaks.json", R"({"cpu": {"fp32": {"1": 153.0, "2": 310.7}, "bf16": {"1": 82.5, "2": 161.5}}})");
   auto r = run_cli("run -c " + source("configs/ladder/cpu/00-scratch.json") + " --set runtime.precision=bf16-mixed" +

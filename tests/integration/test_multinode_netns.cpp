@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "integration/cli_helpers.h"
+#include "support/skip.h"
 #include "support/temp_dir.h"
 
 namespace fs = std::filesystem;
@@ -156,8 +157,7 @@ double test_acc(const fs::path& run) {
 bool made_or_skipped(NamespacePair& pair, const fs::path& log) {
   const std::string why = pair.make(log);
   if (why.empty()) return true;
-  const std::string note = "skipped: " + why;
-  MESSAGE(note);
+  accel_test::skip(why);
   return false;
 }
 

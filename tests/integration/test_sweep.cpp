@@ -21,6 +21,7 @@
 #include <fstream>
 #include <functional>
 #include <algorithm>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -250,7 +251,7 @@ TEST_CASE("sweep: repeats with seeds land in r1, r2, run round-robin across the 
       {"id": "01-again", "article": "01", "config": "tiny.json"}]})");
   const auto out = tmp / "out";
   auto r = run_cli("sweep --suite " + suite.string() + " --out " + out.string() +
-                   " --seeds 1,2 --set train.epochs=1");
+                   " --seeds 1,2,3 --set train.epochs=1");
   INFO(r.output);
   REQUIRE(r.code == 0);
   const auto set = the_set(out);
@@ -271,9 +272,44 @@ TEST_CASE("sweep: repeats with seeds land in r1, r2, run round-robin across the 
   CHECK(manifest["rungs"][1]["status"] == "ok");
   r = run_cli("sweep --plan --suite " + suite.string() + " --seeds 1,2");
   CHECK(has(r.output, "go round-robin"));
+  CHECK(read(set / "00-scratch/r3/result.json")["config"]["train"]["seed"] == 3);
+  // The report's time is the median of the three, with their range: times
+  // set to 10, 20 and 90 s give 20 (a mean would give 40).
+  int i = 0;
+  for (const double t : {90.0, 10.0, 20.0}) {
+    const auto f = set / "00-scratch" / ("r" + std::to_string(++i)) / "result.json";
+    auto doc = read(f);
+    doc["train_time_s"] = t;
+    std::ofstream(f) << doc.dump(2);
+  }
   r = run_cli("report " + set.string());
   CHECK(r.code == 0);
   CHECK(has(r.output, "| ok |"));
+  std::ifstream csv(set / "report.csv");
+  std::string header, line, row;
+  std::getline(csv, header);
+  while (std::getline(csv, line)) {
+    if (line.rfind("rung,00-scratch,", 0) == 0) row = line;
+  }
+  REQUIRE_FALSE(row.empty());
+  auto cells = [](const std::string& text) {
+    std::vector<std::string> out;
+    std::stringstream in(text);
+    for (std::string c; std::getline(in, c, ',');) out.push_back(c);
+    return out;
+  };
+  const auto names = cells(header), values = cells(row);
+  auto value = [&](const std::string& name) {
+    const auto at = std::find(names.begin(), names.end(), name);
+    REQUIRE(at != names.end());
+    REQUIRE(size_t(at - names.begin()) < values.size());
+    return values[size_t(at - names.begin())];
+  };
+  CHECK(value("runs") == "3");
+  CHECK(value("ok_runs") == "3");
+  CHECK(std::stod(value("train_time_s")) == 20.0);
+  CHECK(std::stod(value("train_time_s_min")) == 10.0);
+  CHECK(std::stod(value("train_time_s_max")) == 90.0);
 }
 
 TEST_CASE("sweep: a committed upstream run with the same config is used and its rungs start from its safetensors") {
@@ -629,10 +665,7 @@ TEST_CASE("calibrate: measures fp32 and bf16 matmul per thread count into a peak
 }
 
 TEST_CASE("smoke suite: every rung runs and matches the committed baseline (config, status, accuracy band)") {
-  if (!have_fashion_mnist()) {
-    MESSAGE("dataset-fashion-mnist not installed; skipped");
-    return;
-  }
+  REQUIRE_MESSAGE(have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
   accel_test::TempDir tmp;
   auto r = run_cli("sweep --suite " + source("configs/smoke/suite.json") + " --out " +
                    tmp.path.string());
@@ -664,10 +697,7 @@ TEST_CASE("smoke suite: every rung runs and matches the committed baseline (conf
 }
 
 TEST_CASE("sweep --plan: the smoke suite's runs stay small whatever the CPU, and the ladders' cut rungs evaluate little where bf16 is emulated") {
-  if (!have_fashion_mnist()) {
-    MESSAGE("dataset-fashion-mnist not installed; skipped");
-    return;
-  }
+  REQUIRE_MESSAGE(have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
   accel_test::TempDir tmp;
   const auto peaks = (tmp / "peaks.json").string();
   REQUIRE(run_cli("calibrate --size 128 --max-threads 2 --min-seconds 0.02 --out " + peaks).code == 0);
@@ -726,10 +756,7 @@ TEST_CASE("sweep --plan: the smoke suite's runs stay small whatever the CPU, and
 }
 
 TEST_CASE("sweep --only: where bf16 is emulated, the ladders' bf16 rungs train and evaluate what the plan says, and the report gives them no MFU") {
-  if (!have_fashion_mnist()) {
-    MESSAGE("dataset-fashion-mnist not installed; skipped");
-    return;
-  }
+  REQUIRE_MESSAGE(have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
   accel_test::TempDir tmp;
   for (const auto& [suite, rung] : {std::pair{"configs/ladder/cpu/suite.json", "04-bf16-mixed"},
                                      std::pair{"configs/ladder/text-cpu/suite.json", "t03-mixed"}}) {

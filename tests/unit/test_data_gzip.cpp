@@ -165,10 +165,8 @@ TEST_CASE("data gzip: no single flipped bit anywhere loads altered pixels") {
 
 TEST_CASE("data gzip: the installed Fashion-MNIST files still verify and load") {
   const fs::path root = "/usr/share/datasets/fashion-mnist";
-  if (!fs::exists(root / "t10k-images-idx3-ubyte.gz")) {
-    MESSAGE("dataset-fashion-mnist not installed: skipped");
-    return;
-  }
+  REQUIRE_MESSAGE(fs::exists(root / "t10k-images-idx3-ubyte.gz"),
+                  "dataset-fashion-mnist missing: run scripts/setup.sh");
   const auto test = read_idx(root / "t10k-images-idx3-ubyte.gz", root / "t10k-labels-idx1-ubyte.gz", 10);
   CHECK(test.size() == 10000);
   CHECK(image_pixels(test).sizes() == torch::IntArrayRef({10000, 1, 28, 28}));

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "accel/results/charts.h"
+#include "support/skip.h"
 #include "support/temp_dir.h"
 #include "unit/test_report_fixtures.h"
 
@@ -135,7 +136,7 @@ TEST_CASE("charts: without gnuplot only the CSVs are written, with a one-line no
 
 TEST_CASE("charts: gnuplot's SVG parses, one bar per rung in proportion, values on the bars") {
   if (find_program("gnuplot").empty()) {
-    MESSAGE("gnuplot not installed (scripts/setup.sh installs gnuplot-nox); skipped");
+    accel_test::skip("gnuplot not installed (scripts/setup.sh installs gnuplot-nox)");
     return;
   }
   accel_test::TempDir tmp;

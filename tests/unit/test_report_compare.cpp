@@ -388,9 +388,12 @@ TEST_CASE("compare: a slowdown inside the bound is same, yet named slower beyond
   CHECK(row->change->low > 1.0);
   CHECK(row->note == "slower beyond doubt, within 7%");
   const auto same = compare_sets(base, load_result_set(tmp / "same"), gate);
+  const MeasureRow* same_time = nullptr;
   for (const auto& r : same.rows) {
-    if (r.measure == "training time") CHECK(r.note.empty());
+    if (r.measure == "training time") same_time = &r;
   }
+  REQUIRE(same_time != nullptr);
+  CHECK(same_time->note.empty());
 }
 
 TEST_CASE("compare: fault injection is named on the verdict line and does not make configs differ") {
