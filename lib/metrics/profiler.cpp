@@ -171,10 +171,23 @@ double product(const std::vector<int64_t>& v, size_t from) {
 // inputs decide them, or the weight's shape where the output does (a
 // convolution). The inputs must be read at the start: the dispatcher frees
 // the boxed arguments right after the start callbacks run.
+//
+// An op called from inside itself is one call: autocast's kernel for an op on
+// its cast list (aten::addmm, aten::matmul, aten::linear, ...) casts the
+// inputs and calls the same op again below the autocast key, and both calls
+// pass the dispatcher's RecordFunction. The outer one is counted (the same
+// shapes), the inner one, whose parent is an op of its own name, is not.
 struct CountContext : at::ObserverContext {
+  std::string name;
   double flops = 0;
   std::vector<int64_t> conv_weight;  // aten::convolution: read the output at the end
+  size_t depth = 0;                  // this thread's open ops when it started
+  bool nested = false;               // called from an op of its own name: not counted
 };
+// The names of this thread's ops that the counter saw start and not yet end,
+// outermost first (names, not contexts: an op that ends on another thread
+// leaves no dangling pointer, only an entry the next end at its depth drops).
+thread_local std::vector<std::string> t_open;
 
 // FLOPs of one call of a matmul-class op from its inputs; 0 for every other op.
 double input_flops(const std::string& name, c10::ArrayRef<const c10::IValue> in) {
@@ -219,25 +232,31 @@ double input_flops(const std::string& name, c10::ArrayRef<const c10::IValue> in)
 }
 
 std::unique_ptr<at::ObserverContext> count_enter(const at::RecordFunction& fn) {
-  const std::string name = fn.name() ? fn.name() : "?";
   auto ctx = std::make_unique<CountContext>();
-  if (name == "aten::convolution") {
+  ctx->name = fn.name() ? fn.name() : "?";
+  ctx->depth = t_open.size();
+  ctx->nested = !t_open.empty() && t_open.back() == ctx->name;
+  t_open.push_back(ctx->name);
+  if (ctx->nested) return ctx;
+  if (ctx->name == "aten::convolution") {
     ctx->conv_weight = shape_at(fn.inputs(), 1);
   } else {
-    ctx->flops = input_flops(name, fn.inputs());
+    ctx->flops = input_flops(ctx->name, fn.inputs());
   }
   return ctx;
 }
 
 void count_exit(const at::RecordFunction& fn, at::ObserverContext* ctx_base) {
+  auto* ctx = static_cast<CountContext*>(ctx_base);
+  if (ctx != nullptr && t_open.size() > ctx->depth) t_open.resize(ctx->depth);
+  if (ctx != nullptr && ctx->nested) return;
   std::shared_ptr<StepCounter::State> s;
   {
     std::lock_guard<std::mutex> lk(g_counter_mu);
     s = g_counter;
   }
   if (!s) return;
-  const std::string name = fn.name() ? fn.name() : "?";
-  auto* ctx = static_cast<CountContext*>(ctx_base);
+  const std::string name = ctx != nullptr ? ctx->name : (fn.name() ? fn.name() : "?");
   double f = ctx != nullptr ? ctx->flops : 0.0;
   if (ctx != nullptr && ctx->conv_weight.size() >= 3) {
     const auto& out = fn.outputs();
@@ -270,6 +289,7 @@ void StepCounter::start() {
     g_counter = state_;
   }
   state_->counts = StepCounts{};
+  t_open.clear();  // what an earlier count left open (it stopped inside an op)
   // Thread-local, so a loader's prefetch thread collating the next batch is
   // not counted in this step; autograd's engine carries the callback to the
   // threads that run this step's backward.

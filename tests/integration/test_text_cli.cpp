@@ -282,6 +282,10 @@ TEST_CASE("cli text: bf16-mixed with fixed padding trains text through the fabri
   CHECK(res["flops_per_sample"].get<double>() ==
         accel::models::text_forward_flops(accel::models::text_preset("bert", "bert_tiny"), 64));
   CHECK(res["model_flops_per_s"].get<double>() > 0);
+  // The step's counted matmuls are the analytic count: autocast's second
+  // dispatch of each projection is not counted again.
+  REQUIRE(res["counters"].is_object());
+  CHECK(std::fabs(res["counters"]["flops_counted_over_analytic"].get<double>() - 1.0) <= 0.01);
   for (const auto& e : res["epochs"]) CHECK(std::isfinite(e["loss"].get<double>()));
   fs::remove_all(out);
 }

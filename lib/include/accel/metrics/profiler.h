@@ -64,7 +64,8 @@ class OpProfiler {
 // attention and LibTorch 2.x's fused scaled-dot-product kernels (4 B S^2 D
 // forward: Q K^T and P V; 8 B S^2 D backward). Composite ops that reach these
 // (aten::linear, aten::matmul, scaled_dot_product_attention) are not counted
-// again.
+// again, nor is an op called from inside an op of its own name (autocast's
+// kernel casts the inputs and dispatches the same op again: one call).
 struct StepCounts {
   std::map<std::string, int64_t> calls;   // by op name
   std::map<std::string, double> flops;    // by matmul-class op name
