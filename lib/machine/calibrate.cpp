@@ -55,6 +55,14 @@ std::vector<int> thread_counts(int max_threads) {
 
 }  // namespace
 
+int cuda_matmul_size(int size) { return std::max(size, kCudaMatmulMinSize); }
+
+std::string matmul_method(int size, double min_seconds) {
+  return "torch::matmul of two random " + std::to_string(size) + "x" + std::to_string(size) +
+         " matrices, 2 n^3 FLOPs, best of >= 3 repeats over >= " + std::to_string(min_seconds) +
+         " s, after one warm-up";
+}
+
 std::filesystem::path default_peaks_file(const std::string& machine_id) {
   return std::filesystem::path("results") / "peaks" / (machine_id + ".json");
 }
@@ -66,10 +74,8 @@ nlohmann::json calibrate(const CalibrateOptions& opts) {
   nlohmann::json doc;
   doc["machine_id"] = machine["id"];
   doc["measured_at"] = metrics::utc_now();
-  doc["size"] = opts.size;
-  doc["method"] = "torch::matmul of two random " + std::to_string(opts.size) + "x" +
-                  std::to_string(opts.size) + " matrices, 2 n^3 FLOPs, best of >= 3 repeats "
-                  "over >= " + std::to_string(opts.min_seconds) + " s, after one warm-up";
+  doc["size"] = opts.size;  // the CPU's; the GPU's is cuda.size
+  doc["method"] = matmul_method(opts.size, opts.min_seconds) + " on the CPU";
   doc["env"] = machine["env"];
   doc["cpu_flags_of_note"] = machine["cpu_flags_of_note"];
   const int previous = at::get_num_threads();
@@ -88,11 +94,13 @@ nlohmann::json calibrate(const CalibrateOptions& opts) {
   }
   at::set_num_threads(previous);
   if (opts.cuda && torch::cuda::is_available()) {
+    const int size = cuda_matmul_size(opts.size);
     doc["cuda"]["name"] = machine["env"].value("gpu_name", "");
+    doc["cuda"]["size"] = size;
+    doc["cuda"]["method"] = matmul_method(size, opts.min_seconds) + " on GPU 0";
     for (const auto& [name, dtype] : {std::pair{"fp32", torch::kFloat}, std::pair{"bf16", torch::kBFloat16},
                                       std::pair{"fp16", torch::kHalf}}) {
-      const double g = matmul_gflops(std::max(opts.size, 4096), dtype, torch::Device(torch::kCUDA, 0),
-                                     opts.min_seconds);
+      const double g = matmul_gflops(size, dtype, torch::Device(torch::kCUDA, 0), opts.min_seconds);
       doc["cuda"][name] = g;
       if (opts.log) *opts.log << "calibrate: cuda " << name << ": " << g << " GFLOP/s" << std::endl;
     }

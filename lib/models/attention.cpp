@@ -143,8 +143,13 @@ torch::Tensor dropout(const torch::Tensor& x, double p, bool training) {
 void set_attention_impl(AttentionImpl impl) { g_attention_impl.store(impl); }
 AttentionImpl attention_impl() { return g_attention_impl.load(); }
 
-std::string attention_kernel_name() {
+std::string attention_kernel_name(c10::DeviceType device) {
   if (attention_impl() == AttentionImpl::Explicit) return "explicit";
+  // Off the CPU neither the fused CPU kernel nor the explicit bf16 form is
+  // taken (self_attention): LibTorch's own kernel, or the explicit ops.
+  if (device != c10::DeviceType::CPU) {
+    return compat::kHasSdpa ? "sdpa (ATen picks flash, memory-efficient, cuDNN or math)" : "explicit";
+  }
   if (compat::kHasSdpa) return "sdpa (explicit for bf16 on a CPU)";
   return std::string("fused-cpu (") + kernels::attention_isa() + ")";
 }

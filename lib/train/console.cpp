@@ -5,9 +5,9 @@
 #include <cstdio>
 #include <cstring>
 
-#include "accel/kernels/adam.h"
 #include "accel/metrics/metrics.h"
 #include "accel/models/attention.h"
+#include "accel/train/optimizer.h"
 #include "accel/util/child_process.h"
 
 namespace accel::train {
@@ -169,11 +169,11 @@ nlohmann::json run_environment(const Fabric& fabric) {
     case at::Float32MatmulPrecision::HIGH: env["float32_matmul_precision"] = "high"; break;
     case at::Float32MatmulPrecision::MEDIUM: env["float32_matmul_precision"] = "medium"; break;
   }
-  // The attention a model without attention dropout runs here
-  // (accel/models/attention.h).
-  env["attention_kernel"] = models::attention_kernel_name();
-  // The code path optim.implementation "fused" takes on CPU parameters here.
-  env["adam_kernel"] = std::string("fused-cpu (") + kernels::adam_isa() + ")";
+  // The attention a model without attention dropout runs on this device
+  // (accel/models/attention.h), and the code path optim.implementation
+  // "fused" takes for Adam's parameters there (train/optimizer.h).
+  env["attention_kernel"] = models::attention_kernel_name(c.device.type());
+  env["adam_kernel"] = fused_adam_kernel_name(c.device.type());
   return env;
 }
 

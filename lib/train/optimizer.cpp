@@ -217,6 +217,12 @@ std::string optimizer_implementation(const torch::optim::Optimizer& optimizer) {
   return kTorchPerParam;
 }
 
+std::string fused_adam_kernel_name(c10::DeviceType device) {
+  if (device == c10::DeviceType::CPU) return std::string("fused-cpu (") + kernels::adam_isa() + ")";
+  if (compat::has_fused_adam(device, /*decoupled=*/false)) return std::string(kAtenFusedCuda) + " (aten::_fused_adam_)";
+  return kTorchPerParam;
+}
+
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(
     const std::vector<torch::Tensor>& params, const config::OptimConfig& o, bool capturable) {
   if (capturable) {

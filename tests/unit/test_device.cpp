@@ -27,6 +27,8 @@
 
 #include "accel/config/run_config.h"
 #include "accel/kernels/adam.h"
+#include "accel/machine/calibrate.h"
+#include "accel/models/attention.h"
 #include "accel/metrics/profiler.h"
 #include "accel/data/loader.h"
 #include "accel/dist/strategy.h"
@@ -389,6 +391,33 @@ TEST_CASE("device: aten's fused adam and adamw step as torch::optim's where the 
   auto p = torch::zeros({2});
   CHECK_THROWS_AS(compat::fused_adam_step({p}, {}, {}, {}, {}, 1e-3, 0.9, 0.999, 0.0, 1e-8, false),
                   std::invalid_argument);
+}
+
+TEST_CASE("device labels: a run on a GPU is labelled with the GPU's attention, Adam and calibration size, never a CPU kernel's") {
+  namespace compat = accel::compat;
+  namespace models = accel::models;
+  models::set_attention_impl(models::AttentionImpl::Auto);
+  const auto cuda_attention = models::attention_kernel_name(c10::DeviceType::CUDA);
+  const auto cuda_adam = train::fused_adam_kernel_name(c10::DeviceType::CUDA);
+  for (const auto& label : {cuda_attention, cuda_adam}) {
+    CAPTURE(label);
+    CHECK(label.find("cpu") == std::string::npos);
+    CHECK(label.find("CPU") == std::string::npos);
+  }
+  CHECK(cuda_attention == (compat::kHasSdpa ? "sdpa (ATen picks flash, memory-efficient, cuDNN or math)" : "explicit"));
+  CHECK(cuda_adam == "aten-fused-cuda (aten::_fused_adam_)");  // every version has the CUDA kernel
+  // The CPU's own labels are unchanged.
+  CHECK(train::fused_adam_kernel_name(c10::DeviceType::CPU) ==
+        std::string("fused-cpu (") + accel::kernels::adam_isa() + ")");
+  CHECK(models::attention_kernel_name(c10::DeviceType::CPU) == models::attention_kernel_name());
+  CHECK(models::attention_kernel_name(c10::DeviceType::CPU) != cuda_attention);
+  models::set_attention_impl(models::AttentionImpl::Explicit);
+  CHECK(models::attention_kernel_name(c10::DeviceType::CUDA) == "explicit");
+  models::set_attention_impl(models::AttentionImpl::Auto);
+  // calibrate times a GPU's matmuls at 4096 or more, and says that size.
+  CHECK(accel::machine::cuda_matmul_size(1024) == 4096);
+  CHECK(accel::machine::cuda_matmul_size(8192) == 8192);
+  CHECK(accel::machine::matmul_method(4096, 0.3).rfind("torch::matmul of two random 4096x4096 matrices", 0) == 0);
 }
 
 TEST_CASE("kernels: the adam kernel updates bitwise the same on every ISA and thread count") {

@@ -4,14 +4,16 @@
 // process may use; beyond 8, powers of two and N), and on a GPU the same in
 // fp32/tf32-off, bf16 and fp16. Stored by machine id, by default at
 // results/peaks/<machine-id>.json:
-// {"machine_id", "measured_at", "method", "size", "env",
+// {"machine_id", "measured_at", "method", "size", "env",   (method, size: the CPU's)
 //  "cpu": {"fp32": {"1": GFLOP/s, "2": ...}, "bf16": {...}},
-//  "cuda": {"name", "fp32": GFLOP/s, "bf16": ..., "fp16": ...}}   (cuda only with a GPU)
+//  "cuda": {"name", "size", "method", "fp32": GFLOP/s, "bf16": ..., "fp16": ...}}
+//  (cuda only with a GPU, at its own size: cuda_matmul_size)
 #pragma once
 
 #include <filesystem>
 #include <functional>
 #include <ostream>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -28,6 +30,13 @@ struct CalibrateOptions {
 };
 
 nlohmann::json calibrate(const CalibrateOptions& opts);
+
+// A GPU's matmuls are timed at `size` or 4096, whichever is larger: at 1024
+// the launch and the tail of a wave weigh on an H100-class GPU's rate.
+inline constexpr int kCudaMatmulMinSize = 4096;
+int cuda_matmul_size(int size);
+// calibration.json's "method" for matmuls of side `size`.
+std::string matmul_method(int size, double min_seconds);
 
 // `accel-bench calibrate --comm`: the collectives accel-bench trains with
 // (all-reduce, all-gather, reduce-scatter of float32 buffers, 4 KiB to

@@ -52,11 +52,12 @@ torch::Tensor dropout(const torch::Tensor& x, double p, bool training);
 void set_attention_impl(AttentionImpl impl);
 AttentionImpl attention_impl();
 
-// What Auto runs here for a CPU model without attention dropout:
-// "fused-cpu (avx512+bf16)", "fused-cpu (avx512)", "fused-cpu (avx2+fma)",
-// "fused-cpu (baseline)", "sdpa (explicit for bf16 on a CPU)" or "explicit".
-// Recorded in every result's env block.
-std::string attention_kernel_name();
+// What Auto runs here for a model on `device` without attention dropout. On
+// a CPU: "fused-cpu (avx512+bf16)", "fused-cpu (avx512)", "fused-cpu
+// (avx2+fma)", "fused-cpu (baseline)", "sdpa (explicit for bf16 on a CPU)"
+// or "explicit"; on a GPU: "sdpa (ATen picks flash, memory-efficient, cuDNN
+// or math)" or "explicit". Recorded in every result's env block.
+std::string attention_kernel_name(c10::DeviceType device = c10::DeviceType::CPU);
 
 // True when the fused kernel takes this in-projection output: CPU, float32 or
 // bfloat16, [B, S, 3D] with D divisible by heads, and no dropout to apply.
