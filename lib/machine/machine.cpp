@@ -85,8 +85,12 @@ std::string machine_id(const nlohmann::json& env, const std::string& isa) {
   if (gpus > 0) {
     id = slug(gpu.empty() ? "gpu" : gpu) + "-x" + std::to_string(gpus);
   } else {
-    id = slug(str_at(env, "cpu_model", "unknown-cpu")) + "-" +
-         std::to_string(int(num_at(env, "cores").value_or(0))) + "c";
+    id = slug(str_at(env, "cpu_model", "unknown-cpu"));
+    // The class tells apart CPUs a generic model name does not (a VM's "AMD
+    // EPYC" is a Zen 4 or a Zen 5); an env recorded before it was kept has
+    // none, and its id reads as it always did.
+    if (const auto cls = slug(str_at(env, "cpu_class")); !str_at(env, "cpu_class").empty()) id += "-" + cls;
+    id += "-" + std::to_string(int(num_at(env, "cores").value_or(0))) + "c";
     if (!isa.empty()) id += "-" + isa;
   }
   id += "-lt" + str_at(env, "libtorch_version", "unknown");

@@ -2,9 +2,11 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -47,6 +49,84 @@ CpuFeatures parse_cpu_flags(const std::string& flags) {
   CpuFeatures c;
   for (const auto& f : kFlags) c.*f.member = set.count(f.name) > 0;
   return c;
+}
+
+namespace {
+
+// The value of a "key\t: value" line of /proc/cpuinfo, or nullopt for another key.
+std::optional<std::string> cpuinfo_value(const std::string& line, const std::string& key) {
+  if (line.compare(0, key.size(), key) != 0) return std::nullopt;
+  size_t i = key.size();
+  while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+  if (i >= line.size() || line[i] != ':') return std::nullopt;  // a longer key ("model name")
+  ++i;
+  while (i < line.size() && line[i] == ' ') ++i;
+  return line.substr(i);
+}
+
+int cpuinfo_number(const std::string& v) {
+  if (v.empty() || v.size() > 6 || !std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return -1;
+  }
+  return std::stoi(v);
+}
+
+}  // namespace
+
+CpuIdentity parse_cpuinfo(const std::string& text) {
+  CpuIdentity out;
+  std::istringstream in(text);
+  std::string line;
+  bool seen_processor = false;
+  while (std::getline(in, line)) {
+    if (cpuinfo_value(line, "processor")) {
+      if (seen_processor) break;  // the first processor's block only
+      seen_processor = true;
+    } else if (auto v = cpuinfo_value(line, "vendor_id")) {
+      out.vendor = *v;
+    } else if (auto v = cpuinfo_value(line, "cpu family")) {
+      out.family = cpuinfo_number(*v);
+    } else if (auto v = cpuinfo_value(line, "model name")) {
+      out.model_name = *v;
+    } else if (auto v = cpuinfo_value(line, "model")) {
+      out.model = cpuinfo_number(*v);
+    }
+  }
+  return out;
+}
+
+CpuIdentity cpu_identity() {
+  static const CpuIdentity cpu = [] {
+    std::ifstream in("/proc/cpuinfo");
+    std::ostringstream text;
+    text << in.rdbuf();
+    return parse_cpuinfo(text.str());
+  }();
+  return cpu;
+}
+
+std::string cpu_class(const CpuIdentity& cpu) {
+  if (cpu.family < 0) return "";
+  const int m = cpu.model;
+  auto in = [m](int lo, int hi) { return m >= lo && m <= hi; };
+  if (cpu.vendor == "AuthenticAMD") {
+    if (cpu.family == 0x17) return m >= 0x30 ? "zen2" : "zen";
+    if (cpu.family == 0x19) return in(0x10, 0x1F) || in(0x60, 0x7F) || in(0xA0, 0xAF) ? "zen4" : "zen3";
+    if (cpu.family == 0x1A) return "zen5";
+  } else if (cpu.vendor == "GenuineIntel" && cpu.family == 6) {
+    switch (m) {
+      case 0x3F: return "haswell-x";
+      case 0x4F: return "broadwell-x";
+      case 0x55: return "skylake-x";  // Skylake, Cascade Lake and Cooper Lake servers
+      case 0x6A: case 0x6C: return "icelake-x";
+      case 0x8F: return "sapphirerapids";
+      case 0xCF: return "emeraldrapids";
+      case 0xAD: case 0xAE: return "graniterapids";
+      case 0xAF: return "sierraforest";
+      default: break;
+    }
+  }
+  return "f" + std::to_string(cpu.family) + "m" + std::to_string(m);
 }
 
 bool cpu_flags_overridden() { return std::getenv("ACCEL_CPU_FLAGS") != nullptr; }

@@ -202,6 +202,13 @@ nlohmann::json environment(int threads) {
   env["libtorch_version"] = compat::torch_version();
   env["compiler"] = ACCEL_CXX_COMPILER;
   env["cpu_model"] = cpu_model();
+  // Which CPU class, where cpuinfo says (the machine id names it).
+  if (const auto cpu = cpu_identity(); cpu.family >= 0) {
+    env["cpu_vendor"] = cpu.vendor;
+    env["cpu_family"] = cpu.family;
+    env["cpu_model_number"] = cpu.model;
+    env["cpu_class"] = cpu_class(cpu);
+  }
   env["cpu_features"] = cpu_features().names();
   if (cpu_flags_overridden()) env["cpu_flags_overridden"] = true;
   env["cores"] = available_cores();

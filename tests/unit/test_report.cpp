@@ -346,6 +346,45 @@ TEST_CASE("machine id: hardware, precision-relevant ISA and LibTorch version") {
   CHECK(machine_id(gpu, "avx2") == "nvidia-h200-x8-lt2.6.0-cu12.4");
 }
 
+TEST_CASE("machine id: a Zen 4 and a Zen 5 of one generic model name get two ids, and an env without the class keeps its old id") {
+  using accel::metrics::cpu_class;
+  using accel::metrics::parse_cpuinfo;
+  // /proc/cpuinfo of two 2-vCPU cloud VMs that both say "AMD EPYC" and both have AVX512-BF16.
+  const std::string zen4 =
+      "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\n"
+      "model name\t: AMD EPYC\nflags\t\t: fpu avx2 avx512f avx512_bf16\n\n"
+      "processor\t: 1\nvendor_id\t: AuthenticAMD\ncpu family\t: 99\nmodel\t\t: 99\n";
+  const std::string zen5 =
+      "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 26\nmodel\t\t: 2\n"
+      "model name\t: AMD EPYC\nflags\t\t: fpu avx2 avx512f avx512_bf16\n";
+  const auto a = parse_cpuinfo(zen4), b = parse_cpuinfo(zen5);
+  CHECK(a.vendor == "AuthenticAMD");
+  CHECK(a.family == 25);  // the first processor's, not the second's
+  CHECK(a.model == 17);
+  CHECK(a.model_name == "AMD EPYC");
+  CHECK(cpu_class(a) == "zen4");
+  CHECK(cpu_class(b) == "zen5");
+  CHECK(cpu_class(parse_cpuinfo("vendor_id : AuthenticAMD\ncpu family : 25\nmodel : 1\n")) == "zen3");
+  CHECK(cpu_class(parse_cpuinfo("vendor_id : GenuineIntel\ncpu family : 6\nmodel : 143\n")) == "sapphirerapids");
+  CHECK(cpu_class(parse_cpuinfo("vendor_id : GenuineIntel\ncpu family : 6\nmodel : 207\n")) == "emeraldrapids");
+  CHECK(cpu_class(parse_cpuinfo("vendor_id : GenuineIntel\ncpu family : 6\nmodel : 250\n")) == "f6m250");
+  CHECK(cpu_class(parse_cpuinfo("processor : 0\nBogoMIPS : 50.00\n")).empty());  // no family (arm64)
+  auto env_of = [](const accel::metrics::CpuIdentity& c) {
+    return Json{{"cpu_model", c.model_name}, {"cores", 2}, {"gpu_count", 0}, {"libtorch_version", "1.13.0"},
+                {"cpu_vendor", c.vendor}, {"cpu_family", c.family}, {"cpu_model_number", c.model},
+                {"cpu_class", cpu_class(c)}};
+  };
+  const auto id4 = machine_id(env_of(a), "avx512bf16"), id5 = machine_id(env_of(b), "avx512bf16");
+  CHECK(id4 == "amd-epyc-zen4-2c-avx512bf16-lt1.13.0");
+  CHECK(id5 == "amd-epyc-zen5-2c-avx512bf16-lt1.13.0");
+  // A result.json's env from before the class was recorded: the id it had,
+  // which neither class's id equals (a sweep does not call it this machine's).
+  const Json old = {{"cpu_model", "AMD EPYC"}, {"cores", 2}, {"gpu_count", 0}, {"libtorch_version", "1.13.0"}};
+  CHECK(machine_id(old, "avx512bf16") == "amd-epyc-2c-avx512bf16-lt1.13.0");
+  CHECK(machine_id(old, "avx512bf16") != id4);
+  CHECK(machine_id(old, "avx512bf16") != id5);
+}
+
 TEST_CASE("cpu features: the precision-relevant flags of a cpuinfo line, in a fixed order") {
   using accel::metrics::parse_cpu_flags;
   const auto amx = parse_cpu_flags(" fpu avx2 fma avx512f avx512_bf16 amx_bf16 amx_tile sse4_2");

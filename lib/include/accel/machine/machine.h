@@ -22,8 +22,13 @@ std::string isa_tag(const std::string& cpu_flags);
 std::string slug(const std::string& text);
 
 // The id from facts: an environment block as result.json's "env" (cpu_model,
-// cores, libtorch_version, gpu_count, and when present gpu_name / gpu_model /
-// gpus[0].name / cuda_version) plus the ISA tag.
+// cores, libtorch_version, gpu_count, and when present cpu_class, gpu_name /
+// gpu_model / gpus[0].name / cuda_version) plus the ISA tag. A CPU machine:
+// "<model name>-<class>-<cores>c-<isa>-lt<libtorch>", e.g.
+// "amd-epyc-zen4-2c-avx512bf16-lt1.13.0"; an env without cpu_class (recorded
+// before the class was kept) gives the id it always gave, without it
+// ("amd-epyc-2c-avx512bf16-lt1.13.0"), which no machine that knows its class
+// matches. A GPU machine: "<gpu>-x<count>-lt<libtorch>-cu<cuda>".
 std::string machine_id(const nlohmann::json& env, const std::string& isa);
 
 // This machine: {"id", "env" (accel::metrics::environment), "isa", "cpu_flags_of_note"}.

@@ -33,6 +33,27 @@ std::string cpu_flags_line();
 bool cpu_flags_overridden();
 CpuFeatures cpu_features();
 
+// Which CPU this is, from /proc/cpuinfo's first processor: "vendor_id",
+// "cpu family" and "model" (numbers; -1 where absent, as on some arm64
+// kernels) and "model name". A cloud VM's model name is often generic ("AMD
+// EPYC", "Intel Xeon Processor"), so the family and model are what tell a
+// Zen 4 from a Zen 5 or a Sapphire Rapids from an Emerald Rapids, whose
+// kernels and speeds differ.
+struct CpuIdentity {
+  std::string vendor, model_name;
+  int family = -1, model = -1;
+};
+CpuIdentity parse_cpuinfo(const std::string& text);
+CpuIdentity cpu_identity();  // this machine's (read once)
+
+// The CPU's microarchitecture class: "zen2" ... "zen5" for AMD families 0x17
+// to 0x1A, "skylake-x", "icelake-x", "sapphirerapids", "emeraldrapids",
+// "graniterapids" and others for Intel family 6 server models (Linux's
+// arch/x86/include/asm/intel-family.h; AMD's family/model ranges from its
+// processor programming references), "f<family>m<model>" for one not in the
+// table, "" when the family is not known.
+std::string cpu_class(const CpuIdentity& cpu);
+
 // How a precision runs on a device type ("cpu", "cuda"):
 //   support "native" | "emulated"; warning is one line ("" when native) that
 //   says what to expect and what to use instead.
