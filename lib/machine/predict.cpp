@@ -16,8 +16,13 @@ namespace accel::machine {
 
 std::string format_double(const char* format, double v) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
+  const int n = std::snprintf(buf, sizeof buf, format, v);
+  if (n < 0) return "";
+  if (size_t(n) < sizeof buf) return buf;
+  std::string out(size_t(n) + 1, '\0');  // longer than the buffer: never cut a sentence short
+  std::snprintf(out.data(), out.size(), format, v);
+  out.resize(size_t(n));
+  return out;
 }
 
 namespace {

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <set>
 
+#include "accel/models/catalog.h"
 #include "accel/results/compare.h"
 #include "accel/util/json_doc.h"
 
@@ -138,6 +139,10 @@ void describe_config(RungRow& row, const RungRuns& r) {
     const auto init = run.config.contains("model") ? run.config["model"].value("init", Json("random"))
                                                    : Json("random");
     row.pretrained = !(init.is_string() && init.get<std::string>() == "random");
+    row.family = clean_text(str_at(run.config, "model/arch"), 200);
+    if (row.family.empty()) {
+      if (const auto* f = models::family_of_preset(str_at(run.config, "model/preset"))) row.family = f->arch;
+    }
     return;
   }
 }
@@ -148,15 +153,22 @@ void reference_figures(RungRow& row, const Json& reference) {
   row.ref_time_min = num_at(reference, key + "/time_min");
   row.ref_acc_pct = num_at(reference, key + "/test_acc_pct");
   row.ref_mem_gb = num_at(reference, key + "/memory_gb");
-  const auto scratch = num_at(reference, "rungs/00/time_min");
-  if (scratch && row.ref_time_min && *row.ref_time_min > 0) {
-    row.ref_speedup_scratch = *scratch / *row.ref_time_min;
+}
+
+// The article's speedup between the same two rungs as ours: the article's
+// time of `from`'s article rung over `to`'s.
+OptNum article_speedup(const RungRow& from, const RungRow& to) {
+  if (from.article.empty() || to.article.empty() || !from.ref_time_min || !to.ref_time_min ||
+      !(*to.ref_time_min > 0)) {
+    return std::nullopt;
   }
-  const auto base_key = str_at(reference, "speedup_base", "");
-  const auto base = base_key.empty() ? OptNum() : num_at(reference, "rungs/" + base_key + "/time_min");
-  if (base && row.ref_time_min && *row.ref_time_min > 0) {
-    row.ref_speedup_base = *base / *row.ref_time_min;
-  }
+  return *from.ref_time_min / *to.ref_time_min;
+}
+
+// Two rungs a speedup may be taken between: the same model family (or one
+// not known, as in results written before model.arch was resolved).
+bool same_family(const RungRow& a, const RungRow& b) {
+  return a.family.empty() || b.family.empty() || a.family == b.family;
 }
 
 RungRow make_row(const RungRuns& r, const ResultSet& set, const PeakTable& peaks,
@@ -177,6 +189,10 @@ RungRow make_row(const RungRuns& r, const ResultSet& set, const PeakTable& peaks
     ++row.ok_runs;
     only = &run;
     if (run.step_ms_median) step.push_back(*run.step_ms_median);
+    row.most_steps = std::max(row.most_steps, run.steps);
+    if (run.step_ms_median && run.batch_size && *run.batch_size > 0 && run.world_size > 0) {
+      row.steady_values.push_back(*run.step_ms_median / 1000.0 / double(*run.batch_size * run.world_size));
+    }
     if (!run.peak_memory_bytes.empty()) {
       mem_max.push_back(*std::max_element(run.peak_memory_bytes.begin(), run.peak_memory_bytes.end()) / 1e9);
     }
@@ -199,8 +215,9 @@ RungRow make_row(const RungRuns& r, const ResultSet& set, const PeakTable& peaks
     }
   }
   row.status = status_of(r, row.ok_runs);
-  row.time_values = time;
+  row.time_values = row.speed_values = time;
   row.time_s = stat_of(time);
+  row.speed = row.time_s.median;
   row.acc = stat_of(acc);
   row.ips_total = stat_of(total);
   row.ips_device = stat_of(device);
@@ -230,7 +247,8 @@ RungRow make_row(const RungRuns& r, const ResultSet& set, const PeakTable& peaks
 }
 
 // The rung speedup_base is relative to: the one running the reference's
-// "speedup_base" rung, else the first pretrained one; its time must be known.
+// "speedup_base" rung, else the first pretrained one; its speed must be
+// known. Rungs of another model family get none.
 std::string add_base_speedups(std::vector<RungRow>& rows, const Json& reference) {
   const auto key = reference.is_object() ? str_at(reference, "speedup_base", "") : std::string();
   const RungRow* base = nullptr;
@@ -238,47 +256,71 @@ std::string add_base_speedups(std::vector<RungRow>& rows, const Json& reference)
     if (!key.empty() && r.article == key) base = &r;
   }
   for (const auto& r : rows) {
-    if (base == nullptr && r.pretrained && r.comparable && r.time_s.median) base = &r;
+    if (base == nullptr && r.pretrained && r.comparable && r.speed) base = &r;
   }
-  if (base == nullptr || !base->time_s.median || *base->time_s.median <= 0) return "";
+  if (base == nullptr || !base->speed || *base->speed <= 0) return "";
   for (auto& r : rows) {
-    if (r.comparable && r.time_s.median && *r.time_s.median > 0) {
-      r.speedup_base = *base->time_s.median / *r.time_s.median;
-    }
+    if (!same_family(*base, r)) continue;
+    r.ref_speedup_base = article_speedup(*base, r);
+    if (r.comparable && r.speed && *r.speed > 0) r.speedup_base = *base->speed / *r.speed;
   }
   return base->id;
 }
 
-void add_speedups(std::vector<RungRow>& rows) {
-  // Scratch is the article's rung 00 when named, else the first rung.
-  const RungRow* scratch = nullptr;
-  for (const auto& r : rows) {
-    if (r.article == "00") scratch = &r;
+// Scratch for a rung: the first rung of its family running the article's
+// rung 00, else its family's first rung that has a run (a rung that needs
+// what this machine lacks ran nothing, and its family is not known).
+const RungRow* scratch_of(const std::vector<RungRow>& rows, const RungRow& r) {
+  for (const auto& s : rows) {
+    if (s.article == "00" && s.runs > 0 && same_family(s, r)) return &s;
   }
-  if (scratch == nullptr && !rows.empty()) scratch = &rows.front();
-  const RungRow* prev = nullptr;
-  for (auto& r : rows) {
-    if (!r.comparable || !r.time_s.median || *r.time_s.median <= 0) continue;
-    if (scratch != nullptr && scratch->time_s.median) {
-      r.speedup_scratch = *scratch->time_s.median / *r.time_s.median;
+  for (const auto& s : rows) {
+    if (s.runs > 0 && same_family(s, r)) return &s;
+  }
+  return nullptr;
+}
+
+// Each rung's speedups vs its scratch and the rung before (the last earlier
+// comparable rung of its family with a speed), and the article's between the
+// same two rungs.
+void add_speedups(std::vector<RungRow>& rows) {
+  for (size_t i = 0; i < rows.size(); ++i) {
+    auto& r = rows[i];
+    const RungRow* scratch = scratch_of(rows, r);
+    const RungRow* prev = nullptr;
+    for (size_t j = 0; j < i; ++j) {
+      const auto& p = rows[j];
+      if (p.comparable && p.speed && *p.speed > 0 && same_family(p, r)) prev = &p;
     }
-    if (prev != nullptr) r.speedup_prev = *prev->time_s.median / *r.time_s.median;
-    prev = &r;
+    if (scratch != nullptr) {
+      r.scratch_id = scratch->id;
+      r.ref_speedup_scratch = article_speedup(*scratch, r);
+    }
+    if (prev != nullptr) {
+      r.prev_id = prev->id;
+      r.ref_speedup_prev = article_speedup(*prev, r);
+    }
+    if (!r.comparable || !r.speed || *r.speed <= 0) continue;
+    if (scratch != nullptr && scratch->speed && *scratch->speed > 0) r.speedup_scratch = *scratch->speed / *r.speed;
+    if (prev != nullptr) r.speedup_prev = *prev->speed / *r.speed;
   }
 }
 
-// A speedup (BASE's training time over ROW's) with its 95% interval, from
-// the runs' training times: Welch's t on the logs with repeats; a one-run
-// side takes this machine's measured noise (calibrate --noise) where known,
-// else the documented run-to-run floor (stats::kRunToRunFloorLog), so one
-// run a side never claims more than runs show.
-std::optional<RungRow::SpeedupInterval> speedup_interval(const RungRow& base, const RungRow& row, const Json& noise) {
-  if (base.time_values.empty() || row.time_values.empty()) return std::nullopt;
+// A speedup (BASE's speed over ROW's: training times, or steady steps per
+// sample) with its 95% interval, from the runs' values: Welch's t on the logs
+// with repeats; a one-run side takes this machine's measured noise of that
+// measure (calibrate --noise) where known, else the documented run-to-run
+// floor (stats::kRunToRunFloorLog), so one run a side never claims more than
+// runs show.
+std::optional<RungRow::SpeedupInterval> speedup_interval(const RungRow& base, const RungRow& row, const Json& noise,
+                                                         const std::string& measure) {
+  if (base.speed_values.empty() || row.speed_values.empty()) return std::nullopt;
   stats::Sample b, o;
-  b.values = base.time_values;
-  o.values = row.time_values;
-  const auto sd = num_at(noise, "machine/training time/sd");
-  const auto runs = num_at(noise, "machine/training time/runs");
+  b.values = base.speed_values;
+  o.values = row.speed_values;
+  const std::string noise_key = measure == kSpeedSteadyStep ? "step time" : "training time";
+  const auto sd = num_at(noise, "machine/" + noise_key + "/sd");
+  const auto runs = num_at(noise, "machine/" + noise_key + "/runs");
   if (sd && runs && std::isfinite(*sd) && *runs >= 2) {
     b.noise_sd_log = o.noise_sd_log = std::max(*sd, kNoiseFloorLog);
     b.noise_runs = o.noise_runs = int(bounded_int(*runs, 2, 1 << 20));
@@ -302,22 +344,39 @@ std::optional<RungRow::SpeedupInterval> speedup_interval(const RungRow& base, co
 }
 
 void add_speedup_intervals(Report& rep) {
-  const RungRow* scratch = nullptr;
-  for (const auto& r : rep.rungs) {
-    if (r.article == "00") scratch = &r;
-  }
-  if (scratch == nullptr && !rep.rungs.empty()) scratch = &rep.rungs.front();
-  const RungRow* base = nullptr;
-  for (const auto& r : rep.rungs) {
-    if (r.id == rep.speedup_base) base = &r;
-  }
-  const RungRow* prev = nullptr;
+  auto find = [&](const std::string& id) -> const RungRow* {
+    for (const auto& r : rep.rungs) {
+      if (!id.empty() && r.id == id) return &r;
+    }
+    return nullptr;
+  };
+  const RungRow* base = find(rep.speedup_base);
   for (auto& r : rep.rungs) {
-    if (!r.comparable || r.time_values.empty()) continue;
-    if (r.speedup_scratch && scratch != nullptr) r.speedup_scratch_iv = speedup_interval(*scratch, r, rep.noise);
-    if (r.speedup_prev && prev != nullptr) r.speedup_prev_iv = speedup_interval(*prev, r, rep.noise);
-    if (r.speedup_base && base != nullptr) r.speedup_base_iv = speedup_interval(*base, r, rep.noise);
-    prev = &r;
+    if (!r.comparable || r.speed_values.empty()) continue;
+    // A rung is its own scratch at exactly 1x: no interval to give.
+    const RungRow* scratch = r.scratch_id == r.id ? nullptr : find(r.scratch_id);
+    const RungRow* prev = find(r.prev_id);
+    const auto& m = rep.speed_measure;
+    if (r.speedup_scratch && scratch != nullptr) r.speedup_scratch_iv = speedup_interval(*scratch, r, rep.noise, m);
+    if (r.speedup_prev && prev != nullptr) r.speedup_prev_iv = speedup_interval(*prev, r, rep.noise, m);
+    if (r.speedup_base && base != nullptr) r.speedup_base_iv = speedup_interval(*base, r, rep.noise, m);
+  }
+}
+
+// Where every comparable rung ran a fixed small number of steps, each with
+// a steady step per sample, the speedups divide those (kFixedStepsMax).
+void choose_speed_measure(Report& rep) {
+  int rungs = 0;
+  for (const auto& r : rep.rungs) {
+    if (!r.comparable || r.ok_runs == 0) continue;
+    ++rungs;
+    if (r.most_steps <= 0 || r.most_steps > kFixedStepsMax || int(r.steady_values.size()) != r.ok_runs) return;
+  }
+  if (rungs == 0) return;
+  rep.speed_measure = kSpeedSteadyStep;
+  for (auto& r : rep.rungs) {
+    r.speed_values = r.steady_values;
+    r.speed = stats::summarize(r.steady_values) ? OptNum(stats::median(r.steady_values)) : std::nullopt;
   }
 }
 
@@ -348,6 +407,7 @@ Report build_report(const ResultSet& set, const PeakTable& peaks) {
   std::set<std::string> sources;
   for (const auto& r : set.upstream) rep.upstream.push_back(make_row(r, set, peaks, sources));
   for (const auto& r : set.rungs) rep.rungs.push_back(make_row(r, set, peaks, sources));
+  choose_speed_measure(rep);
   add_speedups(rep.rungs);
   rep.speedup_base = add_base_speedups(rep.rungs, set.reference);
   rep.notes.push_back(machine_note(set));
@@ -361,22 +421,40 @@ Report build_report(const ResultSet& set, const PeakTable& peaks) {
   add_speedup_intervals(rep);
   {
     int fewest = 0, most = 0;
+    int64_t steps = 0;
+    std::set<std::string> families;
     for (const auto& r : rep.rungs) {
-      if (r.time_values.empty()) continue;
-      const int n = int(r.time_values.size());
+      if (!r.family.empty() && r.ok_runs > 0) families.insert(r.family);
+      if (r.speed_values.empty()) continue;
+      const int n = int(r.speed_values.size());
       fewest = fewest == 0 ? n : std::min(fewest, n);
       most = std::max(most, n);
+      steps = std::max(steps, r.most_steps);
     }
+    const bool steady = rep.speed_measure == kSpeedSteadyStep;
     if (most > 0) {
       rep.notes.push_back(
-          "Speedups: the ratio of training times (the median of " +
+          std::string(steady ? "Speedups: the ratio of the rungs' steady steps per sample (each run's median step "
+                               "after warm-up over its batch and ranks; the median of "
+                             : "Speedups: the ratio of training times (the median of ") +
           (fewest == most ? std::to_string(most) : std::to_string(fewest) + " to " + std::to_string(most)) +
           " ok run(s) a rung) with its 95% interval: Welch's t on the logs where both rungs have 2 or more runs, "
           "the other's spread where one has a single run, and with one run each " +
           (rep.noise.is_object() ? std::string("this machine's measured noise (calibrate --noise)")
                                  : machine::format_double("a %.0f%% run-to-run floor a side (this machine's "
                                                           "noise not measured)", stats::kRunToRunFloorLog * 100)) +
-          "; *same within noise* where the interval holds 1, *faster* or *slower* where it lies beyond.");
+          "; *same within noise* where the interval holds 1, *faster* or *slower* where it lies beyond." +
+          (steady ? " Every rung ran at most " + std::to_string(steps) +
+                        " steps, so a training time is mostly warm-up, setup and first-step work: it is shown, "
+                        "not divided."
+                  : std::string()));
+    }
+    if (families.size() > 1) {
+      std::string names;
+      for (const auto& f : families) names += (names.empty() ? "" : ", ") + f;
+      rep.notes.push_back("The set holds rungs of " + std::to_string(families.size()) + " model families (" + names +
+                          "): a speedup is only taken between two rungs of one family, each family's first rung "
+                          "its scratch; other work is not faster or slower, only different.");
     }
   }
   if (sources.empty()) {

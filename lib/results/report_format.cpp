@@ -175,10 +175,10 @@ std::string report_markdown(const Report& r) {
         "| train time | vs scratch | vs prev | vs " << base << " | test acc | peak mem/rank | "
      << per << "/device | " << per << " total | " << (text ? "tokens/s | " : "") << "MFU | "
      << target
-     << " | status | article time | article vs scratch | article vs its " << base
+     << " | status | article time | article vs scratch | article vs prev | article vs its " << base
      << " | article acc | article mem |\n"
      << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|" << (text ? "---|" : "")
-     << "---|---|---|---|---|---|---|\n";
+     << "---|---|---|---|---|---|---|---|\n";
   for (const auto& row : r.rungs) {
     md << "| " << escape_md(row.id) << " | " << (row.article.empty() ? "-" : escape_md(row.article))
        << " | " << escape_md(row.changes) << " | "
@@ -195,7 +195,8 @@ std::string report_markdown(const Report& r) {
        << (row.mfu.median ? fmt_num(*row.mfu.median * 100, "%.1f%%") : "n/a") << " | "
        << (set.target_accuracy ? ttt_cell(row, minutes) : "-") << " | " << escape_md(row.status) << " | "
        << fmt_num(row.ref_time_min, "%.2f min") << " | " << speedup(row.ref_speedup_scratch)
-       << " | " << speedup(row.ref_speedup_base) << " | " << fmt_num(row.ref_acc_pct, "%.2f%%") << " | "
+       << " | " << speedup(row.ref_speedup_prev) << " | " << speedup(row.ref_speedup_base) << " | "
+       << fmt_num(row.ref_acc_pct, "%.2f%%") << " | "
        << fmt_num(row.ref_mem_gb, "%.2f GB") << " |\n";
   }
   if (!r.upstream.empty()) {
@@ -279,7 +280,7 @@ std::string report_csv(const Report& r) {
          "test_acc,test_acc_min,test_acc_max,peak_memory_bytes_per_rank,images_per_s_per_device,"
          "images_per_s_total,mfu,time_to_target_s,status,article_time_min,"
          "article_speedup_vs_scratch,article_test_acc_pct,article_memory_gb,speedup_vs_base,"
-         "article_speedup_vs_base,tokens_per_s_total\n";
+         "article_speedup_vs_base,tokens_per_s_total,article_speedup_vs_prev,speedup_measure\n";
   for (const auto* rows : {&r.upstream, &r.rungs}) {
     for (const auto& row : *rows) {
       std::string mem;
@@ -298,7 +299,8 @@ std::string report_csv(const Report& r) {
           << csv_field(row.status) << "," << csv_num(row.ref_time_min) << ","
           << csv_num(row.ref_speedup_scratch) << "," << csv_num(row.ref_acc_pct) << ","
           << csv_num(row.ref_mem_gb) << "," << csv_num(row.speedup_base) << ","
-          << csv_num(row.ref_speedup_base) << "," << csv_num(row.tokens_total.median) << "\n";
+          << csv_num(row.ref_speedup_base) << "," << csv_num(row.tokens_total.median) << ","
+          << csv_num(row.ref_speedup_prev) << "," << (row.upstream ? "" : r.speed_measure) << "\n";
     }
   }
   return csv.str();

@@ -155,8 +155,85 @@ TEST_CASE("report: speedups vs scratch and vs the rung before, and the article's
   CHECK(*row(rep, "01-finetune").ref_speedup_scratch == doctest::Approx(3.0));
   CHECK_FALSE(row(rep, "04-bf16").ref_time_min.has_value());  // not in the reference
   const auto md = report_markdown(rep);
-  CHECK(has(md, "| 20.00 min | 3.00x | n/a | 95.00% | 3.70 GB |"));
+  CHECK(has(md, "| article vs scratch | article vs prev | article vs its first pretrained |"));
+  CHECK(has(md, "| 20.00 min | 3.00x | 3.00x | n/a | 95.00% | 3.70 GB |"));
   CHECK(has(md, "Article figures: test source"));
+}
+
+TEST_CASE("report: a set whose rungs ran a fixed few steps ranks them by the steady step per sample and says so") {
+  accel_test::TempDir tmp;
+  // A GPU check's shape: 40 steps a rung, training times mostly warm-up
+  // (3.06 s, 2.78 s, 1.42 s) where the steps are 46.8, 23.06 and 14.0 ms.
+  FakeRun fp32, bf16, graphs;
+  fp32.time_s = 3.06, bf16.time_s = 2.78, graphs.time_s = 1.42;
+  fp32.steps = report_test::steady_steps(46.8, 40), bf16.steps = report_test::steady_steps(23.06, 40),
+  graphs.steps = report_test::steady_steps(14.0, 40);
+  for (auto* f : {&fp32, &bf16, &graphs}) f->steps_run = 40;
+  SetBuilder(tmp.path / "few").rung("00-32-true", "", {fp32}).rung("01-bf16", "", {bf16}).rung("02-graphs", "", {graphs}).write();
+  auto rep = build_report(load_result_set(tmp.path / "few"), PeakTable{});
+  CHECK(rep.speed_measure == "steady step");
+  const double fp32_step = *row(rep, "00-32-true").speed, bf16_step = *row(rep, "01-bf16").speed;
+  CHECK(fp32_step == doctest::Approx(46.8 / 1000 / 16).epsilon(0.01));  // per sample of the batch of 16
+  CHECK(*row(rep, "01-bf16").speedup_prev == doctest::Approx(fp32_step / bf16_step));
+  CHECK(*row(rep, "01-bf16").speedup_prev == doctest::Approx(46.8 / 23.06).epsilon(0.02));  // not 3.06 / 2.78
+  CHECK(*row(rep, "02-graphs").speedup_scratch == doctest::Approx(46.8 / 14.0).epsilon(0.02));
+  REQUIRE(row(rep, "01-bf16").speedup_prev_iv);
+  CHECK(row(rep, "01-bf16").speedup_prev_iv->verdict == "faster");
+  const auto md = report_markdown(rep);
+  CHECK(has(md, "Speedups: the ratio of the rungs' steady steps per sample"));
+  CHECK(has(md, "Every rung ran at most 40 steps"));
+  CHECK(has(md, "a 3% run-to-run floor a side (this machine's noise not measured); *same"));  // not cut at 63 characters
+  CHECK(has(report_csv(rep), ",steady step\n"));
+  // The same rungs run 300 steps: their training times are divided.
+  for (auto* f : {&fp32, &bf16, &graphs}) f->steps_run = 300;
+  SetBuilder(tmp.path / "many").rung("00-32-true", "", {fp32}).rung("01-bf16", "", {bf16}).rung("02-graphs", "", {graphs}).write();
+  rep = build_report(load_result_set(tmp.path / "many"), PeakTable{});
+  CHECK(rep.speed_measure == "training time");
+  CHECK(*row(rep, "01-bf16").speedup_prev == doctest::Approx(3.06 / 2.78));
+  CHECK(has(report_markdown(rep), "Speedups: the ratio of training times"));
+}
+
+TEST_CASE("report: a speedup is never taken between two model families, each family's first rung its scratch") {
+  accel_test::TempDir tmp;
+  FakeRun a, b, text;
+  a.time_s = 600, b.time_s = 300, text.time_s = 100;
+  // Results of before model.arch was resolved read the family from the preset (vit_tiny_fmnist).
+  text.config_patch = {{"model", {{"arch", "bert"}, {"preset", "bert_base"}}}};
+  SetBuilder(tmp.path)
+      .reference(reference())
+      .rung("00-scratch", "00", {a})
+      .rung("01-vit", "01", {b})
+      .rung("05-bert", "", {text})
+      .write();
+  const auto rep = build_report(load_result_set(tmp.path), PeakTable{});
+  CHECK(row(rep, "01-vit").family == "vit");
+  CHECK(*row(rep, "01-vit").speedup_prev == doctest::Approx(2.0));
+  const auto& bert = row(rep, "05-bert");
+  CHECK(bert.family == "bert");
+  CHECK(bert.scratch_id == "05-bert");  // not the ViT's scratch
+  CHECK(*bert.speedup_scratch == doctest::Approx(1.0));
+  CHECK(bert.prev_id.empty());
+  CHECK_FALSE(bert.speedup_prev.has_value());  // not 3x "faster" than a ViT rung
+  CHECK_FALSE(bert.ref_speedup_scratch.has_value());
+  CHECK(has(report_markdown(rep), "The set holds rungs of 2 model families (bert, vit)"));
+}
+
+TEST_CASE("report: the article's speedups are between the same two rungs as ours") {
+  accel_test::TempDir tmp;
+  // A check whose first rung is the article's 03 (Fabric, 32-true) and whose second is its 04 (bf16).
+  auto ref = reference();
+  ref["rungs"]["03"] = {{"time_min", 18.49}};
+  ref["rungs"]["04"] = {{"time_min", 6.36}};
+  FakeRun fp32, bf16;
+  fp32.time_s = 300, bf16.time_s = 150;
+  SetBuilder(tmp.path).reference(ref).rung("00-32-true", "03", {fp32}).rung("01-bf16", "04", {bf16}).write();
+  const auto rep = build_report(load_result_set(tmp.path), PeakTable{});
+  const auto& r = row(rep, "01-bf16");
+  CHECK(*r.speedup_prev == doctest::Approx(2.0));
+  CHECK(*r.ref_speedup_prev == doctest::Approx(18.49 / 6.36));
+  // Our scratch is 00-32-true, so the article's "vs scratch" is its 03 over its 04, not its 00 over its 04.
+  CHECK(*r.ref_speedup_scratch == doctest::Approx(18.49 / 6.36));
+  CHECK(has(report_markdown(rep), "| 6.36 min | 2.91x | 2.91x | n/a |"));
 }
 
 TEST_CASE("report: the speedup chart is relative to the reference's speedup_base rung, else the first pretrained one") {

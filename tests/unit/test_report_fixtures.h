@@ -36,6 +36,7 @@ struct FakeRun {
   double test_samples = 0;  // work.test.samples when > 0
   std::string finished_at;  // when set, the run's end (UTC, ISO 8601)
   Json target;              // result.json's "target" (train.target) when set
+  int64_t steps_run = 0;    // result.json's "steps" (training steps) when > 0
 };
 
 // n step times around `ms`, spread +-rel, deterministic (no two alike).
@@ -88,6 +89,7 @@ inline Json fake_result(const FakeRun& f) {
     if (!after.empty()) r["step_time_ms"] = {{"median", after[after.size() / 2]}, {"count", after.size()}};
   }
   if (!f.finished_at.empty()) r["finished_at"] = f.finished_at;
+  if (f.steps_run > 0) r["steps"] = f.steps_run;
   if (!f.target.is_null()) r["target"] = f.target;
   if (f.test_samples > 0) r["work"] = {{"test", {{"samples", f.test_samples}, {"passes", 1}}}};
   r["epochs"] = Json::array();

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <optional>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -50,10 +51,25 @@ struct TargetScore {
 std::vector<TargetScore> score_to_target(const ResultSet& set);
 std::string target_markdown(const ResultSet& set, const std::vector<TargetScore>& scores);
 
+// What a set's speedups divide: each rung's training time, or, where every
+// rung ran a fixed small number of steps (at most kFixedStepsMax, as a GPU
+// check's 40), its steady step: the median step after warm-up per sample
+// (step time / (batch x ranks)). Such a run's training time is mostly its
+// warm-up, setup and first-step compilation, so the ratio of training times
+// says little of what a precision or a CUDA Graph buys per step.
+inline constexpr int64_t kFixedStepsMax = 100;
+inline constexpr const char* kSpeedTrainingTime = "training time";
+inline constexpr const char* kSpeedSteadyStep = "steady step";
+
 struct RungRow {
   std::string id, article, changes, status;
   bool upstream = false;
   int ok_runs = 0, runs = 0;
+  // The model family (model.arch, else its preset's; "" when unknown):
+  // speedups are never taken across two families (a BERT rung is no
+  // faster or slower than a ViT rung, only different work).
+  std::string family;
+  int64_t most_steps = 0;  // the most training steps an ok run took
   std::string devices_threads, precision, strategy;
   OptNum epochs;
   Stat time_s, acc, ips_total, ips_device, mfu, ttt_s;
@@ -62,8 +78,17 @@ struct RungRow {
   std::vector<double> mem_per_rank;  // median over ok repeats, per rank
   OptNum speedup_scratch, speedup_prev;
   std::vector<double> time_values;  // training time of each ok repeat (s)
-  // Each speedup's 95% interval (base time / this rung's, from the runs'
-  // training times) and its verdict: "faster", "slower" or "same within noise".
+  // Each ok repeat's steady step per sample (s): step_ms_median / (batch x
+  // ranks) / 1000; empty where a run has no step median or batch size.
+  std::vector<double> steady_values;
+  // The values the speedups divide (Report::speed_measure): time_values or
+  // steady_values; and their median.
+  std::vector<double> speed_values;
+  OptNum speed;
+  // The rungs "vs scratch" and "vs prev" are taken against ("" when none).
+  std::string scratch_id, prev_id;
+  // Each speedup's 95% interval (base speed / this rung's, from the runs'
+  // speed_values) and its verdict: "faster", "slower" or "same within noise".
   struct SpeedupInterval {
     stats::Interval iv;
     std::string verdict;
@@ -79,8 +104,11 @@ struct RungRow {
   OptNum cost, cost_per_point;  // report --price-per-hour: the median run's, and per test-accuracy point
   bool comparable = true;  // false: cut short on this machine; no speedup, no time to target
   std::string peak_source;
-  // The article's figures for the same rung (nullopt when it has none).
-  OptNum ref_time_min, ref_acc_pct, ref_mem_gb, ref_speedup_scratch, ref_speedup_base;
+  // The article's figures for the same rung (nullopt when it has none), and
+  // its speedups between the same two rungs as ours: the article's time of
+  // our scratch / prev / base rung's article rung over this one's (nullopt
+  // where either rung is not one of the article's).
+  OptNum ref_time_min, ref_acc_pct, ref_mem_gb, ref_speedup_scratch, ref_speedup_prev, ref_speedup_base;
   // Each measure over the ok repeats: median, IQR, CV, the 95% interval of
   // the mean; with one run, its step time's interval from its own steps.
   struct Spread {
@@ -108,6 +136,7 @@ struct Report {
   ResultSet set;
   std::vector<RungRow> upstream, rungs;
   std::string speedup_base;  // the rung speedup_base is relative to ("" when none)
+  std::string speed_measure = kSpeedTrainingTime;  // what the speedups divide (kSpeedSteadyStep)
   std::vector<std::string> notes;  // peaks used, failures, machine facts
   std::vector<std::string> unreadable;  // result.json files that exist but do not read: why
   std::vector<ScalingLine> scaling;     // predicted scaling of the multi-rank rungs

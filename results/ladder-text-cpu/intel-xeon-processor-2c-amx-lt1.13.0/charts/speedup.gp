@@ -3,19 +3,19 @@ set style data histograms
 set style histogram clustered gap 1
 set style fill solid 0.85 border -1
 set boxwidth 0.9
-set title "Training-time speedup per rung\nladder-text-cpu on intel-xeon-processor-2c-amx-lt1.13.0" noenhanced
-set ylabel "speedup vs t01-plain (x)"
-set xlabel "rung"
+set title 'Training-time speedup per rung'."\n".'ladder-text-cpu on intel-xeon-processor-2c-amx-lt1.13.0' noenhanced
+set ylabel 'speedup vs t01-plain (x)' noenhanced
+set xlabel 'rung'
 set yrange [0:*]
-set offsets 0,0,graph 0.12,0
+set offsets 0,0,graph 0.18,0
 set grid ytics
 set xtics rotate by -20 noenhanced nomirror
-set key top right noenhanced
+set key top left noenhanced
 set terminal svg size 960,540 dynamic font "sans,12" background "white"
-set output "/tmp/full/ladder-text-cpu/intel-xeon-processor-2c-amx-lt1.13.0/charts/speedup.svg"
-plot "/tmp/full/ladder-text-cpu/intel-xeon-processor-2c-amx-lt1.13.0/charts/speedup.csv" skip 1 using 2:xtic(1) title "this machine" lc rgb "#2b6cb0", '' skip 1 using 5 title "article (A100)" lc rgb "#dd6b20", '' skip 1 using ($0-1.0/6):2:($2<10 ? sprintf("%.2f",$2) : sprintf("%.1f",$2)) with labels offset 0,0.8 font ",10" notitle, '' skip 1 using ($0+1.0/6):5:($5<10 ? sprintf("%.2f",$5) : sprintf("%.1f",$5)) with labels offset 0,0.8 font ",10" notitle, '' skip 1 using ($0-1.0/6):(0):(strlen(strcol(2))==0 ? "n/a" : "") with labels offset 0,0.8 font ",9" tc rgb "#555555" notitle
+set output 'speedup.svg.part'
+plot 'speedup.csv' skip 1 using 2:xtic(1) title 'this machine' lc rgb '#2b6cb0', '' skip 1 using 5 title 'article (A100)' lc rgb '#dd6b20', '' skip 1 using ($0-1.0/6):2:($2<10 ? sprintf("%.2f",$2) : sprintf("%.1f",$2)) with labels rotate by 90 left offset 0,0.4 font ",9" notitle, '' skip 1 using ($0+1.0/6):5:($5<10 ? sprintf("%.2f",$5) : sprintf("%.1f",$5)) with labels rotate by 90 left offset 0,0.4 font ",9" notitle, '' skip 1 using ($0-1.0/6):(0):(valid(2) ? "" : "n/a") with labels rotate by 90 left offset 0,0.4 font ",8" tc rgb "#555555" notitle, '' skip 1 using ($0+1.0/6):(0):(valid(5) ? "" : "n/a") with labels rotate by 90 left offset 0,0.4 font ",8" tc rgb "#555555" notitle
 set output
 set terminal pngcairo size 960,540 font "sans,11"
-set output "/tmp/full/ladder-text-cpu/intel-xeon-processor-2c-amx-lt1.13.0/charts/speedup.png"
-plot "/tmp/full/ladder-text-cpu/intel-xeon-processor-2c-amx-lt1.13.0/charts/speedup.csv" skip 1 using 2:xtic(1) title "this machine" lc rgb "#2b6cb0", '' skip 1 using 5 title "article (A100)" lc rgb "#dd6b20", '' skip 1 using ($0-1.0/6):2:($2<10 ? sprintf("%.2f",$2) : sprintf("%.1f",$2)) with labels offset 0,0.8 font ",10" notitle, '' skip 1 using ($0+1.0/6):5:($5<10 ? sprintf("%.2f",$5) : sprintf("%.1f",$5)) with labels offset 0,0.8 font ",10" notitle, '' skip 1 using ($0-1.0/6):(0):(strlen(strcol(2))==0 ? "n/a" : "") with labels offset 0,0.8 font ",9" tc rgb "#555555" notitle
+set output 'speedup.png.part'
+plot 'speedup.csv' skip 1 using 2:xtic(1) title 'this machine' lc rgb '#2b6cb0', '' skip 1 using 5 title 'article (A100)' lc rgb '#dd6b20', '' skip 1 using ($0-1.0/6):2:($2<10 ? sprintf("%.2f",$2) : sprintf("%.1f",$2)) with labels rotate by 90 left offset 0,0.4 font ",9" notitle, '' skip 1 using ($0+1.0/6):5:($5<10 ? sprintf("%.2f",$5) : sprintf("%.1f",$5)) with labels rotate by 90 left offset 0,0.4 font ",9" notitle, '' skip 1 using ($0-1.0/6):(0):(valid(2) ? "" : "n/a") with labels rotate by 90 left offset 0,0.4 font ",8" tc rgb "#555555" notitle, '' skip 1 using ($0+1.0/6):(0):(valid(5) ? "" : "n/a") with labels rotate by 90 left offset 0,0.4 font ",8" tc rgb "#555555" notitle
 set output
