@@ -198,6 +198,8 @@ bool has_article(const Report& r) {
 }
 
 
+}  // namespace
+
 // Clustered bars: ours (and the article's) per rung, each labelled with its
 // value. With two series and gap 1 the bars sit at x -/+ 1/6.
 std::string gnuplot_script(const ChartData& c, const std::string& subtitle,
@@ -233,7 +235,12 @@ std::string gnuplot_script(const ChartData& c, const std::string& subtitle,
                                 : " with labels offset 0,0.8 font \",10\" notitle";
   const std::string missing_style = two ? " with labels rotate by 90 left offset 0,0.4 font \",8\" tc rgb \"#555555\" notitle"
                                         : " with labels offset 0,0.8 font \",9\" tc rgb \"#555555\" notitle";
-  plot << ", '' skip 1 using ($0" << off_ours << "):2:" << label(2) << style;
+  // Our bars' error bars: columns 3 and 4 (the speedup's 95% interval, or
+  // the fastest and slowest run), where the row has them; our labels sit
+  // above the bar's top whisker.
+  plot << ", '' skip 1 using ($0" << off_ours << "):3:(0):($4-$3) with vectors heads size 0.04,90 lw 1.5 "
+          "lc rgb '#1a202c' notitle";
+  plot << ", '' skip 1 using ($0" << off_ours << "):(valid(4) ? $4 : $2):" << label(2) << style;
   if (two) plot << ", '' skip 1 using ($0+1.0/6):5:" << label(5) << style;
   // valid(N), not strcol(N): an empty last field is no column at all to
   // gnuplot, and a row whose label reads one is dropped.
@@ -242,6 +249,8 @@ std::string gnuplot_script(const ChartData& c, const std::string& subtitle,
   plot << "\n";
   return gp.str() + svg_and_png(c.name, plot.str());
 }
+
+namespace {
 
 // A chart file gnuplot wrote completely: an SVG that ends with its closing
 // tag, a PNG that ends with its IEND chunk (a full disk leaves either cut).

@@ -116,6 +116,17 @@ std::string csv_num(OptNum v) { return v ? fmt_num(v, "%.6g") : ""; }
 std::string target_markdown(const ResultSet& set, const std::vector<TargetScore>& scores) {
   if (scores.empty()) return "";
   std::ostringstream md;
+  // The section only where some rung has the runs to be scored: with fewer
+  // than 3 a rung, every row would read n/a. One line says so instead.
+  const bool scorable = std::any_of(scores.begin(), scores.end(), [](const TargetScore& s) { return s.runs >= 3; });
+  if (!scorable) {
+    int reached = 0, runs = 0;
+    for (const auto& s : scores) reached += s.reached, runs += s.runs;
+    md << "\nTime to " << fmt_pct(set.target_accuracy) << " validation accuracy: " << reached << " of " << runs
+       << " runs reached it (the main table's time to target); no MLPerf score, which needs 3 or more runs a rung "
+          "(`sweep --runs 5 --to-target`).\n";
+    return md.str();
+  }
   const std::string ref = set.convergence_reference;
   md << "\n## Time to target, MLPerf-scored\n\nTo " << fmt_pct(set.target_accuracy)
      << " validation accuracy (test accuracy never stops a run), over each rung's ok runs as MLPerf "
@@ -171,6 +182,26 @@ std::string report_markdown(const Report& r) {
   for (const auto& row : r.rungs) text = text || row.tokens_total.median.has_value();
   const std::string per = text ? "samples/s" : "img/s";
   const std::string base = r.speedup_base.empty() ? "first pretrained" : r.speedup_base;
+  // The story first: what each rung changed and what it bought, with the
+  // speedup's interval and verdict and the article's between the same rungs.
+  const bool steady = r.speed_measure == kSpeedSteadyStep;
+  md << "| rung | what changed | " << (steady ? "step (ms)" : "train time")
+     << " | vs prev | vs scratch | article vs prev | test acc | peak mem/rank | status |\n"
+        "|---|---|---|---|---|---|---|---|---|\n";
+  for (const auto& row : r.rungs) {
+    std::string when = time_cell(row.time_s, minutes);
+    if (steady) {
+      when = "n/a";
+      for (const auto& sp : row.spread) {
+        if (sp.measure == "step time") when = fmt_num(sp.summary.median, "%.4g");
+      }
+    }
+    md << "| " << escape_md(row.id) << " | " << escape_md(row.changes) << " | " << when << " | "
+       << speedup(row.speedup_prev, row.speedup_prev_iv) << " | " << speedup(row.speedup_scratch, row.speedup_scratch_iv)
+       << " | " << speedup(row.ref_speedup_prev) << " | " << acc_cell(row.acc) << " | " << mem_cell(row.mem_per_rank)
+       << " | " << escape_md(row.status) << " |\n";
+  }
+  md << "\n" << kEveryColumn << "\n\n";
   md << "| rung | article | what changed | devices x threads | precision | strategy | epochs "
         "| train time | vs scratch | vs prev | vs " << base << " | test acc | peak mem/rank | "
      << per << "/device | " << per << " total | " << (text ? "tokens/s | " : "") << "MFU | "
@@ -233,26 +264,54 @@ std::string report_markdown(const Report& r) {
   bool any_spread = false;
   for (const auto& row : r.rungs) any_spread = any_spread || !row.spread.empty();
   if (any_spread) {
-    md << "\n## Spread\n\nEach measure over a rung's ok runs: median, interquartile range, "
-          "coefficient of variation and the 95% interval of the mean (Student t). With one run a "
-          "rung, its step time's interval comes from its own steps after warm-up (a moving-block "
-          "bootstrap of the median: within the run, not between runs); a compare needs repeats "
-          "(`sweep --repeats N`) for the rest.\n\n"
-       << "| rung | measure | runs | median | IQR | CV | 95% interval |\n|---|---|---|---|---|---|---|\n";
-    for (const auto& row : r.rungs) {
-      for (const auto& sp : row.spread) {
-        const auto& s = sp.summary;
-        const char* f = sp.unit == "GB" || sp.unit == "%" ? "%.2f" : "%.4g";
-        std::string ci = "-";
-        if (s.ci_low) {
-          ci = fmt_num(*s.ci_low, f) + " - " + fmt_num(*s.ci_high, f) + " (t)";
-        } else if (sp.within_run) {
-          ci = fmt_num(sp.within_run->low, f) + " - " + fmt_num(sp.within_run->high, f) + " (within run)";
-        }
-        md << "| " << escape_md(row.id) << " | " << sp.measure << " (" << sp.unit << ") | " << s.n << " | "
-           << fmt_num(s.median, f) << " | " << (s.n >= 2 ? fmt_num(s.iqr, f) : "-") << " | "
-           << (s.n >= 2 ? fmt_num(s.cv * 100, "%.1f%%") : "-") << " | " << ci << " |\n";
+    md << "\n## Spread\n\nEach measure over a rung's ok runs, one row a rung and a column a measure: the "
+          "median, its 95% interval where there is one (Student t over the runs; with one run, the step "
+          "time's from its own steps after warm-up, a moving-block bootstrap of the median: within the run, "
+          "not between runs), and with 2 or more runs the coefficient of variation. A compare needs repeats "
+          "(`sweep --repeats N`) for the rest.\n\n";
+    // The measures any rung has, as columns in make_row's order.
+    std::vector<std::pair<std::string, std::string>> measures;
+    for (const auto& m : std::vector<std::pair<std::string, std::string>>{
+             {"step time", "ms"}, {"samples/s", "1/s"}, {"training time", "s"}, {"time to target", "s"},
+             {"test accuracy", "%"}, {"peak memory", "GB"}}) {
+      for (const auto& row : r.rungs) {
+        const bool has = std::any_of(row.spread.begin(), row.spread.end(), [&](const RungRow::Spread& sp) {
+          return sp.measure == m.first && sp.unit == m.second;
+        });
+        if (has && std::find(measures.begin(), measures.end(), m) == measures.end()) measures.push_back(m);
       }
+    }
+    md << "| rung | runs |";
+    for (const auto& [measure, unit] : measures) md << " " << measure << " (" << unit << ") |";
+    md << "\n|---|---|";
+    for (size_t i = 0; i < measures.size(); ++i) md << "---|";
+    md << "\n";
+    for (const auto& row : r.rungs) {
+      if (row.spread.empty()) continue;
+      int n = 0;
+      for (const auto& sp : row.spread) n = std::max(n, sp.summary.n);
+      md << "| " << escape_md(row.id) << " | " << n << " |";
+      for (const auto& [measure, unit] : measures) {
+        const RungRow::Spread* sp = nullptr;
+        for (const auto& x : row.spread) {
+          if (x.measure == measure && x.unit == unit) sp = &x;
+        }
+        if (sp == nullptr) {
+          md << " - |";
+          continue;
+        }
+        const auto& s = sp->summary;
+        const char* f = unit == "GB" || unit == "%" ? "%.2f" : "%.4g";
+        std::string cell = fmt_num(s.median, f);
+        if (s.ci_low) {
+          cell += " [" + fmt_num(*s.ci_low, f) + ", " + fmt_num(*s.ci_high, f) + "] (t)";
+        } else if (sp->within_run) {
+          cell += " [" + fmt_num(sp->within_run->low, f) + ", " + fmt_num(sp->within_run->high, f) + "] (within run)";
+        }
+        if (s.n >= 2) cell += ", CV " + fmt_num(s.cv * 100, "%.1f%%");
+        md << " " << cell << " |";
+      }
+      md << "\n";
     }
   }
   if (r.price_per_hour) {

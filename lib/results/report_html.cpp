@@ -363,13 +363,8 @@ std::string report_html(const Report& r, const std::vector<fs::path>& charts) {
   const std::string title = (set.suite.empty() ? std::string("results") : set.suite) + " on " + set.machine_id;
   std::ostringstream b;
   b << "<h1>" << html_text(title) << "</h1>\n"
-    << "<nav><a href=\"#summary\">summary</a><a href=\"#charts\">charts</a><a href=\"#machine\">machine</a>"
-       "<a href=\"#rungs\">every run</a></nav>\n";
-  // The report's tables and sections, as report.md has them (its title is the page's).
-  std::string md = report_markdown(r);
-  if (md.rfind("# ", 0) == 0) md = md.substr(std::min(md.size(), md.find('\n') + 1));
-  b << "<section id=\"summary\">\n<h2>Summary</h2>\n" << markdown_html(md, 2) << "</section>\n";
-  b << "<section id=\"charts\">\n<h2>Charts</h2>\n";
+    << "<nav><a href=\"#summary\">summary</a><a href=\"#every-column\">every column</a><a href=\"#charts\">charts</a>"
+       "<a href=\"#machine\">machine</a><a href=\"#rungs\">every run</a></nav>\n";
   // Only the charts this report drew, by name: whatever else a set's
   // charts/ holds (a link to /proc/self/environ in a pull request) is never read.
   std::vector<fs::path> svgs;
@@ -377,13 +372,34 @@ std::string report_html(const Report& r, const std::vector<fs::path>& charts) {
     if (f.extension() == ".svg") svgs.push_back(f);
   }
   std::sort(svgs.begin(), svgs.end());
+  auto figure = [&](const fs::path& svg) {
+    const std::string name = svg.stem().string();
+    b << "<figure><img alt=\"" << html_text(name) << " chart\" src=\"data:image/svg+xml;base64," << base64(read_chart(svg))
+      << "\"/><figcaption>" << html_text(name) << "</figcaption></figure>\n";
+  };
+  // The report's tables and sections, as report.md has them (its title is
+  // the page's): the story first (the speedup chart, with its intervals and
+  // the article's bars, beside the compact table), every column below.
+  std::string md = report_markdown(r);
+  if (md.rfind("# ", 0) == 0) md = md.substr(std::min(md.size(), md.find('\n') + 1));
+  const auto split = md.find(kEveryColumn);
+  const std::string lead = md.substr(0, split), rest = split == std::string::npos ? "" : md.substr(split);
+  b << "<section id=\"summary\">\n<h2>Summary</h2>\n";
+  for (const auto& svg : svgs) {
+    if (svg.stem() == "speedup") figure(svg);
+  }
+  b << markdown_html(lead, 2) << "</section>\n";
+  if (!rest.empty()) {
+    const auto heading_end = rest.find('\n');
+    b << "<section id=\"every-column\">\n<h2>Every column</h2>\n"
+      << markdown_html(heading_end == std::string::npos ? "" : rest.substr(heading_end + 1), 2) << "</section>\n";
+  }
+  b << "<section id=\"charts\">\n<h2>Charts</h2>\n";
   if (svgs.empty()) {
     b << "<p class=\"muted\">No charts: `accel-bench report` draws them with gnuplot, which was not found.</p>\n";
   }
   for (const auto& svg : svgs) {
-    const std::string name = svg.stem().string();
-    b << "<figure><img alt=\"" << html_text(name) << " chart\" src=\"data:image/svg+xml;base64," << base64(read_chart(svg))
-      << "\"/><figcaption>" << html_text(name) << "</figcaption></figure>\n";
+    if (svg.stem() != "speedup") figure(svg);
   }
   b << "</section>\n<section id=\"machine\">\n<h2>Machine and versions</h2>\n" << machine_html(set) << "</section>\n";
   b << "<section id=\"rungs\">\n<h2>Every run</h2>\n";

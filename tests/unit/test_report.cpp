@@ -529,7 +529,7 @@ TEST_CASE("progress: the bar shows epoch, step, ETA and images/s") {
   CHECK_FALSE(has(plain.str(), "\r"));
 }
 
-TEST_CASE("report: the spread section gives each measure's median, IQR, CV and interval over repeats") {
+TEST_CASE("report: the spread section gives each rung one row and each measure a column with its median and interval and CV over repeats") {
   accel_test::TempDir tmp;
   FakeRun a, b, c, one;
   a.time_s = 590, b.time_s = 600, c.time_s = 610;
@@ -538,10 +538,12 @@ TEST_CASE("report: the spread section gives each measure's median, IQR, CV and i
   const auto md = report_markdown(build_report(load_result_set(tmp.path / "set"), PeakTable{}));
   INFO(md);
   CHECK(has(md, "## Spread"));
-  // 590, 600, 610: IQR 10, CV 10/600, t(0.975, 2) * 10 / sqrt(3) = 24.84
-  CHECK(has(md, "| a | training time (s) | 3 | 600 | 10 | 1.7% | 575.2 - 624.8 (t) |"));
-  CHECK(has(md, "| b | step time (ms) | 1 | 100 | - | - | "));
-  CHECK(has(md, " (within run) |"));
+  CHECK(has(md, "| rung | runs | step time (ms) | samples/s (1/s) | training time (s) | test accuracy (%) | peak memory (GB) |"));
+  // 590, 600, 610: CV 10/600, t(0.975, 2) * 10 / sqrt(3) = 24.84
+  CHECK(has(md, "| a | 3 | - | "));
+  CHECK(has(md, " | 600 [575.2, 624.8] (t), CV 1.7% | "));
+  CHECK(has(md, "| b | 1 | 100 ["));
+  CHECK(has(md, "] (within run) | "));
 }
 
 TEST_CASE("progress channel: a child's event lines reach on_event apart from its output") {

@@ -220,6 +220,59 @@ TEST_CASE("report html: one well-formed page, every text escaped, charts inline,
   }
 }
 
+TEST_CASE("report: the page leads with the speedup chart and its error bars and a compact table and puts every column and the other charts and every run below") {
+  accel_test::TempDir tmp;
+  FakeRun scratch, finetune, bf16;
+  scratch.time_s = 600, finetune.time_s = 200, bf16.time_s = 100;
+  finetune.config_patch = bf16.config_patch = {{"model", {{"init", {{"safetensors", "w.safetensors"}}}}}};
+  SetBuilder(tmp / "set")
+      .reference({{"source", "s"}, {"rungs", {{"00", {{"time_min", 60.0}}}, {"01", {{"time_min", 20.0}}}, {"04", {{"time_min", 5.0}}}}}})
+      .rung("00-scratch", "00", {scratch})
+      .rung("01-finetune", "01", {finetune})
+      .rung("04-bf16", "04", {bf16})
+      .write();
+  const auto rep = build_report(load_result_set(tmp / "set"), PeakTable{});
+  const auto md = report_markdown(rep);
+  auto has = [](const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; };
+  INFO(md);
+  // The compact table right under the title, the full one under "Every column".
+  const auto compact = md.find("| rung | what changed | train time | vs prev | vs scratch | article vs prev | test acc | peak mem/rank | status |");
+  const auto every = md.find("## Every column");
+  const auto full = md.find("| rung | article | what changed |");
+  REQUIRE(compact != std::string::npos);
+  CHECK(compact == md.find('\n') + 2);
+  CHECK(compact < every);
+  CHECK(every < full);
+  CHECK(has(md, "| 04-bf16 | change 04-bf16 | 1.67 min | 2.00x ["));
+  CHECK(has(md, "] faster | 4.00x | 80.00% | 1.00 GB | ok |"));  // article vs prev: its 20 min over 5
+  // One run a rung: no MLPerf section, a line instead.
+  CHECK_FALSE(has(md, "## Time to target, MLPerf-scored"));
+  // The speedup chart draws each bar's interval.
+  const auto charts = chart_data(rep);
+  REQUIRE(charts.size() == 3);
+  const auto script = gnuplot_script(charts[2], "sub", "article (A100)");
+  CHECK(has(script, "using ($0-1.0/6):3:(0):($4-$3) with vectors heads"));
+  if (find_program("gnuplot").empty()) {
+    accel_test::skip("gnuplot not installed: the page's order with charts is not checked here");
+    return;
+  }
+  const auto drawn = write_charts(rep, tmp / "set" / "charts").files;
+  const std::string html = report_html(rep, drawn);
+  std::string why;
+  CHECK_MESSAGE(well_formed_xml(html, why), why);
+  const auto chart = html.find("<img alt=\"speedup chart\"");
+  const auto table = html.find("<th>rung</th><th>what changed</th>");
+  const auto columns = html.find("id=\"every-column\"");
+  const auto others = html.find("<img alt=\"runtime chart\"");
+  const auto runs = html.find("id=\"rungs\"");
+  REQUIRE(chart != std::string::npos);
+  CHECK(chart < table);
+  CHECK(table < columns);
+  CHECK(columns < others);
+  CHECK(others < runs);
+  CHECK(html.find("<img alt=\"speedup chart\"", chart + 1) == std::string::npos);  // once
+}
+
 TEST_CASE("report html: the markdown renderer keeps escaped pipes in a cell and closes every tag") {
   const std::string md = "# t\n\nSome `code` and **bold** & <b>.\n\n| a | b |\n|---|---|\n| x \\| y | &lt;z |\n\n- one\n- two\n";
   const auto html = markdown_html(md, 2);

@@ -47,6 +47,11 @@ ChartOutput write_charts(const Report& r, const std::filesystem::path& dir,
 ChartOutput write_trend_chart(const ChartData& c, const std::string& subtitle, const std::filesystem::path& dir,
                               const std::string& gnuplot = "gnuplot");
 
+// The gnuplot script of a bar chart (ChartData's "bars" layout): our bars
+// with their interval (columns 3 and 4) as error bars and values above, the
+// article's beside when `article_title` is not empty; SVG and PNG outputs.
+std::string gnuplot_script(const ChartData& c, const std::string& subtitle, const std::string& article_title);
+
 // The gnuplot program's full path, or "" when absent.
 std::string find_program(const std::string& name);
 

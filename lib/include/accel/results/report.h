@@ -154,6 +154,10 @@ void add_costs(Report& r, double price_per_hour, const std::string& note);
 
 Report build_report(const ResultSet& set, const machine::PeakTable& peaks);
 
+// report.md: a compact table first (what each rung changed, its time, its
+// speedups with their intervals and verdicts, the article's beside, accuracy,
+// memory), then under kEveryColumn the full table, the notes and sections.
+inline constexpr const char* kEveryColumn = "## Every column";
 std::string report_markdown(const Report& r);
 std::string report_csv(const Report& r);
 // Text from a result set as a Markdown table cell or line (no line break,

@@ -13,9 +13,9 @@ set xtics rotate by -20 noenhanced nomirror
 set key top right noenhanced
 set terminal svg size 960,540 dynamic font "sans,12" background "white"
 set output 'runtime.svg.part'
-plot 'runtime.csv' skip 1 using 2:xtic(1) title 'this machine' lc rgb '#2b6cb0', '' skip 1 using ($00):2:($2<10 ? sprintf("%.2f",$2) : sprintf("%.1f",$2)) with labels offset 0,0.8 font ",10" notitle, '' skip 1 using ($00):(0):(valid(2) ? "" : "n/a") with labels offset 0,0.8 font ",9" tc rgb "#555555" notitle
+plot 'runtime.csv' skip 1 using 2:xtic(1) title 'this machine' lc rgb '#2b6cb0', '' skip 1 using ($00):3:(0):($4-$3) with vectors heads size 0.04,90 lw 1.5 lc rgb '#1a202c' notitle, '' skip 1 using ($00):(valid(4) ? $4 : $2):($2<10 ? sprintf("%.2f",$2) : sprintf("%.1f",$2)) with labels offset 0,0.8 font ",10" notitle, '' skip 1 using ($00):(0):(valid(2) ? "" : "n/a") with labels offset 0,0.8 font ",9" tc rgb "#555555" notitle
 set output
 set terminal pngcairo size 960,540 font "sans,11"
 set output 'runtime.png.part'
-plot 'runtime.csv' skip 1 using 2:xtic(1) title 'this machine' lc rgb '#2b6cb0', '' skip 1 using ($00):2:($2<10 ? sprintf("%.2f",$2) : sprintf("%.1f",$2)) with labels offset 0,0.8 font ",10" notitle, '' skip 1 using ($00):(0):(valid(2) ? "" : "n/a") with labels offset 0,0.8 font ",9" tc rgb "#555555" notitle
+plot 'runtime.csv' skip 1 using 2:xtic(1) title 'this machine' lc rgb '#2b6cb0', '' skip 1 using ($00):3:(0):($4-$3) with vectors heads size 0.04,90 lw 1.5 lc rgb '#1a202c' notitle, '' skip 1 using ($00):(valid(4) ? $4 : $2):($2<10 ? sprintf("%.2f",$2) : sprintf("%.1f",$2)) with labels offset 0,0.8 font ",10" notitle, '' skip 1 using ($00):(0):(valid(2) ? "" : "n/a") with labels offset 0,0.8 font ",9" tc rgb "#555555" notitle
 set output
