@@ -74,7 +74,9 @@ ChartData speedup_chart(const Report& r) {
   c.name = "speedup";
   c.ylabel = "speedup vs " + (r.speedup_base.empty() ? std::string("first pretrained rung")
                                                      : r.speedup_base) + " (x)";
-  c.title = "Training-time speedup per rung";
+  // What the speedups divide (Report::speed_measure).
+  c.title = r.speed_measure == kSpeedSteadyStep ? "Steady-step speedup per rung (step per sample)"
+                                                : "Training-time speedup per rung";
   std::ostringstream csv;
   csv << "rung,ours,ours_low,ours_high,article\n";
   for (const auto& row : r.rungs) {

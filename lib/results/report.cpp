@@ -275,6 +275,9 @@ const RungRow* scratch_of(const std::vector<RungRow>& rows, const RungRow& r) {
     if (s.article == "00" && s.runs > 0 && same_family(s, r)) return &s;
   }
   for (const auto& s : rows) {
+    if (s.runs > 0 && s.speed && !s.family.empty() && same_family(s, r)) return &s;
+  }
+  for (const auto& s : rows) {
     if (s.runs > 0 && same_family(s, r)) return &s;
   }
   return nullptr;
@@ -429,7 +432,7 @@ Report build_report(const ResultSet& set, const PeakTable& peaks) {
       const int n = int(r.speed_values.size());
       fewest = fewest == 0 ? n : std::min(fewest, n);
       most = std::max(most, n);
-      steps = std::max(steps, r.most_steps);
+      if (r.comparable) steps = std::max(steps, r.most_steps);  // the rungs choose_speed_measure read
     }
     const bool steady = rep.speed_measure == kSpeedSteadyStep;
     if (most > 0) {

@@ -185,17 +185,12 @@ std::string report_markdown(const Report& r) {
   // The story first: what each rung changed and what it bought, with the
   // speedup's interval and verdict and the article's between the same rungs.
   const bool steady = r.speed_measure == kSpeedSteadyStep;
-  md << "| rung | what changed | " << (steady ? "step (ms)" : "train time")
+  md << "| rung | what changed | " << (steady ? "step per sample (ms)" : "train time")
      << " | vs prev | vs scratch | article vs prev | test acc | peak mem/rank | status |\n"
         "|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& row : r.rungs) {
     std::string when = time_cell(row.time_s, minutes);
-    if (steady) {
-      when = "n/a";
-      for (const auto& sp : row.spread) {
-        if (sp.measure == "step time") when = fmt_num(sp.summary.median, "%.4g");
-      }
-    }
+    if (steady) when = row.speed ? fmt_num(*row.speed * 1000, "%.4g") : "n/a";  // what the speedups divide
     md << "| " << escape_md(row.id) << " | " << escape_md(row.changes) << " | " << when << " | "
        << speedup(row.speedup_prev, row.speedup_prev_iv) << " | " << speedup(row.speedup_scratch, row.speedup_scratch_iv)
        << " | " << speedup(row.ref_speedup_prev) << " | " << acc_cell(row.acc) << " | " << mem_cell(row.mem_per_rank)
@@ -209,7 +204,7 @@ std::string report_markdown(const Report& r) {
      << " | status | article time | article vs scratch | article vs prev | article vs its " << base
      << " | article acc | article mem |\n"
      << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|" << (text ? "---|" : "")
-     << "---|---|---|---|---|---|---|---|\n";
+     << "---|---|---|---|---|---|---|---|---|\n";
   for (const auto& row : r.rungs) {
     md << "| " << escape_md(row.id) << " | " << (row.article.empty() ? "-" : escape_md(row.article))
        << " | " << escape_md(row.changes) << " | "

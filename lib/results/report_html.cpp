@@ -382,7 +382,9 @@ std::string report_html(const Report& r, const std::vector<fs::path>& charts) {
   // the article's bars, beside the compact table), every column below.
   std::string md = report_markdown(r);
   if (md.rfind("# ", 0) == 0) md = md.substr(std::min(md.size(), md.find('\n') + 1));
-  const auto split = md.find(kEveryColumn);
+  // The heading on a line of its own (a rung's text may hold the words).
+  auto split = md.find("\n" + std::string(kEveryColumn) + "\n");
+  if (split != std::string::npos) ++split;
   const std::string lead = md.substr(0, split), rest = split == std::string::npos ? "" : md.substr(split);
   b << "<section id=\"summary\">\n<h2>Summary</h2>\n";
   for (const auto& svg : svgs) {

@@ -154,7 +154,7 @@ void Console::summary(const RunResult& r) const {
   }
 }
 
-nlohmann::json run_environment(const Fabric& fabric) {
+nlohmann::json run_environment(const Fabric& fabric, bool adamw) {
   auto env = metrics::environment(fabric.threads());
   const auto& c = fabric.context();
   env["device"] = c.device.str();
@@ -173,7 +173,7 @@ nlohmann::json run_environment(const Fabric& fabric) {
   // (accel/models/attention.h), and the code path optim.implementation
   // "fused" takes for Adam's parameters there (train/optimizer.h).
   env["attention_kernel"] = models::attention_kernel_name(c.device.type());
-  env["adam_kernel"] = fused_adam_kernel_name(c.device.type());
+  env["adam_kernel"] = fused_adam_kernel_name(c.device.type(), adamw);
   return env;
 }
 

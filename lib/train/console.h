@@ -40,6 +40,6 @@ class Console {
 
 // metrics::environment plus the distributed layout, the device and the
 // kernels this process runs (result.json's "env").
-nlohmann::json run_environment(const Fabric& fabric);
+nlohmann::json run_environment(const Fabric& fabric, bool adamw = false);
 
 }  // namespace accel::train

@@ -217,9 +217,11 @@ std::string optimizer_implementation(const torch::optim::Optimizer& optimizer) {
   return kTorchPerParam;
 }
 
-std::string fused_adam_kernel_name(c10::DeviceType device) {
+std::string fused_adam_kernel_name(c10::DeviceType device, bool decoupled) {
   if (device == c10::DeviceType::CPU) return std::string("fused-cpu (") + kernels::adam_isa() + ")";
-  if (compat::has_fused_adam(device, /*decoupled=*/false)) return std::string(kAtenFusedCuda) + " (aten::_fused_adam_)";
+  if (compat::has_fused_adam(device, decoupled)) {
+    return std::string(kAtenFusedCuda) + (decoupled ? " (aten::_fused_adamw_)" : " (aten::_fused_adam_)");
+  }
   return kTorchPerParam;
 }
 

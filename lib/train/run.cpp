@@ -516,7 +516,7 @@ RunResult Run::execute() {
   result_.device = fabric_->device().str();
   result_.world_size = fabric_->world_size();
   result_.threads = fabric_->threads();
-  result_.env = run_environment(*fabric_);
+  result_.env = run_environment(*fabric_, cfg_.optim.name == "adamw");
   console_.banner(result_.env, resolved_, *fabric_);
   const auto support = metrics::precision_support(
       cfg_.runtime.precision, fabric_->device().is_cuda() ? "cuda" : "cpu", metrics::cpu_features());

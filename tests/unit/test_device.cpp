@@ -406,6 +406,8 @@ TEST_CASE("device labels: a run on a GPU is labelled with the GPU's attention, A
   }
   CHECK(cuda_attention == (compat::kHasSdpa ? "sdpa (ATen picks flash, memory-efficient, cuDNN or math)" : "explicit"));
   CHECK(cuda_adam == "aten-fused-cuda (aten::_fused_adam_)");  // every version has the CUDA kernel
+  CHECK(train::fused_adam_kernel_name(c10::DeviceType::CUDA, /*decoupled=*/true) ==
+        (compat::kHasFusedAdamW ? "aten-fused-cuda (aten::_fused_adamw_)" : "torch-per-param"));
   // The CPU's own labels are unchanged.
   CHECK(train::fused_adam_kernel_name(c10::DeviceType::CPU) ==
         std::string("fused-cpu (") + accel::kernels::adam_isa() + ")");

@@ -184,6 +184,11 @@ TEST_CASE("report: a set whose rungs ran a fixed few steps ranks them by the ste
   CHECK(has(md, "Every rung ran at most 40 steps"));
   CHECK(has(md, "a 3% run-to-run floor a side (this machine's noise not measured); *same"));  // not cut at 63 characters
   CHECK(has(report_csv(rep), ",steady step\n"));
+  CHECK(has(md, "| rung | what changed | step per sample (ms) | vs prev |"));
+  CHECK(has(md, "| 00-32-true | change 00-32-true | 2.925 | "));  // 46.8 ms over 16 samples
+  for (const auto& c : chart_data(rep)) {
+    if (c.name == "speedup") CHECK(c.title == "Steady-step speedup per rung (step per sample)");
+  }
   // The same rungs run 300 steps: their training times are divided.
   for (auto* f : {&fp32, &bf16, &graphs}) f->steps_run = 300;
   SetBuilder(tmp.path / "many").rung("00-32-true", "", {fp32}).rung("01-bf16", "", {bf16}).rung("02-graphs", "", {graphs}).write();

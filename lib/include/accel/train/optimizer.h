@@ -34,11 +34,12 @@ bool fused_adam_applies(const torch::optim::Optimizer& optimizer);
 // for a fused Adam that has not stepped yet.
 std::string optimizer_implementation(const torch::optim::Optimizer& optimizer);
 
-// The kernel optim.implementation "fused" runs for float32 Adam parameters
-// on `device` (result.json's env "adam_kernel"): "fused-cpu (<isa>)"
-// (kernels::adam_step on the ISA it picked), "aten-fused-cuda
-// (aten::_fused_adam_)" where the version has it, else "torch-per-param".
-std::string fused_adam_kernel_name(c10::DeviceType device);
+// The kernel optim.implementation "fused" runs for float32 Adam (AdamW when
+// `decoupled`) parameters on `device` (result.json's env "adam_kernel"):
+// "fused-cpu (<isa>)" (kernels::adam_step on the ISA it picked),
+// "aten-fused-cuda (aten::_fused_adam_)" or "(aten::_fused_adamw_)" where the
+// version has it, else "torch-per-param".
+std::string fused_adam_kernel_name(c10::DeviceType device, bool decoupled = false);
 
 // The learning rate of optimizer step `step` (0-based) of `total`:
 // optim.lr for scheduler "none"; "cosine": linear warm-up over
