@@ -2,7 +2,7 @@
 # The CUDA leg: builds accel-bench against PyPI torch's LibTorch (CUDA 13, with
 # c10d's NCCL process group), checks that every CUDA part is compiled in and
 # that the binaries load, and runs the whole test suite on the CPU. GPU tests
-# print "skipped: no GPU" where there is none and ctest counts them as skipped.
+# call accel_test::skip("no GPU") where there is none and ctest counts them as skipped.
 #
 #   scripts/test-cuda-leg.sh               # setup (cached), build, ctest
 #   scripts/test-cuda-leg.sh -R '^model'   # extra arguments go to ctest
