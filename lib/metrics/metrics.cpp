@@ -86,16 +86,10 @@ int default_threads(int local_ranks) {
 
 namespace {
 
+// cpuinfo's "model name", read once with the rest of the CPU's identity.
 std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      auto colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(colon + 2);
-    }
-  }
-  return "unknown";
+  const auto& name = cpu_identity().model_name;
+  return name.empty() ? "unknown" : name;
 }
 
 // The first shared object mapped into this process whose path holds one of

@@ -215,7 +215,7 @@ RungRow make_row(const RungRuns& r, const ResultSet& set, const PeakTable& peaks
     }
   }
   row.status = status_of(r, row.ok_runs);
-  row.time_values = row.speed_values = time;
+  row.speed_values = time;
   row.time_s = stat_of(time);
   row.speed = row.time_s.median;
   row.acc = stat_of(acc);
@@ -379,7 +379,7 @@ void choose_speed_measure(Report& rep) {
   rep.speed_measure = kSpeedSteadyStep;
   for (auto& r : rep.rungs) {
     r.speed_values = r.steady_values;
-    r.speed = stats::summarize(r.steady_values) ? OptNum(stats::median(r.steady_values)) : std::nullopt;
+    r.speed = stat_of(r.steady_values).median;
   }
 }
 

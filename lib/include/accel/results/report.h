@@ -77,12 +77,11 @@ struct RungRow {
   int ttt_reached = 0;
   std::vector<double> mem_per_rank;  // median over ok repeats, per rank
   OptNum speedup_scratch, speedup_prev;
-  std::vector<double> time_values;  // training time of each ok repeat (s)
   // Each ok repeat's steady step per sample (s): step_ms_median / (batch x
   // ranks) / 1000; empty where a run has no step median or batch size.
   std::vector<double> steady_values;
-  // The values the speedups divide (Report::speed_measure): time_values or
-  // steady_values; and their median.
+  // The values the speedups divide (Report::speed_measure): each ok
+  // repeat's training time (s), or steady_values; and their median.
   std::vector<double> speed_values;
   OptNum speed;
   // The rungs "vs scratch" and "vs prev" are taken against ("" when none).
