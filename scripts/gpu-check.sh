@@ -142,33 +142,52 @@ CARRY=(.debs)
 # --check-deps [FILE...]: each lookup of the build's CMake files, and how this
 # script provides it; exit 1 naming the first it cannot.
 check_deps() {
-  local files=("$@") f line name bad=0 how
+  local files=("$@") f line name shown bad=0 how
+  # find_package(NAME ...) and find_path/find_library(VAR ...), outside comments.
+  # The files are read as data: a file's name is only ever printed (quoted
+  # with %q, so a newline in it cannot forge a line), never part of a script.
+  local re='(^|[^A-Za-z0-9_])(find_package|find_path|find_library)[[:space:]]*\([[:space:]]*([A-Za-z0-9_]+)'
   [ "${#files[@]}" -gt 0 ] || files=(CMakeLists.txt tests/CMakeLists.txt cmake/*.cmake)
   for f in "${files[@]}"; do
-    [ -f "$f" ] || die "--check-deps: no such file: $f"
+    [ -f "$f" ] || die "--check-deps: no such file: $(printf '%q' "$f")"
+    [ -r "$f" ] || die "--check-deps: cannot read $(printf '%q' "$f")"
   done
-  while IFS= read -r line; do
-    name=${line#*:}
-    if how=$(provided_elsewhere "$name"); then
-      echo "gpu-check: ${line%%:*}: $name: $how"
-    elif debs_for "$(dep_of_variable "$name")" >/dev/null; then
-      echo "gpu-check: ${line%%:*}: $name: $(debs_for "$(dep_of_variable "$name")" | tr ' ' ',')"
-    else
-      echo "gpu-check: error: ${line%%:*} looks up $name, which gpu-check.sh does not know how to provide (add it to DEPS and debs_for)" >&2
-      bad=1
-    fi
-  done < <(for f in "${files[@]}"; do
-             # find_package(NAME ...) and find_path/find_library(VAR ...), not comments.
-             sed -n 's/#.*//; s/^.*\<\(find_package\|find_path\|find_library\)( *\([A-Za-z0-9_]*\).*/\2/p' "$f" |
-               sed "s|^|$f:|"
-           done)
+  for f in "${files[@]}"; do
+    shown=$(printf '%q' "$f")
+    while IFS= read -r line || [ -n "$line" ]; do
+      line=${line%%#*}
+      [[ $line =~ $re ]] || continue
+      name=${BASH_REMATCH[3]}
+      if how=$(provided_elsewhere "$name"); then
+        echo "gpu-check: $shown: $name: $how"
+      elif debs_for "$(dep_of_variable "$name")" >/dev/null; then
+        echo "gpu-check: $shown: $name: $(debs_for "$(dep_of_variable "$name")" | tr ' ' ',')"
+      else
+        echo "gpu-check: error: $shown looks up $name, which gpu-check.sh does not know how to provide (add it to DEPS and debs_for)" >&2
+        bad=1
+      fi
+    done <"$f"
+  done
   return "$bad"
 }
 
 # --- modes that build nothing ---------------------------------------------------------
+# -h/--help anywhere before a "--" (after it, arguments are the sweep's).
+for a in "$@"; do
+  case "$a" in
+    --) break ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+  esac
+done
 case "${1:-}" in
-  -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-  --check-deps) shift; check_deps "$@"; exit $? ;;
+  --check-deps)
+    shift
+    # FILEs relative to the folder the script was started from, as --out is.
+    deps_files=()
+    for f in "$@"; do
+      case "$f" in /*) deps_files+=("$f") ;; *) deps_files+=("$CALLER_PWD/$f") ;; esac
+    done
+    check_deps "${deps_files[@]}"; exit $? ;;
   --carry) printf '%s\n' "${CARRY[@]}"; exit 0 ;;
   --device-command)
     # The tree travels without .git: the sha is named here, where git knows it.
@@ -209,7 +228,9 @@ while [ $# -gt 0 ]; do
     --budget) [ $# -ge 2 ] && [[ $2 =~ ^[1-9][0-9]*$ ]] || die "--budget needs a whole number of seconds"
               BUDGET=$2; shift 2 ;;
     --) shift; SWEEP_ARGS=("$@"); break ;;
-    *) SWEEP_ARGS+=("$1"); shift ;;  # as before: unknown arguments go to the sweep
+    --check-deps|--carry|--device-command|--fetch-debs)
+       die "$1 is a mode of its own: give it as the first argument" ;;
+    *) die "unknown argument: $(printf '%q' "$1") (arguments for the sweep go after --; --help says more)" ;;
   esac
 done
 [ "$BUDGET" -ge 60 ] || die "--budget must be at least 60 s (got $BUDGET)"
@@ -230,9 +251,19 @@ RESERVE=25  # seconds kept for packing at the end
 
 # --- the output folder: the log as it is written, the rest packed after each stage ------
 if [ -n "$OUT_DIR" ]; then
+  # Physical paths, before anything is made: an --out that is (or passes
+  # through) a link into the checkout is inside it.
+  case "$(realpath -m -- "$OUT_DIR")/" in "$(pwd -P)"/*) die "--out must be outside the checkout ($(pwd -P))" ;; esac
   mkdir -p "$OUT_DIR" || die "cannot create --out $OUT_DIR"
-  OUT_DIR=$(cd "$OUT_DIR" && pwd)
-  case "$OUT_DIR/" in "$PWD"/*) die "--out must be outside the checkout ($PWD)" ;; esac
+  OUT_DIR=$(cd "$OUT_DIR" && pwd -P)
+  case "$OUT_DIR/" in "$(pwd -P)"/*) die "--out must be outside the checkout ($(pwd -P))" ;; esac
+  # What this script writes there is never written through a link planted in
+  # its place (every file but the log goes through a fresh temp file and mv).
+  for n in gpu-check.log summary.txt gpu-check.tar.gz report.md peer.md preflight.txt; do
+    if [ -L "$OUT_DIR/$n" ] || { [ -e "$OUT_DIR/$n" ] && [ ! -f "$OUT_DIR/$n" ]; }; then
+      die "--out: $OUT_DIR/$n is a link or not a regular file; remove it (nothing is written through it)"
+    fi
+  done
   exec > >(tee -a "$OUT_DIR/gpu-check.log") 2>&1
 fi
 say "started $(date -u +%FT%TZ) in $PWD; budget $BUDGET s${OUT_DIR:+; outputs in $OUT_DIR}"
@@ -283,6 +314,16 @@ why_rc() {
   case "$1" in 124) echo "timed out" ;; 125) echo "skipped: no time left" ;; *) echo "exit $1" ;; esac
 }
 
+# out_put SRC NAME: SRC copied to OUT_DIR/NAME through a fresh temp file
+# (mktemp: never a name someone planted) renamed into place.
+out_put() {
+  local t
+  t=$(mktemp "$OUT_DIR/.$2.XXXXXX") || return 1
+  if cp "$1" "$t" && chmod 644 "$t" && mv -f "$t" "$OUT_DIR/$2"; then return 0; fi
+  rm -f "$t"
+  return 1
+}
+
 # pack: writes the output folder's files from what exists now (each under
 # 16 MiB, at most 6 files). Safe to call at any time, from the exit trap too.
 pack() {
@@ -296,9 +337,9 @@ pack() {
     done
     [ -z "$cur_stage" ] || printf '%-12s %5d s  %s\n' "$cur_stage" $(($(date +%s) - cur_t0)) "(running when packed)"
     echo "failed: ${failed[*]:-none}"
-  } >"$OUT_DIR/summary.txt.tmp" && mv -f "$OUT_DIR/summary.txt.tmp" "$OUT_DIR/summary.txt"
+  } >"$WORK/summary.txt.new" && mv -f "$WORK/summary.txt.new" "$WORK/summary.txt" && out_put "$WORK/summary.txt" summary.txt
   rm -rf "$s" && mkdir -p "$s"
-  cp "$OUT_DIR/summary.txt" "$s/" 2>/dev/null || true
+  cp "$WORK/summary.txt" "$s/" 2>/dev/null || true
   for f in "$WORK"/*.log "$WORK"/*.txt "$WORK"/*.json "$WORK"/*.err "$BUILD_DIR/accel-features.txt" \
            "$BUILD_DIR/CMakeFiles/CMakeOutput.log" "$BUILD_DIR/CMakeFiles/CMakeError.log" \
            "$BUILD_DIR/CMakeFiles/CMakeConfigureLog.yaml"; do
@@ -314,15 +355,18 @@ pack() {
   fi
   [ -d "$WORK/peer" ] && (cd "$WORK" && find peer -type f ! -name '*.ckpt' -size -4M -print0 |
                             tar --null -T - -cf - 2>/dev/null) | tar -xf - -C "$s" 2>/dev/null || true
-  tar -czf "$OUT_DIR/gpu-check.tar.gz.tmp" -C "$s" . 2>/dev/null || true
-  if [ "$(stat -c %s "$OUT_DIR/gpu-check.tar.gz.tmp" 2>/dev/null || echo 0)" -gt 15728640 ]; then
+  local tgz
+  tgz=$(mktemp "$OUT_DIR/.gpu-check.tar.gz.XXXXXX") || return 0
+  tar -czf "$tgz" -C "$s" . 2>/dev/null || true
+  if [ "$(stat -c %s "$tgz" 2>/dev/null || echo 0)" -gt 15728640 ]; then
     # Over the 16 MiB a file may be: without the runs' logs and per-step rows.
     find "$s" \( -name run.log -o -name metrics.csv \) -delete
-    tar -czf "$OUT_DIR/gpu-check.tar.gz.tmp" -C "$s" . 2>/dev/null || true
+    tar -czf "$tgz" -C "$s" . 2>/dev/null || true
   fi
-  mv -f "$OUT_DIR/gpu-check.tar.gz.tmp" "$OUT_DIR/gpu-check.tar.gz" 2>/dev/null || true
-  [ -n "${set_dir:-}" ] && [ -f "$set_dir/report.md" ] && cp "$set_dir/report.md" "$OUT_DIR/report.md"
-  [ -f "$WORK/peer/table.md" ] && cp "$WORK/peer/table.md" "$OUT_DIR/peer.md"
+  chmod 644 "$tgz" 2>/dev/null || true
+  mv -f "$tgz" "$OUT_DIR/gpu-check.tar.gz" 2>/dev/null || rm -f "$tgz"
+  [ -n "${set_dir:-}" ] && [ -f "$set_dir/report.md" ] && out_put "$set_dir/report.md" report.md
+  [ -f "$WORK/peer/table.md" ] && out_put "$WORK/peer/table.md" peer.md
   return 0
 }
 
@@ -417,7 +461,7 @@ val() { sed -n "s/^$1=//p" <<<"$info" | head -n 1; }
   echo "## environment"; echo "PATH=$PATH"; echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"; echo "CUDA_HOME=$CUDA_HOME"
   echo "## carried"; ls -l "$DEBS_DIR" 2>&1 | head -n 40
 ) >"$WORK/preflight.txt" 2>&1
-[ -z "$OUT_DIR" ] || cp "$WORK/preflight.txt" "$OUT_DIR/preflight.txt"
+[ -z "$OUT_DIR" ] || out_put "$WORK/preflight.txt" preflight.txt
 
 torch_prefix="" cuda_build="" gpus=0
 if [ -z "$(val version)" ]; then

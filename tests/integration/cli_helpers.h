@@ -41,6 +41,19 @@ inline Outcome run_cli_env(const std::string& env, const std::string& args) {
 
 inline Outcome run_cli(const std::string& args) { return run_cli_env("", args); }
 
+// A shell command line (sh -c), its output and exit code.
+inline Outcome run_command(const std::string& command) {
+  Outcome o;
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) o.output.append(buf.data(), n);
+  const int status = pclose(pipe);
+  o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return o;
+}
+
 // A fresh, not yet existing folder under the temp dir.
 inline std::filesystem::path fresh_dir(const std::string& tag) {
   static int counter = 0;

@@ -265,17 +265,7 @@ TEST_CASE("docs: the product speaks of itself, with no word about how it is bein
 
 namespace {
 
-Outcome run_shell(const std::string& cmd) {
-  Outcome o;
-  FILE* pipe = popen((cmd + " 2>&1").c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) o.output.append(buf.data(), n);
-  const int status = pclose(pipe);
-  o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return o;
-}
+Outcome run_shell(const std::string& cmd) { return run_command(cmd); }
 
 }  // namespace
 
@@ -321,4 +311,68 @@ TEST_CASE("gpu-check: every package the build looks up is one the GPU check prov
     CHECK_MESSAGE(probed, "the probe does not look up " << d);
   }
   CHECK(n >= 9);
+}
+
+TEST_CASE("gpu-check: no file name becomes code, and the modes that build nothing read every file named") {
+  const std::string script = "bash '" + source("scripts/gpu-check.sh") + "'";
+  const auto dir = fresh_dir("gpu-names");
+  fs::create_directories(dir);
+  // A name that a sed script built from it would run (the `e` flag after a
+  // '|'), and a name whose '|' would end such a script before the file is read.
+  const std::string runs = "a;touch $ACCEL_MARK;x|e\n#.cmake", cuts = "b|c.cmake";
+  std::ofstream(dir / runs) << "find_package(Frobnicate)\n";
+  std::ofstream(dir / cuts) << "find_package(Frobnicate2 REQUIRED)\n";
+  const auto mark = dir / "PWNED";
+  const auto r = run_shell("cd '" + dir.string() + "' && ACCEL_MARK='" + mark.string() + "' " + script +
+                           " --check-deps '" + runs + "' '" + (dir / cuts).string() + "'");
+  INFO(r.output);
+  CHECK(r.code == 1);
+  CHECK_FALSE(fs::exists(mark));
+  CHECK(r.output.find("looks up Frobnicate, which") != std::string::npos);
+  CHECK(r.output.find("looks up Frobnicate2, which") != std::string::npos);
+  // The name is shown quoted: its newline starts no line of its own.
+  CHECK(r.output.find("\n#.cmake") == std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("gpu-check: --help anywhere helps, an unknown argument stops it before anything runs, and --out is never written through a link") {
+  const std::string script = "bash '" + source("scripts/gpu-check.sh") + "'";
+  const auto dir = fresh_dir("gpu-out");
+  fs::create_directories(dir);
+  // A python without torch: the check stops at its preflight, having built nothing.
+  const std::string env = "ACCEL_PYTHON=/bin/false BUILD_DIR='" + (dir / "build").string() + "' ";
+  auto r = run_shell(env + script + " --out '" + (dir / "o1").string() + "' --help");
+  CHECK(r.code == 0);
+  CHECK(r.output.find("The GPU check") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "o1"));
+  r = run_shell(env + script + " --out '" + (dir / "o2").string() + "' --bogus");
+  CHECK(r.code == 1);
+  CHECK(r.output.find("unknown argument: --bogus (arguments for the sweep go after --") != std::string::npos);
+  CHECK(r.output.find("started") == std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "o2"));
+  // --out through a link into the checkout is inside the checkout: refused, nothing made there.
+  fs::create_directory_symlink(source(""), dir / "checkout");
+  r = run_shell(env + script + " --out '" + (dir / "checkout" / "gpu-out-planted").string() + "'");
+  CHECK(r.code == 1);
+  CHECK(r.output.find("--out must be outside the checkout") != std::string::npos);
+  CHECK_FALSE(fs::exists(source("gpu-out-planted")));
+  // Links planted where it writes: the temp names are its own, the outputs refused.
+  const auto victim = dir / "victim.txt";
+  std::ofstream(victim) << "keep me\n";
+  fs::create_directories(dir / "o3");
+  fs::create_symlink(victim, dir / "o3" / "summary.txt.tmp");
+  fs::create_symlink(victim, dir / "o3" / "gpu-check.tar.gz.tmp");
+  r = run_shell(env + script + " --out '" + (dir / "o3").string() + "'");
+  INFO(r.output);
+  CHECK(r.code == 1);  // no torch: the preflight fails
+  CHECK(accel_test::read_text(victim) == "keep me\n");
+  CHECK(fs::is_regular_file(fs::symlink_status(dir / "o3" / "summary.txt")));
+  CHECK(fs::is_regular_file(fs::symlink_status(dir / "o3" / "preflight.txt")));
+  fs::create_directories(dir / "o4");
+  fs::create_symlink(victim, dir / "o4" / "summary.txt");
+  r = run_shell(env + script + " --out '" + (dir / "o4").string() + "'");
+  CHECK(r.code == 1);
+  CHECK(r.output.find("summary.txt is a link or not a regular file") != std::string::npos);
+  CHECK(accel_test::read_text(victim) == "keep me\n");
+  fs::remove_all(dir);
 }
