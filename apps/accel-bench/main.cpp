@@ -195,7 +195,7 @@ int cmd_run(const RunArgs& a, int argc, char** argv) {
   if (!a.calibration.empty()) {
     // The calibration's own figures, before anything runs: bf16 that this
     // CPU's matmuls do not run faster than fp32 cannot speed the step up.
-    const auto peaks = accel::machine::PeakTable::load("", a.calibration);
+    const auto peaks = accel::machine::PeakTable::load_named("", a.calibration, "--calibration");
     if (const auto note = peaks.precision_limit_note(cfg.runtime.precision, accel::train::planned_threads(cfg));
         !note.empty()) {
       opts.warnings.push_back(note);
@@ -480,7 +480,7 @@ int cmd_sweep(LadderArgs& a) {
   }
   if (a.suites.empty()) throw accel::ConfigError("sweep: --suite FILE is required");
   if (!a.seeds.empty()) a.sweep.seeds = accel::ladder::parse_seeds(a.seeds);
-  if (!a.sweep.peaks.empty()) accel::read_json_file(a.sweep.peaks);  // names a bad file
+  if (!a.sweep.peaks.empty()) accel::machine::PeakTable::load_named("", a.sweep.peaks, "--peaks");  // names a bad file
   const std::vector<std::filesystem::path> suites(a.suites.begin(), a.suites.end());
   if (a.plan) {
     const auto plans = accel::ladder::plan_sweeps(a.sweep, suites);

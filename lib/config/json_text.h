@@ -10,7 +10,7 @@
 #include <optional>
 #include <string>
 
-#include <nlohmann/json.hpp>
+#include "accel/util/json.h"
 
 namespace accel::config::detail {
 

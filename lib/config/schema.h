@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include "accel/util/json.h"
 
 namespace accel::config::detail {
 

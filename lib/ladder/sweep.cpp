@@ -712,6 +712,7 @@ class Sweeps {
     if (!(opts_.budget_minutes >= 0)) throw ConfigError("--budget: minutes must be a number > 0");
     if (suites.empty()) throw ConfigError("sweep: --suite FILE is required");
     check_only(opts_, suites);
+    if (!opts_.peaks.empty()) machine::PeakTable::load_named("", opts_.peaks, "--peaks");  // there and valid
     machine_ = this_machine();
     for (const auto& file : suites) {
       sweeps_.push_back(std::make_unique<Sweep>(opts_, file, progress_, eta_, machine_));

@@ -91,6 +91,13 @@ std::string matmul_dtype(const std::string& precision) {
   return "fp32";
 }
 
+std::optional<int> thread_count_key(const std::string& key) {
+  if (key.empty() || key.size() > 6 || key.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  const long n = std::strtol(key.c_str(), nullptr, 10);
+  if (n < 1 || n > kMaxCalibratedThreads) return std::nullopt;
+  return int(n);
+}
+
 void validate_calibration(const Json& doc, const std::string& file) {
   if (!doc.is_object()) bad_field(file, "(the file)", "must be a JSON object", doc);
   if (doc.contains("cpu")) {
@@ -99,8 +106,9 @@ void validate_calibration(const Json& doc, const std::string& file) {
     for (const auto& [dtype, table] : cpu.items()) {
       if (!table.is_object()) bad_field(file, "cpu." + dtype, "must be an object of thread counts", table);
       for (const auto& [threads, gflops] : table.items()) {
-        if (std::atoi(threads.c_str()) < 1) {
-          bad_field(file, "cpu." + dtype + "." + threads, "must be a thread count >= 1", threads);
+        if (!thread_count_key(threads)) {
+          bad_field(file, "cpu." + dtype + "." + threads,
+                    "must be a thread count from 1 to " + std::to_string(kMaxCalibratedThreads), threads);
         }
         positive(gflops, file, "cpu." + dtype + "." + threads, false, 1e9);  // GFLOP/s: an exaflop is no CPU
       }
@@ -174,9 +182,19 @@ PeakTable PeakTable::load(const fs::path& published, const fs::path& calibration
   t.published_ = load_if(published);
   t.calibration_ = load_if(calibration);
   if (!t.calibration_.is_null()) validate_calibration(t.calibration_, calibration.string());
-  t.published_file_ = published.string();
-  t.calibration_file_ = calibration.string();
+  // Names that reach terminals and reports: no control character (an escape
+  // sequence in a path would reach the run's terminal in a warning).
+  t.published_file_ = clean_text(published.string(), 1024);
+  t.calibration_file_ = clean_text(calibration.string(), 1024);
   return t;
+}
+
+PeakTable PeakTable::load_named(const fs::path& published, const fs::path& calibration, const std::string& flag) {
+  std::error_code ec;
+  if (!calibration.empty() && !fs::exists(calibration, ec)) {
+    throw ConfigError(flag + " " + clean_text(calibration.string()) + ": no such file (make it with accel-bench calibrate)");
+  }
+  return load(published, calibration);
 }
 
 std::optional<Peak> PeakTable::published(const std::string& gpu_name,
@@ -213,15 +231,16 @@ std::string PeakTable::precision_limit_note(const std::string& precision, int th
 }
 
 std::optional<Peak> PeakTable::calibrated_cpu(const std::string& dtype, int threads) const {
+  // A calibration without "cpu" (calibrate --noise, --comm) has no CPU peaks.
   if (!calibration_.is_object()) return std::nullopt;
-  const auto& table = calibration_["cpu"];
-  if (!table.is_object() || !table.contains(dtype) || !table[dtype].is_object()) {
-    return std::nullopt;
-  }
+  const auto cpu = calibration_.find("cpu");
+  if (cpu == calibration_.end() || !cpu->is_object()) return std::nullopt;
+  const auto table = cpu->find(dtype);
+  if (table == cpu->end() || !table->is_object()) return std::nullopt;
   int best = 0;
   double gflops = 0;
-  for (const auto& [key, value] : table[dtype].items()) {
-    const int n = std::atoi(key.c_str());
+  for (const auto& [key, value] : table->items()) {
+    const int n = thread_count_key(key).value_or(0);
     if (n >= 1 && n <= std::max(threads, 1) && n > best && value.is_number()) {
       best = n;
       gflops = value.get<double>();

@@ -17,7 +17,7 @@
 #include <thread>
 #include <unordered_map>
 
-#include <nlohmann/json.hpp>
+#include "accel/util/json.h"
 
 #include "accel/util/errors.h"
 #include "accel/util/torch_compat.h"

@@ -30,7 +30,9 @@ std::vector<ReportFiles> write_reports(const fs::path& dir, const ReportOptions&
                         ? set_dir / "peaks.json"
                         : fs::path("results") / "peaks" / (set.machine_id + ".json");
     }
-    const auto peaks = PeakTable::load(reference_file(opts.published_peaks), calibration);
+    const auto peaks = opts.calibration.empty()
+                           ? PeakTable::load(reference_file(opts.published_peaks), calibration)
+                           : PeakTable::load_named(reference_file(opts.published_peaks), calibration, "--calibration");
     auto rep = build_report(set, peaks);
     if (opts.price_per_hour && !opts.prices.empty()) {
       throw ConfigError("report: give --price-per-hour or --prices, not both");

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "accel/machine/peaks.h"
 #include "accel/machine/predict.h"
 #include "accel/results/report.h"
 #include "accel/util/errors.h"
@@ -58,7 +59,7 @@ std::vector<ScalingLine> predict_scaling(const ResultSet& set, const Json& calib
       const auto* b = first_ok(set.rungs[j]);
       if (b == nullptr || b->world_size != 1 || !b->config.is_object()) continue;
       if (model_key(*b) != model_key(*run) ||
-          b->config["runtime"].value("precision", "") != rt.value("precision", "")) {
+          str_at(b->config, "runtime/precision") != str_at(run->config, "runtime/precision")) {
         continue;
       }
       const bool same_device = b->threads == rank_threads;
@@ -102,7 +103,7 @@ std::vector<ScalingLine> predict_scaling(const ResultSet& set, const Json& calib
         const Json at_dtype = peaks_table.is_object() ? peaks_table.value(dtype, Json::object()) : Json::object();
         if (!at_dtype.is_object()) return 0.0;
         for (const auto& [k, v] : at_dtype.items()) {
-          const int n = std::atoi(k.c_str());
+          const int n = machine::thread_count_key(k).value_or(0);
           if (n >= 1 && n <= t && n > at && v.is_number()) {
             at = n;
             best = v.get<double>();

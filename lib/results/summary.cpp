@@ -4,7 +4,7 @@
 #include <vector>
 #include <fstream>
 
-#include <nlohmann/json.hpp>
+#include "accel/util/json.h"
 
 #include "accel/results/report.h"
 #include "accel/results/result_set.h"

@@ -6,7 +6,7 @@
 #include <ostream>
 #include <string>
 
-#include <nlohmann/json.hpp>
+#include "accel/util/json.h"
 
 #include "accel/train/fabric.h"
 #include "accel/train/result.h"

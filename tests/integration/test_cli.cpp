@@ -11,7 +11,7 @@
 #include <sstream>
 #include <string>
 
-#include <nlohmann/json.hpp>
+#include "accel/util/json.h"
 
 #include "accel/results/losses.h"
 #include "integration/cli_helpers.h"

@@ -18,7 +18,7 @@
 #include <tuple>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include "accel/util/json.h"
 
 #include "integration/cli_helpers.h"
 #include "support/skip.h"
@@ -1072,4 +1072,80 @@ TEST_CASE("cli inputs: a calibration whose bf16 matmuls are slower than fp32 is 
   CAPTURE(r.output);
   CHECK(has(r.output, "! 04-bf16-mixed: bf16 matmuls measured"));
   CHECK_FALSE(has(r.output, "! 01-finetune:"));
+}
+
+TEST_CASE("cli inputs: a calibration without cpu peaks, as calibrate --noise writes it, reads as no peaks in run, report, predict and sweep" * doctest::test_suite("process")) {
+  REQUIRE_MESSAGE(have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
+  TempDir tmp;
+  const auto noise = tmp.write("noise.json", R"({"machine_id": "m-2c", "noise": {"machine": {}, "warnings": []}})");
+  const std::string base =
+      source("results/ladder-text-cpu/amd-epyc-2c-avx512bf16-lt1.13.0/t03b-one-core/result.json");
+  auto r = run_cli("run -c " + source("configs/ladder/cpu/00-scratch.json") + " --set runtime.precision=bf16-mixed" +
+                   " --set train.loop=fabric --set runtime.threads=2 --calibration " + noise.string() + " --dry-run --out " +
+                   (tmp / "out").string());
+  CAPTURE(r.output);
+  CHECK(r.code == 0);
+  CHECK_FALSE(has(r.output, "bf16 matmuls measured"));
+  const auto set = hostile_set(tmp, "set");
+  r = run_cli("report " + set.string() + " --calibration " + noise.string());
+  CAPTURE(r.output);
+  CHECK(r.code == 0);
+  r = run_cli("sweep --plan --suite " + source("configs/ladder/cpu/suite.json") + " --peaks " + noise.string());
+  CAPTURE(r.output);
+  CHECK(r.code == 0);
+  CHECK_FALSE(has(r.output, "bf16 matmuls measured"));
+  // predict needs the peaks it asks for, and says so.
+  const std::string predict = "predict " + base + " --strategy ddp --devices 2 --link pcie4-x16 --threads-per-device 1 --calibration " +
+                              noise.string();
+  r = run_cli(predict);
+  CAPTURE(r.output);
+  CHECK(r.code == 2);
+  CHECK(has(r.output, "--calibration " + noise.string() + " has no bf16 peaks at 1"));
+  // Under valgrind, where there is one: not a byte read past the document.
+  if (std::system("command -v valgrind >/dev/null 2>&1") != 0) {
+    accel_test::skip("valgrind not installed: the memory check of the calibration read");
+    return;
+  }
+  r = run_command("valgrind --quiet --error-exitcode=99 " + std::string(ACCEL_BENCH_EXE) + " " + predict);
+  CAPTURE(r.output);
+  CHECK(r.code == 2);
+  CHECK_FALSE(has(r.output, "Invalid read"));
+}
+
+TEST_CASE("cli inputs: a --calibration that does not exist exits 2 naming it, and a thread count that would wrap is refused") {
+  REQUIRE_MESSAGE(have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
+  TempDir tmp;
+  const auto none = (tmp / "no-such-peaks.json").string();
+  auto r = run_cli("run -c " + source("configs/ladder/cpu/00-scratch.json") + " --calibration " + none +
+                   " --dry-run --out " + (tmp / "out").string());
+  CHECK(r.code == 2);
+  CHECK(has(r.output, "--calibration " + none + ": no such file"));
+  const auto set = hostile_set(tmp, "set");
+  r = run_cli("report " + set.string() + " --calibration " + none);
+  CHECK(r.code == 2);
+  CHECK(has(r.output, "--calibration " + none + ": no such file"));
+  CHECK_FALSE(fs::exists(set / "report.md"));
+  r = run_cli("sweep --plan --suite " + source("configs/ladder/cpu/suite.json") + " --peaks " + none);
+  CHECK(r.code == 2);
+  CHECK(has(r.output, "--peaks " + none + ": no such file"));
+  // 4294967297 threads read through atoi would be 1 on some libcs, anything on others.
+  const auto wrap = tmp.write("wrap.json", R"({"cpu": {"fp32": {"4294967297": 150.0}, "bf16": {"1": 80.0}}})");
+  r = run_cli("run -c " + source("configs/ladder/cpu/00-scratch.json") + " --set runtime.precision=bf16-mixed" +
+              " --set train.loop=fabric --calibration " + wrap.string() + " --dry-run --out " + (tmp / "out2").string());
+  CAPTURE(r.output);
+  CHECK(r.code == 2);
+  CHECK(has(r.output, "cpu.fp32.4294967297: must be a thread count from 1 to 65536"));
+}
+
+TEST_CASE("cli inputs: an escape sequence in a calibration's path never reaches the run's terminal") {
+  REQUIRE_MESSAGE(have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
+  TempDir tmp;
+  const auto peaks = tmp.write("peaks\x1b[2J\x1b[31m.json", R"({"cpu": {"fp32": {"1": 153.0, "2": 310.7}, "bf16": {"1": 82.5, "2": 161.5}}})");
+  const auto r = run_cli("run -c " + source("configs/ladder/cpu/00-scratch.json") + " --set runtime.precision=bf16-mixed" +
+                         " --set train.loop=fabric --set runtime.threads=2 --calibration '" + peaks.string() + "' --dry-run --out " +
+                         (tmp / "out").string());
+  CAPTURE(r.output);
+  CHECK(r.code == 0);
+  CHECK(has(r.output, "bf16 matmuls measured"));
+  CHECK_FALSE(has(r.output, "\x1b"));
 }

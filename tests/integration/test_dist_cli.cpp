@@ -23,7 +23,7 @@
 #include <string>
 #include <thread>
 
-#include <nlohmann/json.hpp>
+#include "accel/util/json.h"
 
 #include "accel/results/compare.h"
 #include "accel/train/checkpoint.h"

@@ -263,6 +263,28 @@ TEST_CASE("docs: the product speaks of itself, with no word about how it is bein
   CHECK(found == 0);
 }
 
+TEST_CASE("source: nlohmann/json is included only through accel/util/json.h, where a read of a missing key throws") {
+  int direct = 0, files = 0;
+  for (const char* dir : {"apps", "lib", "tests", "bench"}) {
+    if (!fs::exists(source(dir))) continue;
+    for (const auto& e : fs::recursive_directory_iterator(source(dir))) {
+      const auto ext = e.path().extension().string();
+      if (!e.is_regular_file() || (ext != ".cpp" && ext != ".h" && ext != ".inc")) continue;
+      if (e.path().filename() == "json.h" && e.path().parent_path().filename() == "util") continue;
+      ++files;
+      const auto ls = lines_of(accel_test::read_text(e.path()));
+      for (size_t n = 0; n < ls.size(); ++n) {
+        if (ls[n].rfind("#include", 0) == 0 && ls[n].find("nlohmann/") != std::string::npos) {
+          ++direct;
+          MESSAGE(e.path().string() << ":" << n + 1 << ": " << ls[n] << " (include \"accel/util/json.h\")");
+        }
+      }
+    }
+  }
+  CHECK(files > 100);
+  CHECK(direct == 0);
+}
+
 namespace {
 
 Outcome run_shell(const std::string& cmd) { return run_command(cmd); }

@@ -10,7 +10,7 @@
 #include <fstream>
 #include <string>
 
-#include <nlohmann/json.hpp>
+#include "accel/util/json.h"
 
 #include "accel/train/checkpoint.h"
 #include "integration/cli_helpers.h"

@@ -25,7 +25,7 @@
 #include <string>
 #include <thread>
 
-#include <nlohmann/json.hpp>
+#include "accel/util/json.h"
 
 #include "accel/metrics/metrics.h"
 #include "accel/config/run_config.h"

@@ -16,7 +16,7 @@
 #include <fstream>
 #include <string>
 
-#include <nlohmann/json.hpp>
+#include "accel/util/json.h"
 
 #include "accel/data/catalog.h"
 #include "accel/models/bert.h"

@@ -23,7 +23,7 @@
 #include <thread>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include "accel/util/json.h"
 
 #include "accel/config/run_config.h"
 #include "accel/kernels/adam.h"

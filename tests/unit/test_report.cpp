@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <filesystem>
+#include <limits>
 #include <string>
 
 #include "accel/metrics/hardware.h"
@@ -16,6 +18,7 @@
 #include "accel/machine/peaks.h"
 #include "accel/ladder/progress.h"
 #include "accel/util/child_process.h"
+#include "accel/util/errors.h"
 #include "accel/results/report.h"
 #include "accel/train/work.h"
 #include "support/temp_dir.h"
@@ -402,6 +405,36 @@ TEST_CASE("peaks: published GPU figures match whole words of the device name") {
   CHECK(matmul_dtype("bf16-mixed") == "bf16");
   CHECK(matmul_dtype("16-mixed") == "fp16");
   CHECK(matmul_dtype("32-true") == "fp32");
+}
+
+TEST_CASE("peaks: a calibration without cpu peaks has none, and thread counts are decimal numbers in range") {
+  accel_test::TempDir tmp;
+  // What calibrate --noise writes where there was no calibration, and a comm fit alone.
+  for (const Json& doc : {Json{{"machine_id", "m"}, {"noise", {{"machine", Json::object()}}}},
+                          Json{{"cpu", {{"bf16", {{"2", 10.0}}}}}}}) {
+    report_test::write_json(tmp / "c.json", doc);
+    const auto t = PeakTable::load("", tmp / "c.json");
+    CHECK_FALSE(t.calibrated_cpu("fp32", 2).has_value());
+    CHECK(t.precision_limit_note("bf16-mixed", 2).empty());
+  }
+  CHECK(accel::machine::thread_count_key("16") == 16);
+  for (const char* bad : {"0", "", "4294967297", "65537", "2x", "-1", " 2", "+2", "1e3"}) {
+    CAPTURE(bad);
+    CHECK_FALSE(accel::machine::thread_count_key(bad).has_value());
+    report_test::write_json(tmp / "t.json", {{"cpu", {{"fp32", {{bad, 10.0}}}}}});
+    CHECK_THROWS_AS(PeakTable::load("", tmp / "t.json"), accel::ConfigError);
+  }
+  // Named by the user, a missing calibration is an input error naming the flag and the file.
+  CHECK_NOTHROW(PeakTable::load("", tmp / "none.json"));
+  const std::string said = "--calibration " + (tmp / "none.json").string() + ": no such file";
+  CHECK_THROWS_WITH_AS(PeakTable::load_named("", tmp / "none.json", "--calibration"), doctest::Contains(said.c_str()),
+                       accel::ConfigError);
+}
+
+TEST_CASE("json: a const read of a missing key throws instead of reading past the end of the object") {
+  const Json doc = {{"a", 1}};
+  CHECK_THROWS_AS((void)doc["b"], std::logic_error);
+  CHECK(doc["a"] == 1);
 }
 
 TEST_CASE("peaks: the committed data file gives H100/H200 SXM bf16 989.5 and A100 312 TFLOP/s") {

@@ -4,7 +4,7 @@
 
 #include <torch/torch.h>
 
-#include <nlohmann/json.hpp>
+#include "accel/util/json.h"
 
 #include <algorithm>
 #include <chrono>

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include "accel/util/json.h"
 #include <torch/torch.h>
 
 #include "accel/config/run_config.h"

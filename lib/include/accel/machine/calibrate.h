@@ -15,7 +15,7 @@
 #include <ostream>
 #include <string>
 
-#include <nlohmann/json.hpp>
+#include "accel/util/json.h"
 
 #include "accel/dist/comm.h"
 

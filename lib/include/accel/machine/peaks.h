@@ -21,6 +21,12 @@ struct Peak {
 // The matmul dtype a precision runs its matmuls in: fp32, bf16, fp16, fp64.
 std::string matmul_dtype(const std::string& precision);
 
+// A calibration's thread-count key ("1", "16"): its number when it is
+// decimal digits only and from 1 to kMaxCalibratedThreads, else nullopt (a
+// doctored "4294967297" never wraps into a small count, "2x" is no 2).
+inline constexpr int kMaxCalibratedThreads = 1 << 16;
+std::optional<int> thread_count_key(const std::string& key);
+
 // Checks a calibration file (`accel-bench calibrate`'s peaks.json) field by
 // field: cpu.<dtype>.<threads> positive numbers; comm.ranks an integer >= 2,
 // comm.collectives.<op> with alpha_s and beta_s_per_byte numbers >= 0 and
@@ -39,6 +45,11 @@ class PeakTable {
   // Either file may be absent (empty path or missing file): its peaks are then unknown.
   static PeakTable load(const std::filesystem::path& published,
                         const std::filesystem::path& calibration);
+  // The same where the user named CALIBRATION with FLAG (`--calibration
+  // FILE`): a missing file is then a ConfigError "FLAG FILE: no such file",
+  // not a table without peaks.
+  static PeakTable load_named(const std::filesystem::path& published, const std::filesystem::path& calibration,
+                              const std::string& flag);
 
   // The peak of one device of this run: a GPU's published figure by its name
   // in env (gpu_name, ...), a CPU's measured figure at the run's thread count.

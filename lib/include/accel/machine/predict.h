@@ -33,7 +33,7 @@
 #include <utility>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include "accel/util/json.h"
 
 #include "accel/dist/catalog.h"
 #include "accel/train/result.h"

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include "accel/util/json.h"
 
 namespace accel::models {
 

@@ -26,7 +26,7 @@
 
 #include <functional>
 
-#include <nlohmann/json.hpp>
+#include "accel/util/json.h"
 #include <torch/torch.h>
 
 namespace accel::precision {

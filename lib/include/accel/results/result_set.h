@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include "accel/util/json.h"
 
 #include "accel/train/result.h"
 #include "accel/util/json_doc.h"

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include "accel/util/json.h"
 #include <torch/torch.h>
 
 #include "accel/models/weights.h"  // NamedTensors

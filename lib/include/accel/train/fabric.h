@@ -19,7 +19,7 @@
 #include <ostream>
 #include <string>
 
-#include <nlohmann/json.hpp>
+#include "accel/util/json.h"
 #include <torch/torch.h>
 
 #include "accel/config/run_config.h"
