@@ -43,6 +43,7 @@
 #include "accel/train/checks.h"
 #include "accel/train/result.h"
 #include "accel/train/run.h"
+#include "accel/util/child_process.h"
 #include "accel/util/input_file.h"
 #include "accel/train/signals.h"
 #include "accel/train/work.h"
@@ -57,6 +58,24 @@ namespace {
 // character but newlines and tabs (an escape sequence from a doctored
 // result.json could clear the screen or paint a fake verdict).
 std::string terminal_text(const std::string& s) { return accel::clean_text(s, std::string::npos, true); }
+
+// A number option that must be finite and within (lo, hi] (`above` true) or
+// [lo, hi]: CLI11's PositiveNumber and Range let "nan" and "inf" through.
+CLI::Validator number_in(double lo, double hi, bool above, const std::string& unit = "") {
+  std::ostringstream bounds;
+  bounds.precision(15);
+  bounds << (above ? "> " : "at least ") << lo << " and at most " << hi << (unit.empty() ? "" : " ") << unit;
+  const std::string text = bounds.str();
+  return CLI::Validator(
+      [lo, hi, above, text](std::string& in) -> std::string {
+        double v = 0;
+        if (!CLI::detail::lexical_cast(in, v) || !std::isfinite(v) || v < lo || (above && v <= lo) || v > hi) {
+          return "\"" + in + "\" must be a number " + text;
+        }
+        return "";
+      },
+      "NUMBER " + text);
+}
 
 struct RunArgs {
   std::string config;
@@ -838,10 +857,11 @@ void add_ladder_commands(CLI::App& app, LadderArgs& a) {
   sweep->add_option("--budget", a.sweep.budget_minutes,
                     "Minutes for all the runs: where the estimate exceeds it, every run whose "
                     "steps are not capped trains the same share of its batches (at least 30%) so "
-                    "that they fit; said before anything runs");
+                    "that they fit; said before anything runs")
+      ->check(number_in(0, 1e7, true, "minutes"));
   sweep->add_option("--run-timeout", a.sweep.run_timeout_s,
-                    "Stop a rung's run after SECONDS and go on with the next (default: none)")
-      ->check(CLI::PositiveNumber);
+                    "Stop a rung's run after SECONDS (at most 30 days) and go on with the next (default: none)")
+      ->check(number_in(0, accel::util::kMaxTimeoutS, true, "seconds (30 days)"));
   sweep->add_option("--only", a.sweep.only, "Run only these rungs (ids; the upstream runs as always)")
       ->delimiter(',');
   auto* tune = app.add_subcommand(
@@ -872,7 +892,7 @@ void add_ladder_commands(CLI::App& app, LadderArgs& a) {
   report->add_option("--gnuplot", a.report.gnuplot, "gnuplot program (charts as CSV only without it)");
   report->add_option("--price-per-hour", a.report_price,
                      "What a GPU (a CPU run: its machine) costs an hour: cost per run and per accuracy point")
-      ->check(CLI::NonNegativeNumber);
+      ->check(number_in(0, 1e9, false));
   report->add_option("--prices", a.report.prices, "Instead: a JSON file of {\"<machine-id>\": price}");
   report->add_flag("--html", a.report.html,
                    "Also report.html: one self-contained page (tables, charts inline, every run to drill into; "
@@ -941,13 +961,14 @@ void add_ladder_commands(CLI::App& app, LadderArgs& a) {
                       "CPU: ranks of this many threads (compute scaled by the calibrated peaks)");
   predict->add_option("--gpu", q.gpu, "Another GPU kind (compute scaled by its published peak)");
   predict->add_option("--compute-scale", q.compute_scale, "Per-device compute time x this")
-      ->check(CLI::PositiveNumber);
+      ->check(number_in(0, 1e6, true));
   predict->add_option("--fsdp-sharding", q.fsdp_sharding, "fsdp: FULL_SHARD, SHARD_GRAD_OP or NO_SHARD (default: the run's)");
   predict->add_option("--fsdp-prefetch", q.fsdp_prefetch, "fsdp: 1 or 0 (default: the run's)")->check(CLI::Range(0, 1));
-  predict->add_option("--bucket-mb", q.bucket_mb, "ddp: bucket size (default: the run's)")->check(CLI::PositiveNumber);
+  predict->add_option("--bucket-mb", q.bucket_mb, "ddp: bucket size (default: the run's)")
+      ->check(number_in(0, 1e6, true, "MB"));
   predict->add_option("--measured", q.measured, "A measured multi-device result.json to set beside");
   predict->add_option("--price-per-hour", a.predict_price, "Price of one device for an hour: cost per row")
-      ->check(CLI::NonNegativeNumber);
+      ->check(number_in(0, 1e9, false));
   predict->add_option("--json", a.predict_json, "Also write the prediction as JSON here");
 }
 

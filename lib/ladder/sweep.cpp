@@ -710,6 +710,10 @@ class Sweeps {
       : opts_(o), progress_(o.log ? *o.log : null_, o.terminal) {
     if (opts_.repeats < 0) throw ConfigError("--repeats: must be at least 1");
     if (!(opts_.budget_minutes >= 0)) throw ConfigError("--budget: minutes must be a number > 0");
+    if (!(opts_.run_timeout_s >= 0 && opts_.run_timeout_s <= util::kMaxTimeoutS)) {
+      throw ConfigError("--run-timeout: seconds must be a number > 0 and at most " +
+                        std::to_string(int64_t(util::kMaxTimeoutS)) + " (30 days)");
+    }
     if (suites.empty()) throw ConfigError("sweep: --suite FILE is required");
     check_only(opts_, suites);
     if (!opts_.peaks.empty()) machine::PeakTable::load_named("", opts_.peaks, "--peaks");  // there and valid

@@ -102,6 +102,10 @@ ChildOutcome run_child(const std::vector<std::string>& argv, const std::filesyst
                        const std::filesystem::path& cwd,
                        const std::function<void(const std::string&)>& on_event,
                        double timeout_s) {
+  if (!(timeout_s >= 0 && timeout_s <= kMaxTimeoutS)) {
+    throw RunError("a child's time limit must be 0 (none) or at most " + std::to_string(int64_t(kMaxTimeoutS)) +
+                   " s, not " + std::to_string(timeout_s));
+  }
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) throw RunError(std::string("pipe: ") + std::strerror(errno));
   int ev[2] = {-1, -1};
@@ -183,7 +187,9 @@ ChildOutcome run_child(const std::vector<std::string>& argv, const std::filesyst
         deadline = now + kKillAfter;
         continue;
       }
-      wait_ms = int(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count()) + 1;
+      // At most a minute a poll: a far deadline's milliseconds would not fit an int.
+      const auto left_ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
+      wait_ms = int(std::min<int64_t>(left_ms, 60'000)) + 1;
     }
     const int ready = ::poll(pfd, 2, wait_ms);
     if (ready < 0) {

@@ -1112,6 +1112,33 @@ TEST_CASE("cli inputs: a calibration without cpu peaks, as calibrate --noise wri
   CHECK_FALSE(has(r.output, "Invalid read"));
 }
 
+TEST_CASE("cli inputs: a time limit, price, scale or budget that is NaN, infinite or beyond its bound is refused naming the flag") {
+  const std::string suite = source("configs/ladder/cpu/suite.json");
+  for (const char* bad : {"nan", "inf", "-1", "0", "1e10", "9.3e9", "2592001"}) {
+    CAPTURE(bad);
+    const auto r = run_cli("sweep --plan --suite " + suite + " --run-timeout " + bad);
+    CHECK(r.code == 2);
+    CHECK(has(r.output, "--run-timeout"));
+    CHECK(has(r.output, "at most 2592000 seconds (30 days)"));
+  }
+  CHECK(run_cli("sweep --plan --suite " + suite + " --run-timeout 2592000").code == 0);
+  const std::string base =
+      source("results/ladder-text-cpu/amd-epyc-2c-avx512bf16-lt1.13.0/t03b-one-core/result.json");
+  for (const auto& [args, flag] :
+       {std::pair{"sweep --plan --suite " + suite + " --budget nan", "--budget"},
+        std::pair{"sweep --plan --suite " + suite + " --budget inf", "--budget"},
+        std::pair{"report " + source("results/ladder-text-cpu/amd-epyc-2c-avx512bf16-lt1.13.0") + " --price-per-hour nan",
+                  "--price-per-hour"},
+        std::pair{"predict " + base + " --strategy ddp --devices 2 --compute-scale inf", "--compute-scale"},
+        std::pair{"predict " + base + " --strategy ddp --devices 2 --bucket-mb nan", "--bucket-mb"},
+        std::pair{"predict " + base + " --strategy ddp --devices 2 --price-per-hour -inf", "--price-per-hour"}}) {
+    CAPTURE(args);
+    const auto r = run_cli(args);
+    CHECK(r.code == 2);
+    CHECK(has(r.output, flag));
+  }
+}
+
 TEST_CASE("cli inputs: a --calibration that does not exist exits 2 naming it, and a thread count that would wrap is refused") {
   REQUIRE_MESSAGE(have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
   TempDir tmp;

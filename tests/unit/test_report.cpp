@@ -629,6 +629,24 @@ TEST_CASE("child timeout: a child past its timeout is stopped, its grandchildren
   CHECK(quick.last_line == "ok");
 }
 
+TEST_CASE("child timeout: the longest limit stops nothing early, and one beyond it or NaN is refused before starting") {
+  accel_test::TempDir tmp;
+  // 30 days: the deadline's milliseconds overflow no int and no clock.
+  const auto longest = accel::util::run_child({"/bin/sh", "-c", "echo ok"}, tmp.path / "log",
+                                              [](const std::string&) {}, {}, {}, accel::util::kMaxTimeoutS);
+  CHECK_FALSE(longest.timed_out);
+  CHECK(longest.exit_code == 0);
+  CHECK(longest.last_line == "ok");
+  for (const double bad : {1e10, 9.3e9, accel::util::kMaxTimeoutS * 1.01, -1.0,
+                           std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
+    CAPTURE(bad);
+    CHECK_THROWS_AS(accel::util::run_child({"/bin/sh", "-c", "touch started"}, tmp.path / "log2",
+                                           [](const std::string&) {}, tmp.path, {}, bad),
+                    accel::RunError);
+  }
+  CHECK_FALSE(std::filesystem::exists(tmp.path / "started"));
+}
+
 TEST_CASE("progress channel: without on_event the child gets no channel, and a stray value is no channel") {
   accel_test::TempDir tmp;
   std::vector<std::string> lines;

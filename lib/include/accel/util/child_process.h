@@ -33,6 +33,11 @@ struct ChildOutcome {
 // `timeout_s` > 0: a child still running after that many seconds gets
 // SIGTERM in its process group (its ranks too), and SIGKILL 10 s later;
 // timed_out is then set and last_line says so.
+// The longest timeout_s: 30 days (2,592,000 s), far beyond any run and far
+// inside a steady clock's range. Outside [0, kMaxTimeoutS] (NaN included)
+// run_child throws accel::RunError before starting anything.
+inline constexpr double kMaxTimeoutS = 30.0 * 24 * 3600;
+
 ChildOutcome run_child(const std::vector<std::string>& argv, const std::filesystem::path& log_file,
                        const std::function<void(const std::string&)>& on_line,
                        const std::filesystem::path& cwd = {},
