@@ -163,18 +163,39 @@ DirLock::DirLock(const fs::path& dir, const std::string& what) : dir_(dir) {
   fs::create_directories(dir, ec);
   if (ec) throw ConfigError(where + "cannot create the folder: " + ec.message());
   const auto file = dir / ".lock";
-  fd_ = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw ConfigError(where + sys_error("cannot open " + file.string()));
+  // O_NOFOLLOW: a link planted as OUT/.lock would have us truncate and write
+  // whatever it points at; O_NONBLOCK: a FIFO planted there would hang open().
+  fd_ = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+  if (fd_ < 0) {
+    if (errno == ELOOP) {
+      throw ConfigError(where + file.string() +
+                        " is a symbolic link, not a lock file accel-bench made; remove it");
+    }
+    throw ConfigError(where + sys_error("cannot open " + file.string()));
+  }
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1) {
+    const bool regular = S_ISREG(st.st_mode);
+    ::close(fd_);
+    fd_ = -1;
+    // A second hard link would have us truncate a file that lives elsewhere too.
+    throw ConfigError(where + file.string() +
+                      (regular ? " has other hard links" : " is not a regular file") +
+                      ", not a lock file accel-bench made; remove it");
+  }
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
+    std::string holder;
+    char buf[32] = {};
+    const ssize_t n = ::pread(fd_, buf, sizeof buf - 1, 0);
+    if (n > 0) holder.assign(buf, size_t(n));
+    holder = holder.substr(0, holder.find_first_not_of("0123456789"));
     ::close(fd_);
     fd_ = -1;
     if (err != EWOULDBLOCK) {
       errno = err;
       throw ConfigError(where + sys_error("cannot lock " + file.string()));
     }
-    std::string holder;
-    std::ifstream(file) >> holder;
     throw ConfigError(where + "another " + what +
                       (holder.empty() ? std::string() : " (pid " + holder + ")") +
                       " is writing into this folder; wait for it to end or choose another --out");

@@ -1139,6 +1139,19 @@ TEST_CASE("cli inputs: a time limit, price, scale or budget that is NaN, infinit
   }
 }
 
+TEST_CASE("cli inputs: a run lock planted as a link to another file is refused and the file left as it is" * doctest::test_suite("process")) {
+  TempDir tmp;
+  const auto victim = tmp.write("victim.txt", "keep me\n");
+  fs::create_directories(tmp / "out");
+  fs::create_symlink(victim, tmp / "out" / ".lock");
+  const auto r = run_cli("run -c " + source("configs/smoke/scratch-smoke.json") + " --out " + (tmp / "out").string());
+  CAPTURE(r.output);
+  CHECK(r.code == 2);
+  CHECK(has(r.output, (tmp / "out" / ".lock").string() + " is a symbolic link"));
+  CHECK(text_of(victim) == "keep me\n");
+  CHECK_FALSE(fs::exists(tmp / "out" / "config.json"));
+}
+
 TEST_CASE("cli inputs: a --calibration that does not exist exits 2 naming it, and a thread count that would wrap is refused") {
   REQUIRE_MESSAGE(have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
   TempDir tmp;

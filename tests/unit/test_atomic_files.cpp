@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 
@@ -105,4 +106,51 @@ TEST_CASE("atomic files: remove_stale_temp_files removes dead writers' files onl
   for (const auto& n : kept) CHECK_MESSAGE(fs::exists(dir / n), n);
   // A folder that does not exist yet has nothing stale.
   CHECK(remove_stale_temp_files(dir / "missing").empty());
+}
+
+TEST_CASE("dir lock: a .lock that is a link, a hard link or not a regular file is refused and its target left as it is") {
+  accel_test::TempDir tmp;
+  const auto victim = tmp.write("victim.txt", "keep me\n");
+  auto read = [](const std::filesystem::path& p) {
+    std::ifstream in(p);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  auto refused = [&](const std::filesystem::path& out, const std::string& why) {
+    try {
+      accel::metrics::DirLock lock(out);
+      FAIL("the lock was taken");
+    } catch (const accel::ConfigError& e) {
+      const std::string what = e.what();
+      CHECK(what.find((out / ".lock").string()) != std::string::npos);
+      CHECK(what.find(why) != std::string::npos);
+    }
+  };
+  // A symbolic link, to a file (truncated and overwritten with a pid before)
+  // and dangling (created before).
+  std::filesystem::create_directories(tmp / "out1");
+  std::filesystem::create_symlink(victim, tmp / "out1" / ".lock");
+  refused(tmp / "out1", "is a symbolic link");
+  CHECK(read(victim) == "keep me\n");
+  std::filesystem::create_directories(tmp / "out2");
+  std::filesystem::create_symlink(tmp / "made-through-the-link", tmp / "out2" / ".lock");
+  refused(tmp / "out2", "is a symbolic link");
+  CHECK_FALSE(std::filesystem::exists(tmp / "made-through-the-link"));
+  // A hard link: the same file under another name elsewhere.
+  std::filesystem::create_directories(tmp / "out3");
+  std::filesystem::create_hard_link(victim, tmp / "out3" / ".lock");
+  refused(tmp / "out3", "has other hard links");
+  CHECK(read(victim) == "keep me\n");
+  // A FIFO (an open() that would wait) and a folder.
+  std::filesystem::create_directories(tmp / "out4");
+  REQUIRE(::mkfifo((tmp / "out4" / ".lock").c_str(), 0644) == 0);
+  refused(tmp / "out4", "is not a regular file");
+  std::filesystem::create_directories(tmp / "out5" / ".lock");
+  CHECK_THROWS_AS(accel::metrics::DirLock(tmp / "out5"), accel::ConfigError);
+  // A lock file of our own, left by an earlier run: taken, its pid replaced.
+  tmp.write("out6/.lock", "999999999\n");
+  {
+    accel::metrics::DirLock lock(tmp / "out6");
+    CHECK(lock.held());
+    CHECK(read(tmp / "out6" / ".lock") == std::to_string(::getpid()) + "\n");
+  }
 }
