@@ -314,6 +314,35 @@ std::string impossible_figure(const RunRecord& r, const json& doc) {
     if (v && !(*v >= 0 && *v <= 1)) return std::string(what) + " is " + shown(*v) + ": an accuracy lies from 0 to 1";
     return "";
   };
+  // Figures no run on any machine makes: a doctored 1e-300 s or 1e308 s
+  // would pass the sign checks and then overflow every ratio and interval
+  // taken from it, which would vanish without a word.
+  auto plausible = [&](const char* what, const Opt& v, double lo, double hi, const char* unit) -> std::string {
+    if (!v || !std::isfinite(*v) || *v <= 0) return "";  // the sign checks say why
+    if (*v < lo || *v > hi) {
+      return std::string(what) + " is " + shown(*v) + ": no run measures below " + shown(lo) + " " + unit +
+             " or above " + shown(hi) + " " + unit;
+    }
+    return "";
+  };
+  for (const std::string& why :
+       {plausible("train_time_s", r.train_time_s, kMinTimeS, kMaxTimeS, "s"),
+        plausible("init_time_s", r.init_time_s, 0, kMaxTimeS, "s"),
+        plausible("step_time_ms.median", r.step_ms_median, kMinTimeS * 1e3, kMaxTimeS * 1e3, "ms"),
+        plausible("step_time_ms.mean", r.step_ms_mean, kMinTimeS * 1e3, kMaxTimeS * 1e3, "ms"),
+        plausible("samples_per_s", r.samples_per_s, 1 / kMaxTimeS, kMaxRate, "per s"),
+        plausible("tokens_per_s", r.tokens_per_s, 1 / kMaxTimeS, kMaxRate, "per s")}) {
+    if (!why.empty()) return why;
+  }
+  for (const double v : r.step_ms_after_warmup) {
+    if (const auto why = plausible("a step of step_ms_after_warmup", v, kMinTimeS * 1e3, kMaxTimeS * 1e3, "ms");
+        !why.empty()) {
+      return why;
+    }
+  }
+  for (const double v : r.epoch_time_s) {
+    if (const auto why = plausible("an epoch's time_s", v, 0, kMaxTimeS, "s"); !why.empty()) return why;
+  }
   for (const std::string& why :
        {positive("train_time_s", r.train_time_s), at_least_zero("init_time_s", r.init_time_s),
         positive("step_time_ms.median", r.step_ms_median), positive("step_time_ms.mean", r.step_ms_mean),

@@ -1113,6 +1113,8 @@ TEST_CASE("cli inputs: a calibration without cpu peaks, as calibrate --noise wri
 }
 
 TEST_CASE("cli inputs: a time limit, price, scale or budget that is NaN, infinite or beyond its bound is refused naming the flag") {
+  TempDir tmp;
+  const auto set = hostile_set(tmp, "set");
   const std::string suite = source("configs/ladder/cpu/suite.json");
   for (const char* bad : {"nan", "inf", "-1", "0", "1e10", "9.3e9", "2592001"}) {
     CAPTURE(bad);
@@ -1127,8 +1129,7 @@ TEST_CASE("cli inputs: a time limit, price, scale or budget that is NaN, infinit
   for (const auto& [args, flag] :
        {std::pair{"sweep --plan --suite " + suite + " --budget nan", "--budget"},
         std::pair{"sweep --plan --suite " + suite + " --budget inf", "--budget"},
-        std::pair{"report " + source("results/ladder-text-cpu/amd-epyc-2c-avx512bf16-lt1.13.0") + " --price-per-hour nan",
-                  "--price-per-hour"},
+        std::pair{"report " + set.string() + " --price-per-hour nan", "--price-per-hour"},
         std::pair{"predict " + base + " --strategy ddp --devices 2 --compute-scale inf", "--compute-scale"},
         std::pair{"predict " + base + " --strategy ddp --devices 2 --bucket-mb nan", "--bucket-mb"},
         std::pair{"predict " + base + " --strategy ddp --devices 2 --price-per-hour -inf", "--price-per-hour"}}) {
@@ -1137,6 +1138,7 @@ TEST_CASE("cli inputs: a time limit, price, scale or budget that is NaN, infinit
     CHECK(r.code == 2);
     CHECK(has(r.output, flag));
   }
+  CHECK_FALSE(fs::exists(set / "report.md"));
 }
 
 TEST_CASE("cli inputs: a run lock planted as a link to another file is refused and the file left as it is" * doctest::test_suite("process")) {
@@ -1150,6 +1152,27 @@ TEST_CASE("cli inputs: a run lock planted as a link to another file is refused a
   CHECK(has(r.output, (tmp / "out" / ".lock").string() + " is a symbolic link"));
   CHECK(text_of(victim) == "keep me\n");
   CHECK_FALSE(fs::exists(tmp / "out" / "config.json"));
+}
+
+TEST_CASE("cli inputs: a training time no run measures is refused as read, named in compare, summary and the report") {
+  TempDir tmp;
+  const auto base = hostile_set(tmp, "base");
+  for (const auto& [value, why] : {std::pair{1e-300, "train_time_s is 1e-300: no run measures below 1e-06 s"},
+                                   std::pair{1e308, "train_time_s is 1e+308: no run measures below 1e-06 s or above 1e+09 s"}}) {
+    CAPTURE(why);
+    const auto bad = hostile_set(tmp, "bad" + std::to_string(value > 1 ? 1 : 0), nlohmann::json::object(),
+                                 {{"train_time_s", value}});
+    auto r = run_cli("compare " + base.string() + " " + bad.string() + " --fail-slower 7");
+    CAPTURE(r.output);
+    CHECK(r.code == 1);
+    CHECK(has(r.output, why));
+    r = run_cli("summary " + (bad / "01-b" / "result.json").string());
+    CHECK(r.code == 2);
+    CHECK(has(r.output, why));
+    r = run_cli("report " + bad.string());
+    CHECK(r.code == 0);
+    CHECK(has(text_of(bad / "report.md"), why));
+  }
 }
 
 TEST_CASE("cli inputs: a --calibration that does not exist exits 2 naming it, and a thread count that would wrap is refused") {

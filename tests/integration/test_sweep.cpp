@@ -19,6 +19,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <functional>
 #include <algorithm>
 #include <sstream>
@@ -475,6 +476,28 @@ TEST_CASE("sweep: a second sweep into a set that another is writing is refused a
   CHECK(has(r.output, "another sweep (pid " + std::to_string(::getpid()) + ") is writing into this folder"));
   CHECK_FALSE(fs::exists(set / "sweep.json"));
   CHECK_FALSE(fs::exists(set / "00-scratch"));
+}
+
+TEST_CASE("sweep: a set's lock planted as a link to another file is refused, with or without --resume, and the file left as it is" * doctest::test_suite("process")) {
+  accel_test::TempDir tmp;
+  const auto suite = write_tiny_suite(tmp);
+  std::string id = run_cli("sweep --machine-id").output;
+  id.erase(id.find_last_not_of("\n") + 1);
+  const auto set = tmp / "out" / "tiny" / id;
+  const auto victim = tmp.write("victim.txt", "keep me\n");
+  fs::create_directories(set);
+  fs::create_symlink(victim, set / ".lock");
+  for (const char* resume : {"", " --resume"}) {
+    CAPTURE(resume);
+    const auto r = run_cli("sweep --suite " + suite.string() + " --out " + (tmp / "out").string() + resume);
+    INFO(r.output);
+    CHECK(r.code == 2);
+    CHECK(has(r.output, (set / ".lock").string() + " is a symbolic link"));
+    CHECK_FALSE(fs::exists(set / "sweep.json"));
+    CHECK_FALSE(fs::exists(set / "00-scratch"));
+    std::ifstream in(victim);
+    CHECK(std::string(std::istreambuf_iterator<char>(in), {}) == "keep me\n");
+  }
 }
 
 TEST_CASE("sweep and compare: bad arguments exit 2 and write nothing" * doctest::test_suite("process")) {

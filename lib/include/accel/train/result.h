@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include "accel/util/json.h"
 
 #include "accel/metrics/metrics.h"
 
@@ -178,10 +178,13 @@ struct RunRecord {
 // DIR/result.json ("missing" when there is none, "unreadable" with the
 // reason when it is not a regular file or not JSON).
 RunRecord read_run_record(const std::filesystem::path& dir);
+// The times a run can measure: a microsecond to 10^9 s (31 years), a step's
+// in ms likewise; samples or tokens a second from 10^-9 to 10^12.
+inline constexpr double kMinTimeS = 1e-6, kMaxTimeS = 1e9, kMaxRate = 1e12;
 // What makes an ok run's figures impossible ("train_time_s is -5: it must be
-// > 0"), "" when none: times, rates and memory not finite and > 0,
-// accuracies outside [0, 1], counts that are not integers in range, a
-// target's time or samples below 0. read_run_record reads such a run as
+// > 0"), "" when none: times, rates and memory not finite and > 0, times and
+// rates beyond [kMinTimeS, kMaxTimeS], accuracies outside [0, 1], counts that
+// are not integers in range, a target's time or samples below 0. read_run_record reads such a run as
 // "unreadable", so no report, compare or gate ever uses its numbers.
 std::string impossible_figure(const RunRecord& r, const nlohmann::json& doc);
 // A result.json's document as a record of the run in `dir`.
