@@ -622,8 +622,7 @@ int cmd_compare(const LadderArgs& a) {
   } else if (a.compare_format == "html") {
     std::cout << accel::results::compare_html(outcomes, hist);
   } else {
-    for (const auto& out : outcomes) std::cout << terminal_text(out.markdown) << "\n";
-    if (hist != nullptr) std::cout << "\n" << terminal_text(hist->markdown);
+    std::cout << terminal_text(accel::results::compare_text(outcomes, hist));
   }
   return accel::results::compare_exit_status(outcomes, hist);
 }

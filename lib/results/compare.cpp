@@ -753,6 +753,20 @@ std::string compare_ci_markdown(const std::vector<CompareOutcome>& outcomes, con
   return md.str();
 }
 
+std::string compare_text(const std::vector<CompareOutcome>& outcomes, const HistoryOutcome* history) {
+  std::string out;
+  // The first line carries the whole verdict, as the other formats' do: a
+  // reader (or `head -1` in a CI step) that stops there misses no regression.
+  if (history != nullptr) {
+    out += std::string(verdict_word(compare_exit_status(outcomes, history))) + ":";
+    for (const auto& o : outcomes) out += " " + o.summary;
+    out += " " + history_head(*history) + ".\n\n";
+  }
+  for (const auto& o : outcomes) out += o.markdown + "\n";
+  if (history != nullptr) out += "\n" + history->markdown;
+  return out;
+}
+
 Json compare_json(const std::vector<CompareOutcome>& outcomes, const HistoryOutcome* history) {
   Json doc = {{"exit_status", compare_exit_status(outcomes, history)}, {"comparisons", Json::array()}};
   if (history != nullptr) {

@@ -437,8 +437,11 @@ int History::add_set(const ResultSet& set) {
         } catch (const std::exception&) {
           continue;  // a run folder without its result: nothing to add
         }
-        // A record refused as read (impossible figures) adds nothing.
-        if (run.status == "unreadable") continue;
+        // A record refused as read (impossible figures, not JSON) refuses
+        // the whole add, naming it, before anything is written.
+        if (run.status == "unreadable") {
+          throw ConfigError(run.error.empty() ? (run.dir / "result.json").string() + ": unreadable" : run.error);
+        }
         HistoryRun h;
         h.run_key = util::fnv1a_hex(bytes);
         h.set_id = set_id;

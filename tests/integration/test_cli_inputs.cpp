@@ -779,7 +779,10 @@ TEST_CASE("compare --history: a regression against the history is in the verdict
   CHECK(has(r.output, "HISTORY REGRESSION"));
   r = run_cli(cmd);
   CHECK(r.code == 1);
-  CHECK(has(r.output, "HISTORY REGRESSION"));
+  // The text's first line carries the history's outcome too, as the others' do.
+  const std::string first = r.output.substr(0, r.output.find('\n'));
+  CHECK(first.rfind("FAIL:", 0) == 0);
+  CHECK(has(first, "HISTORY REGRESSION: 1 regressions"));
 }
 
 TEST_CASE("tune: a second tune into an OUT another holds is refused naming the holder's pid, with or without --resume" * doctest::test_suite("process")) {
@@ -1211,4 +1214,17 @@ TEST_CASE("cli inputs: an escape sequence in a calibration's path never reaches 
   CHECK(r.code == 0);
   CHECK(has(r.output, "bf16 matmuls measured"));
   CHECK_FALSE(has(r.output, "\x1b"));
+}
+
+TEST_CASE("history: adding a set with a doctored result is refused naming the file and why, and adds nothing") {
+  TempDir tmp;
+  const auto db = (tmp / "h.sqlite").string();
+  const auto bad = hostile_set(tmp, "bad", nlohmann::json::object(), {{"train_time_s", -5}});
+  auto r = run_cli("history add " + bad.string() + " --db " + db);
+  CAPTURE(r.output);
+  CHECK(r.code == 2);
+  CHECK(has(r.output, (bad / "01-b" / "result.json").string() + ": train_time_s is -5: it must be > 0"));
+  CHECK_FALSE(has(r.output, "already there"));
+  r = run_cli("history export --db " + db);
+  CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 0);
 }

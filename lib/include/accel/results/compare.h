@@ -134,6 +134,10 @@ int compare_exit_status(const std::vector<CompareOutcome>& outcomes, const Histo
 // (rung, measure, base, other, change and interval, verdict), for a job
 // summary or a pull-request comment, then the history's table.
 std::string compare_ci_markdown(const std::vector<CompareOutcome>& outcomes, const HistoryOutcome* history = nullptr);
+// For a terminal: each comparison's summary and tables, then the history's;
+// with a history, a first line with the verdict word, every summary and the
+// history's outcome (as compare_ci_markdown's first line).
+std::string compare_text(const std::vector<CompareOutcome>& outcomes, const HistoryOutcome* history = nullptr);
 // Everything, for tooling: {"exit_status", "comparisons": [{base, other,
 // summary, counts, rows: [...]}], "history": {regressions, suspicious,
 // verdicts: [...]}}.

@@ -60,7 +60,9 @@ class History {
   History& operator=(const History&) = delete;
 
   // Adds every ok or failed run of a set (one transaction); returns how many
-  // were new.
+  // were new. A run whose result.json was refused as read (impossible
+  // figures, not JSON) refuses the whole add: ConfigError with its reason,
+  // nothing written.
   int add_set(const ResultSet& set);
   // Adds runs as `export` wrote them (JSON lines); returns how many were new.
   int add_lines(const std::string& jsonl, const std::string& source);
