@@ -10,6 +10,7 @@
 #include "accel/data/catalog.h"
 #include "accel/dist/catalog.h"
 #include "accel/models/catalog.h"
+#include "accel/plan/accelerator.h"
 #include "schema.h"
 
 namespace accel::config::detail {
@@ -229,7 +230,8 @@ std::vector<Field> build_table() {
         "config as unchanged (as a slower build of the same config); 0 = off")
           .at_least(0).at_most(10),
 
-      s("runtime.accelerator", "cpu", "device type; auto = cuda when this build has the GPU path and a GPU, else cpu").one_of({"cpu", "cuda", "auto"}),
+      s("runtime.accelerator", "cpu", "device type (a row of the accelerator registry); auto = the first device this machine has, else cpu")
+          .one_of(plan::accelerator_choices()),
       i("runtime.devices", 1, "devices (ranks) per node; above 1, `accel-bench run` starts one "
         "process per device; auto = the visible GPUs on cuda (1 under strategy single), 1 on cpu")
           .at_least(1).at_most(1024).or_word("auto"),

@@ -16,6 +16,7 @@
 #include "accel/ladder/estimate.h"
 #include "accel/machine/machine.h"
 #include "accel/machine/peaks.h"
+#include "accel/plan/accelerator.h"
 #include "accel/ladder/progress.h"
 #include "accel/ladder/suite.h"
 #include "accel/train/work.h"
@@ -64,7 +65,8 @@ class Sweep {
  public:
   Sweep(const SweepOptions& o, const fs::path& suite, Progress& progress, EtaTracker& eta,
         const Json& machine)
-      : opts_(o), suite_(load_suite(suite)), progress_(progress), eta_(eta), machine_(machine) {
+      : opts_(o), suite_(load_suite(suite)), progress_(progress), eta_(eta), machine_(machine),
+        facts_(plan::facts_from_env(machine["env"])) {
     if (opts_.to_target && !suite_.target_accuracy) {
       throw ConfigError("--to-target: " + suite.string() + " has no target_accuracy to train to");
     }
@@ -115,6 +117,7 @@ class Sweep {
   Progress& progress_;
   EtaTracker& eta_;
   Json machine_, manifest_;
+  plan::MachineFacts facts_;  // machine_'s, for the accelerator rows' rule
   fs::path set_dir_;
   SweepSummary summary_;
   std::optional<Estimator> estimator_;
@@ -136,18 +139,25 @@ Json Sweep::plan_entry(const SuiteRung& r) const {
 }
 
 std::string Sweep::skip_reason(const SuiteRung& r, const Json& resolved) const {
-  const bool cuda = machine_["env"].value("cuda_available", false);
-  const int gpus = machine_["env"].value("gpu_count", 0);
   std::string needs = r.needs;
   std::transform(needs.begin(), needs.end(), needs.begin(), ::toupper);
   if (r.config.empty()) return r.needs.empty() ? "no config" : r.needs;
-  if (needs == "CUDA" && !cuda) return "CUDA";
-  if (resolved["runtime"].value("accelerator", "cpu") == "cuda") {
-    if (!cuda) return "CUDA";
-    // "auto" takes the GPUs there are (at least one, checked above).
-    const auto& d = resolved["runtime"].value("devices", Json(1));
-    const int devices = d.is_number_integer() ? d.get<int>() : 1;
-    if (devices > gpus) return std::to_string(devices) + " GPUs";
+  // A rung that needs an accelerator this machine has none of ("needs":
+  // "CUDA"), or whose config names one, or more devices than there are.
+  for (const auto& row : plan::accelerator_catalog()) {
+    std::string kind = row.kind;
+    std::transform(kind.begin(), kind.end(), kind.begin(), ::toupper);
+    if (needs == kind && facts_.devices_of(row.kind) == 0) return kind;
+  }
+  const auto& row = plan::resolve_accelerator(str_at(resolved, "runtime/accelerator", "cpu"), facts_);
+  if (!row.host) {
+    std::string kind = row.kind;
+    std::transform(kind.begin(), kind.end(), kind.begin(), ::toupper);
+    const int have = facts_.devices_of(row.kind);
+    if (have == 0) return kind;
+    // "auto" devices take the ones there are (at least one, checked above).
+    const int devices = int_at(resolved, "runtime/devices", 1, 1, 1 << 20);
+    if (devices > have) return std::to_string(devices) + (row.kind == "cuda" ? " GPUs" : " " + row.kind + " devices");
   }
   return "";
 }
@@ -189,11 +199,8 @@ Prepared Sweep::prepare(const SuiteRung& r) const {
   const auto& rt = p.resolved["runtime"];
   p.precision = rt.value("precision", "32-true");
   if (!r.where_emulated.empty()) {
-    const bool cuda = rt.value("accelerator", "cpu") == "cuda" ||
-                      (rt.value("accelerator", "cpu") == "auto" &&
-                       machine_["env"].value("cuda_available", false));
-    const auto support =
-        metrics::precision_support(p.precision, cuda ? "cuda" : "cpu", metrics::cpu_features());
+    const auto support = metrics::precision_support(
+        p.precision, plan::resolve_accelerator(str_at(rt, "accelerator", "cpu"), facts_).kind, facts_.cpu);
     if (support.emulated()) {
       p.emulated_sets = r.where_emulated;
       p.emulated = {{"precision", p.precision},
@@ -267,11 +274,9 @@ Json Sweep::plan_rung(const SuiteRung& r, const Prepared& prepared, bool upstrea
       // Priced apart in the ETA: a precision this CPU emulates (not a rung
       // where_emulated moved to 32-true).
       const auto& rt = resolved["runtime"];
-      const bool cuda = rt.value("accelerator", "cpu") == "cuda" ||
-                        (rt.value("accelerator", "cpu") == "auto" &&
-                         machine_["env"].value("cuda_available", false));
-      shape.emulated = metrics::precision_support(shape.precision, cuda ? "cuda" : "cpu",
-                                                  metrics::cpu_features())
+      shape.emulated = metrics::precision_support(
+                           shape.precision, plan::resolve_accelerator(str_at(rt, "accelerator", "cpu"), facts_).kind,
+                           facts_.cpu)
                            .emulated();
       shape.threads = train::planned_threads(cfg);
       world = train::planned_world(cfg);

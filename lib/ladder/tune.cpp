@@ -72,14 +72,12 @@ double parse_duration_s(const std::string& text) {
   return total;
 }
 
-TuneMachine this_tune_machine(const Json& base) {
+TuneMachine this_tune_machine(const Json& base, const plan::MachineFacts& facts) {
   TuneMachine m;
-  m.cores = std::max(1, metrics::available_cores());
-  const std::string acc = base["runtime"].value("accelerator", "cpu");
-  m.device = acc == "cuda" ? "cuda" : "cpu";
-  const auto cpu = metrics::cpu_features();
+  m.cores = std::max(1, facts.cores);
+  m.device = plan::resolve_accelerator(str_at(base, "runtime/accelerator", "cpu"), facts).kind;
   for (const char* p : {"bf16-mixed", "bf16-true", "16-mixed", "16-true"}) {
-    const auto s = metrics::precision_support(p, m.device, cpu);
+    const auto s = metrics::precision_support(p, m.device, facts.cpu);
     if (s.emulated()) {
       m.emulated.push_back(p);
       if (m.emulated_note.empty()) m.emulated_note = s.warning;
@@ -159,8 +157,9 @@ std::vector<Setting> tune_space(const Json& base, const Json& space, const TuneM
   if (lr_rule_out) *lr_rule_out = rule;
   // Ranks: every count that divides the cores (threads = cores / ranks).
   std::vector<Json> ranks_default;
+  const auto& row = plan::resolve_accelerator(m.device, plan::MachineFacts{});
   for (int r = 1; r <= m.cores; ++r) {
-    if (m.device == "cpu" ? m.cores % r == 0 : r == 1) ranks_default.push_back(r);
+    if (row.host ? m.cores % r == 0 : r == 1) ranks_default.push_back(r);
   }
   const auto ranks = list_of(space, "ranks", ranks_default);
   std::vector<Json> strategies_default;
@@ -172,19 +171,17 @@ std::vector<Setting> tune_space(const Json& base, const Json& space, const TuneM
   // Other fields: precision and the optimizer's implementation by default.
   std::vector<std::pair<std::string, std::vector<Json>>> fields;
   std::vector<Json> precisions = {"32-true", "bf16-mixed"};
-  if (m.device == "cuda") precisions.push_back("16-mixed");
+  if (!row.host) precisions.push_back("16-mixed");  // fp16 autocast with a scaler: a device's
   if (std::find(precisions.begin(), precisions.end(), Json(base_precision)) == precisions.end()) {
     precisions.insert(precisions.begin(), base_precision);
   }
   fields.push_back({"runtime.precision", precisions});
   const std::string opt = base["optim"].value("name", "adam");
-  if (m.device == "cpu" && (opt == "adam" || opt == "adamw")) {
+  if (row.host && (opt == "adam" || opt == "adamw")) {
     fields.push_back({"optim.implementation", {"fused", "torch"}});
   }
-  if (m.device == "cuda") {
-    fields.push_back({"runtime.cuda_graphs", {false, true}});
-    fields.push_back({"runtime.matmul_precision", {"highest", "high"}});
-  }
+  if (row.graphs) fields.push_back({"runtime.cuda_graphs", {false, true}});
+  if (!row.host) fields.push_back({"runtime.matmul_precision", {"highest", "high"}});
   if (space.is_object() && space.contains("fields")) {
     if (!space["fields"].is_object()) throw ConfigError("tune space: \"fields\" must be an object of field: [values]");
     for (const auto& [k, v] : space["fields"].items()) {
@@ -672,7 +669,8 @@ TuneOutcome Tuner::run() {
   if (o_.short_steps < 2) throw ConfigError("--short-steps: at least 2");
   if (o_.confirm < 0) throw ConfigError("--confirm: 0 or more");
   base_ = config::load_config(o_.config, o_.sets);
-  machine_ = this_tune_machine(base_);
+  const Json machine = machine::this_machine();
+  machine_ = this_tune_machine(base_, plan::facts_from_env(machine["env"]));
   const Json space = o_.space.empty() ? Json() : read_json_file(o_.space);
   settings_ = tune_space(base_, space, machine_, &lr_rule_);
   // The base as it runs (threads 0 = the cores a rank has, said explicitly, so
@@ -712,7 +710,6 @@ TuneOutcome Tuner::run() {
   // it (with --resume or without) is refused, naming the holder's pid, before
   // it reads tune.json.
   lock_ = metrics::DirLock(dir_, "tune");
-  const Json machine = machine::this_machine();
   const Json request = {{"config", fs::absolute(o_.config).lexically_normal().string()}, {"sets", o_.sets},
                         {"target", o_.target}, {"space", space}, {"short_steps", o_.short_steps},
                         {"runs", o_.runs}, {"confirm", o_.confirm}, {"eval_every_samples", o_.eval_every_samples}};

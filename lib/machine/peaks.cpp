@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "accel/build_info.h"
+#include "accel/plan/accelerator.h"
 #include "accel/util/errors.h"
 
 namespace fs = std::filesystem;
@@ -260,9 +261,11 @@ std::optional<Peak> PeakTable::calibrated_cpu(const std::string& dtype, int thre
 std::optional<Peak> PeakTable::for_run(const train::RunRecord& run) const {
   const auto precision = str_at(run.config, "runtime/precision", "32-true");
   const auto dtype = matmul_dtype(precision);
-  const auto accel = str_at(run.config, "runtime/accelerator", "cpu");
-  const bool gpu = num_at(run.env, "gpu_count").value_or(0) > 0 && accel != "cpu";
-  if (gpu) {
+  // The run's accelerator resolved on the machine its env describes, by the rows' one rule.
+  const auto facts = plan::facts_from_env(run.env);
+  const auto* row = plan::find_accelerator(
+      plan::accelerator_kind_of(str_at(run.config, "runtime/accelerator", "cpu"), facts));
+  if (row != nullptr && !row->host && facts.devices_of(row->kind) > 0) {
     // float32 matmuls run on TF32 tensor cores when the run allowed it
     // (runtime.matmul_precision high or medium), so that is their peak.
     const auto mm = str_at(run.config, "runtime/matmul_precision", "highest");

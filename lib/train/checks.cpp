@@ -23,6 +23,7 @@
 #include "accel/util/errors.h"
 #include "accel/util/input_file.h"
 #include "accel/util/json_doc.h"
+#include "accel/plan/accelerator.h"
 
 namespace accel::train {
 
@@ -38,7 +39,10 @@ void check_graphable(const config::RunConfig& cfg) {
   auto refuse = [](const std::string& field, const std::string& why) {
     throw ConfigError(field + ": " + why + " (runtime.cuda_graphs captures the whole step)");
   };
-  if (rt.accelerator == "cpu") refuse("runtime.accelerator", "\"cpu\" has no CUDA Graphs; use \"cuda\"");
+  // A named accelerator whose row captures no graphs ("auto" is resolved where the run lands).
+  if (const auto* row = plan::find_accelerator(rt.accelerator); row != nullptr && !row->graphs) {
+    refuse("runtime.accelerator", "\"" + row->kind + "\" has no CUDA Graphs; use \"cuda\"");
+  }
   if (rt.world_size() > 1 || dist::is_multi_rank_strategy(rt.strategy)) {
     refuse("runtime.strategy", "CUDA Graphs run on one device here (strategy single, devices 1)");
   }

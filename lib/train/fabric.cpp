@@ -2,31 +2,35 @@
 
 #include "accel/dist/launcher.h"
 #include "accel/metrics/metrics.h"
+#include "accel/plan/accelerator.h"
 #include "accel/util/errors.h"
 
 namespace accel::train {
 
+plan::MachineFacts torch_device_facts() {
+  plan::MachineFacts f;
+  f.devices["cuda"] = torch::cuda::is_available() ? int(torch::cuda::device_count()) : 0;
+  return f;
+}
+
 torch::Device resolve_device(const std::string& accelerator, int local_rank) {
-  if (accelerator == "cpu") return torch::Device(torch::kCPU);
-  const bool cuda = torch::cuda::is_available();
-  if (accelerator == "auto") {
-    return cuda ? torch::Device(torch::kCUDA, int8_t(local_rank % int(torch::cuda::device_count())))
-                : torch::Device(torch::kCPU);
+  const auto facts = torch_device_facts();
+  const auto& row = plan::resolve_accelerator(accelerator, facts);  // the one rule for "auto"
+  if (row.host) return torch::Device(torch::kCPU);
+  const int n = facts.devices_of(row.kind);
+  if (row.kind != "cuda") {
+    throw ConfigError("runtime.accelerator: \"" + row.kind + "\" has no device code in this build");
   }
-  if (accelerator == "cuda") {
-    if (!cuda) {
-      throw ConfigError("runtime.accelerator: \"cuda\" but this LibTorch sees no CUDA device "
-                        "(a CPU-only build, or no GPU visible); use \"cpu\" or \"auto\"");
-    }
-    const int n = int(torch::cuda::device_count());
-    if (local_rank >= n) {
-      throw ConfigError("runtime.devices: local rank " + std::to_string(local_rank) +
-                        " needs cuda:" + std::to_string(local_rank) + " but only " +
-                        std::to_string(n) + " GPU(s) are visible");
-    }
-    return torch::Device(torch::kCUDA, int8_t(local_rank));
+  if (n == 0) {
+    throw ConfigError("runtime.accelerator: \"cuda\" but this LibTorch sees no CUDA device "
+                      "(a CPU-only build, or no GPU visible); use \"cpu\" or \"auto\"");
   }
-  throw ConfigError("runtime.accelerator: unknown accelerator \"" + accelerator + "\"");
+  if (accelerator == "auto") return torch::Device(torch::kCUDA, int8_t(local_rank % n));
+  if (local_rank >= n) {
+    throw ConfigError("runtime.devices: local rank " + std::to_string(local_rank) + " needs cuda:" +
+                      std::to_string(local_rank) + " but only " + std::to_string(n) + " GPU(s) are visible");
+  }
+  return torch::Device(torch::kCUDA, int8_t(local_rank));
 }
 
 int resolve_devices(const config::RuntimeConfig& rt) {

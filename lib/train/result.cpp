@@ -10,6 +10,7 @@
 
 #include "accel/util/input_file.h"
 #include "accel/util/json_doc.h"
+#include "accel/plan/accelerator.h"
 
 namespace accel::train {
 namespace {
@@ -179,7 +180,9 @@ RunRecord run_record_of(const json& doc, const std::filesystem::path& dir) {
   const json runtime = object_or_null(r.config, "runtime");
   // "strategy" is what the run resolved; the config may say "auto".
   r.strategy = text(doc, "strategy", text(runtime, "strategy", ""));
-  r.device = text(doc, "device", text(runtime, "accelerator", "cpu") == "cuda" ? "cuda" : "cpu");
+  // Older results record no device: their accelerator by the rows' one rule on
+  // the machine their env describes ("auto" on a GPU machine ran on its GPU).
+  r.device = text(doc, "device", plan::accelerator_kind_of(text(runtime, "accelerator", "cpu"), plan::facts_from_env(r.env)));
   r.data_kind = text(doc, "data_kind", "image");
   r.precision_support = text(doc, "precision_support", "native");
   if (const Opt w = number(doc, "world_size")) {

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "accel/util/json.h"
@@ -140,4 +141,42 @@ TEST_CASE("cli: finetuning from another run's checkpoint replaces a head of anot
   CHECK(r.output.find("encoder_layer_4") != std::string::npos);
   fs::remove_all(up);
   fs::remove_all(down);
+}
+
+TEST_CASE("cli: every committed result set reports byte for byte as committed and compares with itself") {
+  const fs::path results = source("results");
+  const auto tmp = fresh_dir("committed");
+  int sets = 0;
+  for (const auto& e : fs::recursive_directory_iterator(results)) {
+    if (e.path().filename() != "sweep.json" || !fs::exists(e.path().parent_path() / "report.md")) continue;
+    const auto set = e.path().parent_path();
+    CAPTURE(set.string());
+    // A copy, so that nothing is written into the tree; reported from the
+    // checkout's root, where its default calibration (results/peaks/) is.
+    const auto copy = tmp / std::to_string(++sets) / set.filename();
+    fs::create_directories(copy.parent_path());
+    fs::copy(set, copy, fs::copy_options::recursive);
+    fs::remove(copy / "report.md");
+    auto r = run_command("cd '" + source("") + "' && " + ACCEL_BENCH_EXE + " report '" + copy.string() + "'");
+    INFO(r.output);
+    REQUIRE(r.code == 0);
+    std::ifstream a(set / "report.md", std::ios::binary), b(copy / "report.md", std::ios::binary);
+    const std::string committed((std::istreambuf_iterator<char>(a)), {});
+    std::string now((std::istreambuf_iterator<char>(b)), {});
+    // The report names the set's own files by the path it was given: the committed
+    // ones were made from the checkout's root.
+    const std::string given = copy.string(), rel = fs::relative(set, source("")).string();
+    for (size_t at = now.find(given); at != std::string::npos; at = now.find(given, at + rel.size())) {
+      now.replace(at, given.size(), rel);
+    }
+    CHECK(now == committed);
+    // The set against itself: no change, resolved or not (one run a side is unresolved, exit 4).
+    r = run_command("cd '" + source("") + "' && " + ACCEL_BENCH_EXE + " compare '" + copy.string() + "' '" + copy.string() +
+                    "' --fail-slower 10");
+    CHECK((r.code == 0 || r.code == 4));
+    CHECK(r.output.find("slower") == std::string::npos);
+    CHECK(r.output.find("error") == std::string::npos);
+  }
+  CHECK(sets >= 4);
+  fs::remove_all(tmp);
 }

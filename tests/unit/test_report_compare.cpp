@@ -2,6 +2,7 @@
 // (the CLI turns a count above zero into exit 1; tests/integration checks that).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -900,6 +901,40 @@ TEST_CASE("tune: the space prunes an emulated precision, more ranks than cores a
                        doctest::Contains("not a multi-rank strategy"), accel::ConfigError);
   CHECK_THROWS_WITH_AS(tune_space(tune_base(), Json{{"fields", {{"train.batch_size", {8}}}}}, m),
                        doctest::Contains("global_batch"), accel::ConfigError);
+}
+
+TEST_CASE("tune: the default accelerator plans the GPU's settings on a machine with one and the CPU's where it has none") {
+  using namespace accel::ladder;
+  Json base = tune_base();
+  base["runtime"]["accelerator"] = "auto";
+  accel::plan::MachineFacts gpu;
+  gpu.cores = 16;
+  gpu.devices["cuda"] = 1;
+  const auto on_gpu = this_tune_machine(base, gpu);
+  CHECK(on_gpu.device == "cuda");
+  CHECK(on_gpu.emulated.empty());  // a GPU's bf16 is its own, whatever the host CPU has
+  const auto gpu_space = tune_space(base, Json{{"global_batch", {16}}}, on_gpu);
+  auto has_field = [](const std::vector<Setting>& all, const std::string& set) {
+    return std::any_of(all.begin(), all.end(), [&](const Setting& s) { return sets_has(s, set); });
+  };
+  CHECK(has_field(gpu_space, "runtime.precision=16-mixed"));
+  CHECK(has_field(gpu_space, "runtime.cuda_graphs=true"));
+  CHECK_FALSE(has_field(gpu_space, "optim.implementation=torch"));
+  for (const auto& s : gpu_space) CHECK(s.ranks == 1);  // one rank a GPU, and one GPU here
+  // The same base where the machine has no GPU: the CPU's ranks, precisions and optimizers.
+  accel::plan::MachineFacts cpu;
+  cpu.cores = 2;
+  const auto on_cpu = this_tune_machine(base, cpu);
+  CHECK(on_cpu.device == "cpu");
+  CHECK(on_cpu.emulated.size() == 4);  // no AVX512-BF16 or -FP16 among the facts: all four emulated
+  const auto cpu_space = tune_space(base, Json{{"global_batch", {16}}}, on_cpu);
+  CHECK_FALSE(has_field(cpu_space, "runtime.precision=16-mixed"));
+  CHECK_FALSE(has_field(cpu_space, "runtime.cuda_graphs=true"));
+  CHECK(has_field(cpu_space, "optim.implementation=torch"));
+  CHECK(std::any_of(cpu_space.begin(), cpu_space.end(), [](const Setting& s) { return s.ranks == 2; }));
+  // Named, the accelerator is planned as named.
+  base["runtime"]["accelerator"] = "cpu";
+  CHECK(this_tune_machine(base, gpu).device == "cpu");
 }
 
 TEST_CASE("tune: a setting that converges faster than the base allows is never ranked, however fast, and a slower one is named") {

@@ -38,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "accel/plan/accelerator.h"
 #include "accel/util/json.h"
 
 #include "accel/results/stats.h"
@@ -69,11 +70,14 @@ double parse_duration_s(const std::string& text);
 // What tune needs to know of the machine.
 struct TuneMachine {
   int cores = 1;
-  std::string device = "cpu";                 // "cpu" | "cuda"
+  std::string device = "cpu";                 // the accelerator row the base lands on ("cpu", "cuda")
   std::vector<std::string> emulated;          // precisions this hardware only emulates
   std::string emulated_note;                  // why, one line
 };
-TuneMachine this_tune_machine(const Json& base_resolved);
+// The base's runtime.accelerator resolved on a machine with these facts by
+// the accelerator rows' one rule ("auto": its GPU where it has one), and the
+// precisions that machine emulates.
+TuneMachine this_tune_machine(const Json& base_resolved, const plan::MachineFacts& facts);
 
 // One setting of the base: the --set values that make it, and what it is.
 struct Setting {

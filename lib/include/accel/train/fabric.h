@@ -25,6 +25,7 @@
 #include "accel/config/run_config.h"
 #include "accel/data/loader.h"
 #include "accel/dist/strategy.h"
+#include "accel/plan/accelerator.h"
 #include "accel/precision/grad_scaler.h"
 #include "accel/precision/precision.h"
 #include "accel/train/checkpoint.h"
@@ -171,9 +172,11 @@ class Fabric {
 };
 
 // The device a runtime section asks for on this build, for the given local
-// rank (ConfigError when it cannot be had). "auto" = cuda when this build has
-// the GPU path and a GPU, else cpu.
+// rank (ConfigError when it cannot be had), by the accelerator rows' one rule
+// (accel/plan/accelerator.h: "auto" = the GPU LibTorch sees, else cpu).
 torch::Device resolve_device(const std::string& accelerator, int local_rank = 0);
+// This process's facts for the accelerator rows: the devices LibTorch sees.
+plan::MachineFacts torch_device_facts();
 
 // runtime.devices with "auto" (0) resolved: the visible GPUs when the device
 // is cuda (1 under strategy "single"), else 1.
