@@ -11,6 +11,7 @@
 #include "accel/dist/catalog.h"
 #include "accel/models/catalog.h"
 #include "accel/plan/accelerator.h"
+#include "accel/precision/catalog.h"
 #include "schema.h"
 
 namespace accel::config::detail {
@@ -33,6 +34,12 @@ Field i(const char* p, json v, const char* doc) { return make(p, Type::Int, v, d
 Field d(const char* p, double v, const char* doc) { return make(p, Type::Float, v, doc); }
 Field b(const char* p, bool v, const char* doc) { return make(p, Type::Bool, v, doc); }
 Field s(const char* p, const char* v, const char* doc) { return make(p, Type::String, v, doc); }
+// runtime.precision: the precision catalog's names and Lightning's aliases.
+Field precision_field(Field f) {
+  f.one_of(precision::precision_names());
+  for (const auto& [from, to] : precision::precision_aliases()) f.alias(from, to);
+  return f;
+}
 
 // Dims that a preset supplies when left at 0.
 Field dim(const char* p, const char* doc) { return i(p, 0, doc).at_least(0); }
@@ -276,10 +283,7 @@ std::vector<Field> build_table() {
         "let CUDA use TF32 on Ampere and newer (the article sets medium from rung 05); "
         "recorded in result.json's env")
           .one_of({"highest", "high", "medium"}),
-      s("runtime.precision", "32-true", "numeric precision (Lightning names)")
-          .one_of({"32-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true", "64-true"})
-          .alias("16", "16-mixed").alias("bf16", "bf16-mixed")
-          .alias("32", "32-true").alias("64", "64-true"),
+      precision_field(s("runtime.precision", "32-true", "numeric precision (Lightning names)")),
       i("runtime.threads", 0,
         "intra-op threads; 0 = cores per local rank (at most 4 per core: more only slow a step)")
           .at_least(0).at_most(4096),

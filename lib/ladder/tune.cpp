@@ -18,6 +18,7 @@
 #include "accel/machine/predict.h"
 #include "accel/metrics/hardware.h"
 #include "accel/metrics/metrics.h"
+#include "accel/precision/catalog.h"
 #include "accel/train/result.h"
 #include "accel/util/child_process.h"
 #include "accel/util/errors.h"
@@ -76,7 +77,14 @@ TuneMachine this_tune_machine(const Json& base, const plan::MachineFacts& facts)
   TuneMachine m;
   m.cores = std::max(1, facts.cores);
   m.device = plan::resolve_accelerator(str_at(base, "runtime/accelerator", "cpu"), facts).kind;
-  for (const char* p : {"bf16-mixed", "bf16-true", "16-mixed", "16-true"}) {
+  // Only a 16-bit dtype can be emulated: the bf16 rows, then the fp16 ones.
+  std::vector<std::string> low;
+  for (const char* dtype : {"bf16", "fp16"}) {
+    for (const auto& row : precision::precision_catalog()) {
+      if (row.low() == dtype) low.push_back(row.name);
+    }
+  }
+  for (const auto& p : low) {
     const auto s = metrics::precision_support(p, m.device, facts.cpu);
     if (s.emulated()) {
       m.emulated.push_back(p);

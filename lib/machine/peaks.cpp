@@ -9,6 +9,7 @@
 
 #include "accel/build_info.h"
 #include "accel/plan/accelerator.h"
+#include "accel/precision/catalog.h"
 #include "accel/util/errors.h"
 
 namespace fs = std::filesystem;
@@ -86,10 +87,8 @@ void positive(const Json& v, const std::string& file, const std::string& field, 
 }  // namespace
 
 std::string matmul_dtype(const std::string& precision) {
-  if (precision.rfind("bf16", 0) == 0) return "bf16";
-  if (precision.rfind("16", 0) == 0) return "fp16";
-  if (precision.rfind("64", 0) == 0) return "fp64";
-  return "fp32";
+  const auto* row = precision::find_precision(precision);
+  return row ? row->compute : "fp32";
 }
 
 std::optional<int> thread_count_key(const std::string& key) {
@@ -215,7 +214,7 @@ std::optional<Peak> PeakTable::published(const std::string& gpu_name,
 }
 
 std::string PeakTable::precision_limit_note(const std::string& precision, int threads) const {
-  if (precision.rfind("bf16", 0) != 0) return "";
+  if (matmul_dtype(precision) != "bf16") return "";
   const auto bf16 = calibrated_cpu("bf16", threads), fp32 = calibrated_cpu("fp32", threads);
   if (!bf16 || !fp32 || !(fp32->flops_per_s > 0)) return "";
   const double ratio = bf16->flops_per_s / fp32->flops_per_s;

@@ -11,6 +11,7 @@
 #include "accel/dist/catalog.h"
 #include "accel/machine/predict.h"
 #include "accel/util/errors.h"
+#include "accel/precision/catalog.h"
 
 namespace accel::machine {
 
@@ -32,8 +33,14 @@ using Grads = dist::StepSchedule::Grads;
 // What FSDP and ZeRO send (lib/dist/fsdp.cpp): gathers and reductions in the
 // autocast dtype under a mixed precision, else the parameters' dtype (16-bit
 // under bf16-true / 16-true); Gloo cannot sum bf16 and reduces it in fp32.
-bool mixed(const std::string& p) { return p == "bf16-mixed" || p == "16-mixed"; }
-bool bf16_comm(const std::string& p) { return p == "bf16-mixed" || p == "bf16-true"; }
+bool mixed(const std::string& p) {
+  const auto* row = precision::find_precision(p);
+  return row != nullptr && row->autocast;
+}
+bool bf16_comm(const std::string& p) {
+  const auto* row = precision::find_precision(p);
+  return row != nullptr && row->compute == "bf16";
+}
 int64_t comm_bytes_of(const std::string& precision, int64_t element_bytes) {
   return mixed(precision) ? 2 : element_bytes;
 }
@@ -330,7 +337,7 @@ std::vector<Call> step_calls(const PredictBase& b, const PredictOptions& o, int 
     }
   }
   // 16-mixed: every rank agrees whether the step overflowed (the GradScaler's found_inf).
-  if (b.precision == "16-mixed") calls.push_back({Collective::AllReduce, "all_reduce", 4.0, "optimizer"});
+  if (const auto* row = precision::find_precision(b.precision); row != nullptr && row->scaler) calls.push_back({Collective::AllReduce, "all_reduce", 4.0, "optimizer"});
   // The steps' losses and the stop flag (lib/train/loop.cpp): every step on a
   // CPU; on a GPU once per log step, for the steps since the last.
   if (o.metrics_every_step) {

@@ -10,6 +10,8 @@
 #include <set>
 #include <sstream>
 
+#include "accel/precision/catalog.h"
+
 namespace accel::metrics {
 
 namespace {
@@ -150,8 +152,10 @@ PrecisionSupport precision_support(const std::string& precision, const std::stri
                                    const CpuFeatures& cpu) {
   PrecisionSupport s;
   if (device_type != "cpu") return s;  // CUDA: bf16/fp16 tensor cores from sm_80 / sm_70
-  const bool bf16 = precision.rfind("bf16", 0) == 0;
-  const bool fp16 = precision.rfind("16-", 0) == 0;
+  const auto* row = precision::find_precision(precision);
+  const std::string low = row ? row->low() : "";
+  const bool bf16 = low == "bf16";
+  const bool fp16 = low == "fp16";
   if (bf16 && !cpu.native_bf16()) {
     s.support = "emulated";
     s.warning = precision +

@@ -7,6 +7,7 @@
 #include <map>
 #include <tuple>
 
+#include "accel/precision/catalog.h"
 #include "accel/precision/grad_scaler.h"
 #include "accel/util/errors.h"
 #include "accel/util/torch_compat.h"
@@ -15,25 +16,13 @@ namespace accel::precision {
 
 namespace {
 
-struct Row {
-  const char* name;
-  bool autocast;
-  c10::ScalarType autocast_dtype;
-  c10::ScalarType param_dtype;
-  bool scaler;
-};
-
-const Row kTable[] = {
-    {"32-true", false, c10::ScalarType::Float, c10::ScalarType::Float, false},
-    {"bf16-mixed", true, c10::ScalarType::BFloat16, c10::ScalarType::Float, false},
-    {"16-mixed", true, c10::ScalarType::Half, c10::ScalarType::Float, true},
-    {"bf16-true", false, c10::ScalarType::BFloat16, c10::ScalarType::BFloat16, false},
-    {"16-true", false, c10::ScalarType::Half, c10::ScalarType::Half, false},
-    {"64-true", false, c10::ScalarType::Double, c10::ScalarType::Double, false},
-};
-
-const std::pair<const char*, const char*> kAliases[] = {
-    {"16", "16-mixed"}, {"bf16", "bf16-mixed"}, {"32", "32-true"}, {"64", "64-true"}};
+// The catalog's dtype names as LibTorch's scalar types.
+c10::ScalarType scalar_type(const std::string& dtype) {
+  if (dtype == "bf16") return c10::ScalarType::BFloat16;
+  if (dtype == "fp16") return c10::ScalarType::Half;
+  if (dtype == "fp64") return c10::ScalarType::Double;
+  return c10::ScalarType::Float;
+}
 
 std::string unsupported(const Policy& p, const std::string& why) {
   return "runtime.precision: \"" + p.name + "\" " + why;
@@ -41,21 +30,13 @@ std::string unsupported(const Policy& p, const std::string& why) {
 
 }  // namespace
 
-std::vector<std::string> policy_names() {
-  std::vector<std::string> names;
-  for (const auto& row : kTable) names.emplace_back(row.name);
-  return names;
-}
+std::vector<std::string> policy_names() { return precision_names(); }
 
 Policy make_policy(const std::string& lightning_name) {
-  std::string name = lightning_name;
-  for (const auto& [from, to] : kAliases) {
-    if (name == from) name = to;
-  }
-  for (const auto& row : kTable) {
-    if (name == row.name) {
-      return Policy{row.name, row.autocast, row.autocast_dtype, row.param_dtype, row.scaler};
-    }
+  // One table (accel/precision/catalog.h): a mixed policy autocasts to its
+  // compute dtype; a *-true one computes in its parameters' dtype.
+  if (const auto* row = find_precision(lightning_name)) {
+    return Policy{row->name, row->autocast, scalar_type(row->compute), scalar_type(row->params), row->scaler};
   }
   std::string known;
   for (const auto& n : policy_names()) known += (known.empty() ? "" : ", ") + n;

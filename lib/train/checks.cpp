@@ -17,6 +17,7 @@
 #include "accel/dist/catalog.h"
 #include "accel/metrics/metrics.h"
 #include "accel/models/family.h"
+#include "accel/precision/catalog.h"
 #include "accel/precision/precision.h"
 #include "accel/train/checkpoint.h"
 #include "accel/train/fabric.h"
@@ -51,7 +52,7 @@ void check_graphable(const config::RunConfig& cfg) {
   }
   if (cfg.train.grad_clip > 0) refuse("train.grad_clip", "clipping reads the norm on the host");
   if (cfg.train.accumulate > 1) refuse("train.accumulate", "accumulation windows are not captured");
-  if (rt.precision == "16-mixed") {
+  if (const auto* row = precision::find_precision(rt.precision); row != nullptr && row->scaler) {
     refuse("runtime.precision", "16-mixed's GradScaler decides on the host whether to step");
   }
   const auto* dataset = data::find_dataset(cfg.data.dataset);

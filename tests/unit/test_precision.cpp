@@ -9,6 +9,9 @@
 
 
 #include "accel/models/vit.h"
+#include "accel/machine/peaks.h"
+#include "accel/metrics/hardware.h"
+#include "accel/precision/catalog.h"
 #include "accel/precision/grad_scaler.h"
 #include "accel/precision/precision.h"
 #include "accel/util/errors.h"
@@ -444,4 +447,30 @@ TEST_CASE("precision: GradScaler refuses fp16 gradients") {
   torch::optim::SGD opt(std::vector<torch::Tensor>{p}, torch::optim::SGDOptions(0.1));
   ap::GradScaler s(true);
   CHECK_THROWS_WITH_AS(s.unscale_(opt), doctest::Contains("fp16 gradients"), RunError);
+}
+
+TEST_CASE("precision catalog: the policies, the peaks' matmul dtype and the CPU's judgement read its rows, aliases included") {
+  namespace ap = accel::precision;
+  CHECK(ap::precision_names() == ap::policy_names());
+  for (const auto& row : ap::precision_catalog()) {
+    INFO(row.name);
+    const auto p = ap::make_policy(row.name);
+    CHECK(p.autocast == row.autocast);
+    CHECK(p.use_grad_scaler == row.scaler);
+    CHECK(accel::machine::matmul_dtype(row.name) == row.compute);
+    // A CPU without AVX512-BF16/-FP16 or AMX emulates exactly the 16-bit rows.
+    CHECK(accel::metrics::precision_support(row.name, "cpu", accel::metrics::CpuFeatures{}).emulated() ==
+          !row.low().empty());
+    CHECK_FALSE(accel::metrics::precision_support(row.name, "cuda", accel::metrics::CpuFeatures{}).emulated());
+  }
+  for (const auto& [alias, name] : ap::precision_aliases()) {
+    INFO(alias);
+    REQUIRE(ap::find_precision(alias) != nullptr);
+    CHECK(ap::find_precision(alias)->name == name);
+    CHECK(accel::machine::matmul_dtype(alias) == accel::machine::matmul_dtype(name));
+    CHECK(accel::metrics::precision_support(alias, "cpu", accel::metrics::CpuFeatures{}).emulated() ==
+          accel::metrics::precision_support(name, "cpu", accel::metrics::CpuFeatures{}).emulated());
+  }
+  CHECK(ap::find_precision("fp8") == nullptr);
+  CHECK(accel::machine::matmul_dtype("fp8") == "fp32");
 }
