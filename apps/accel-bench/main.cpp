@@ -857,7 +857,7 @@ void add_ladder_commands(CLI::App& app, LadderArgs& a) {
                     "Minutes for all the runs: where the estimate exceeds it, every run whose "
                     "steps are not capped trains the same share of its batches (at least 30%) so "
                     "that they fit; said before anything runs")
-      ->check(number_in(0, 1e7, true, "minutes"));
+      ->check(number_in(0, 1e7, false, "minutes (0: none)"));
   sweep->add_option("--run-timeout", a.sweep.run_timeout_s,
                     "Stop a rung's run after SECONDS (at most 30 days) and go on with the next (default: none)")
       ->check(number_in(0, accel::util::kMaxTimeoutS, true, "seconds (30 days)"));

@@ -155,9 +155,9 @@ std::string Sweep::skip_reason(const SuiteRung& r, const Json& resolved) const {
     std::transform(kind.begin(), kind.end(), kind.begin(), ::toupper);
     const int have = facts_.devices_of(row.kind);
     if (have == 0) return kind;
-    // "auto" devices take the ones there are (at least one, checked above).
+    // A named accelerator's devices must be there; "auto" takes the ones there are.
     const int devices = int_at(resolved, "runtime/devices", 1, 1, 1 << 20);
-    if (devices > have) return std::to_string(devices) + (row.kind == "cuda" ? " GPUs" : " " + row.kind + " devices");
+    if (str_at(resolved, "runtime/accelerator") != "auto" && devices > have) return std::to_string(devices) + (row.kind == "cuda" ? " GPUs" : " " + row.kind + " devices");
   }
   return "";
 }
@@ -716,7 +716,7 @@ class Sweeps {
     if (opts_.repeats < 0) throw ConfigError("--repeats: must be at least 1");
     if (!(opts_.budget_minutes >= 0)) throw ConfigError("--budget: minutes must be a number > 0");
     if (!(opts_.run_timeout_s >= 0 && opts_.run_timeout_s <= util::kMaxTimeoutS)) {
-      throw ConfigError("--run-timeout: seconds must be a number > 0 and at most " +
+      throw ConfigError("--run-timeout: seconds must be a number from 0 (none) to " +
                         std::to_string(int64_t(util::kMaxTimeoutS)) + " (30 days)");
     }
     if (suites.empty()) throw ConfigError("sweep: --suite FILE is required");

@@ -191,7 +191,9 @@ PeakTable PeakTable::load(const fs::path& published, const fs::path& calibration
 
 PeakTable PeakTable::load_named(const fs::path& published, const fs::path& calibration, const std::string& flag) {
   std::error_code ec;
-  if (!calibration.empty() && !fs::exists(calibration, ec)) {
+  // Only a file that is certainly not there: another failure (a folder it
+  // cannot search) is the reader's to name.
+  if (!calibration.empty() && !fs::exists(calibration, ec) && !ec) {
     throw ConfigError(flag + " " + clean_text(calibration.string()) + ": no such file (make it with accel-bench calibrate)");
   }
   return load(published, calibration);

@@ -174,7 +174,15 @@ DirLock::DirLock(const fs::path& dir, const std::string& what) : dir_(dir) {
     throw ConfigError(where + sys_error("cannot open " + file.string()));
   }
   struct stat st {};
-  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1) {
+  if (::fstat(fd_, &st) != 0) {
+    const int err = errno;
+    ::close(fd_);
+    fd_ = -1;
+    errno = err;
+    throw ConfigError(where + sys_error("cannot stat " + file.string()));
+  }
+  // nlink 0: a lock another run removed as this one opened it; then it is ours alone.
+  if (!S_ISREG(st.st_mode) || st.st_nlink > 1) {
     const bool regular = S_ISREG(st.st_mode);
     ::close(fd_);
     fd_ = -1;

@@ -1,6 +1,7 @@
 #include "accel/plan/accelerator.h"
 
 #include <algorithm>
+#include <deque>
 
 #include "accel/util/errors.h"
 #include "accel/util/json_doc.h"
@@ -9,8 +10,9 @@ namespace accel::plan {
 
 namespace {
 
-std::vector<AcceleratorRow>& rows() {
-  static std::vector<AcceleratorRow> r = {
+// A deque: a row's address holds while rows are added.
+std::deque<AcceleratorRow>& rows() {
+  static std::deque<AcceleratorRow> r = {
       {"cpu", "the host's cores; ranks of threads", "gloo", false, false, false,
        "process RSS, the high-water mark of the whole process", true},
       {"cuda", "NVIDIA GPUs through LibTorch's CUDA", "nccl", true, true, true,
@@ -41,13 +43,20 @@ MachineFacts facts_from_env(const Json& env) {
   return f;
 }
 
-const std::vector<AcceleratorRow>& accelerator_catalog() { return rows(); }
+const std::deque<AcceleratorRow>& accelerator_catalog() { return rows(); }
 
 void add_accelerator(AcceleratorRow row) {
   if (row.kind.empty() || row.kind == "auto" || find_accelerator(row.kind) != nullptr) {
     throw ConfigError("accelerator registry: \"" + row.kind + "\" is empty, \"auto\" or taken");
   }
   rows().push_back(std::move(row));
+}
+
+void remove_accelerator(const std::string& kind) {
+  auto& r = rows();
+  const auto it = std::find_if(r.begin(), r.end(), [&](const AcceleratorRow& row) { return row.kind == kind; });
+  if (it == r.end() || it == r.begin()) return;  // the host stays
+  r.erase(it);
 }
 
 const AcceleratorRow* find_accelerator(const std::string& kind) {

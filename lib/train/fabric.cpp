@@ -14,6 +14,10 @@ plan::MachineFacts torch_device_facts() {
 }
 
 torch::Device resolve_device(const std::string& accelerator, int local_rank) {
+  // Named, the host needs no device facts (asking would start CUDA's driver).
+  if (const auto* named = plan::find_accelerator(accelerator); named != nullptr && named->host) {
+    return torch::Device(torch::kCPU);
+  }
   const auto facts = torch_device_facts();
   const auto& row = plan::resolve_accelerator(accelerator, facts);  // the one rule for "auto"
   if (row.host) return torch::Device(torch::kCPU);

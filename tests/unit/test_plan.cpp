@@ -78,6 +78,9 @@ TEST_CASE("accelerator rows: a row added in a test file alone is a choice that a
   toy.backend = "gloo";
   toy.memory_record = "none";
   add_accelerator(toy);
+  struct TakeBack {  // the registry is the process's: other cases must not see the toy
+    ~TakeBack() { remove_accelerator("toy"); }
+  } take_back;
   CHECK_THROWS_AS(add_accelerator(toy), accel::ConfigError);  // one row a kind
   const auto choices = accelerator_choices();
   CHECK(std::find(choices.begin(), choices.end(), "toy") != choices.end());
@@ -89,4 +92,9 @@ TEST_CASE("accelerator rows: a row added in a test file alone is a choice that a
   f.devices["cuda"] = 1;
   CHECK(resolve_accelerator("auto", f).kind == "cuda");
   CHECK(resolve_accelerator("toy", facts(0)).kind == "toy");
+  const auto* cuda = find_accelerator("cuda");  // rows stay where they are as rows come and go
+  add_accelerator(AcceleratorRow{"toy2", "", "gloo"});
+  CHECK(find_accelerator("cuda") == cuda);
+  remove_accelerator("toy2");
+  CHECK(find_accelerator("toy2") == nullptr);
 }

@@ -7,6 +7,7 @@
 // device code behind accel/train/device.h).
 #pragma once
 
+#include <deque>
 #include <map>
 #include <string>
 #include <vector>
@@ -46,11 +47,14 @@ struct AcceleratorRow {
 };
 
 // Every accelerator, in registry order: cpu first, then the devices "auto"
-// prefers in that order.
-const std::vector<AcceleratorRow>& accelerator_catalog();
+// prefers in that order. A row's address holds while rows are added.
+const std::deque<AcceleratorRow>& accelerator_catalog();
 // Adds a row (an accelerator this build's device code knows); ConfigError
-// when its kind is taken or empty.
+// when its kind is taken or empty. The registry is the process's: add rows
+// before configs are read (the schema takes its choices once).
 void add_accelerator(AcceleratorRow row);
+// Takes a row added back (a test's); the host row stays. Pointers to it dangle.
+void remove_accelerator(const std::string& kind);
 // nullptr when unknown ("auto" is not a row: resolve it first).
 const AcceleratorRow* find_accelerator(const std::string& kind);
 // The row of a device a run recorded ("cuda:0", "cpu"): its kind before any
