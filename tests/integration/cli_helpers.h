@@ -24,24 +24,7 @@ struct Outcome {
   std::string output;  // stdout and stderr together
 };
 
-// ENV: "NAME=value ..." put before the command (as env(1) takes them), or "".
-inline Outcome run_cli_env(const std::string& env, const std::string& args) {
-  const std::string cmd =
-      (env.empty() ? "" : "env " + env + " ") + std::string(ACCEL_BENCH_EXE) + " " + args + " 2>&1";
-  Outcome o;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) o.output.append(buf.data(), n);
-  const int status = pclose(pipe);
-  o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return o;
-}
-
-inline Outcome run_cli(const std::string& args) { return run_cli_env("", args); }
-
-// A shell command line (sh -c), its output and exit code.
+// A shell command line (sh -c), its output (stdout and stderr) and exit code.
 inline Outcome run_command(const std::string& command) {
   Outcome o;
   FILE* pipe = popen((command + " 2>&1").c_str(), "r");
@@ -53,6 +36,13 @@ inline Outcome run_command(const std::string& command) {
   o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return o;
 }
+
+// ENV: "NAME=value ..." put before the command (as env(1) takes them), or "".
+inline Outcome run_cli_env(const std::string& env, const std::string& args) {
+  return run_command((env.empty() ? "" : "env " + env + " ") + std::string(ACCEL_BENCH_EXE) + " " + args);
+}
+
+inline Outcome run_cli(const std::string& args) { return run_cli_env("", args); }
 
 // A fresh, not yet existing folder under the temp dir.
 inline std::filesystem::path fresh_dir(const std::string& tag) {

@@ -285,15 +285,10 @@ TEST_CASE("source: nlohmann/json is included only through accel/util/json.h, whe
   CHECK(direct == 0);
 }
 
-namespace {
-
-Outcome run_shell(const std::string& cmd) { return run_command(cmd); }
-
-}  // namespace
 
 TEST_CASE("gpu-check: every package the build looks up is one the GPU check provides, and a new one fails it") {
   const std::string script = "bash '" + source("scripts/gpu-check.sh") + "'";
-  const auto ok = run_shell("cd '" + source("") + "' && " + script + " --check-deps");
+  const auto ok = run_command("cd '" + source("") + "' && " + script + " --check-deps");
   INFO(ok.output);
   CHECK(ok.code == 0);
   for (const char* dep : {"SQLite3: libsqlite3-dev,libsqlite3-0", "Boost: libboost1.74-dev",
@@ -307,7 +302,7 @@ TEST_CASE("gpu-check: every package the build looks up is one the GPU check prov
     std::ofstream(dir / "CMakeLists.txt")
         << accel_test::read_text(source("CMakeLists.txt")) << "\nfind_package(Frobnicate 2 REQUIRED)  # new\n";
     std::ofstream(dir / "extra.cmake") << "# find_package(InAComment)\nfind_library(FOO_LIBRARY foo)\n";
-    const auto bad = run_shell("cd '" + source("") + "' && " + script + " --check-deps '" +
+    const auto bad = run_command("cd '" + source("") + "' && " + script + " --check-deps '" +
                                (dir / "CMakeLists.txt").string() + "' '" + (dir / "extra.cmake").string() + "'");
     INFO(bad.output);
     CHECK(bad.code == 1);
@@ -345,7 +340,7 @@ TEST_CASE("gpu-check: no file name becomes code, and the modes that build nothin
   std::ofstream(dir / runs) << "find_package(Frobnicate)\n";
   std::ofstream(dir / cuts) << "find_package(Frobnicate2 REQUIRED)\n";
   const auto mark = dir / "PWNED";
-  const auto r = run_shell("cd '" + dir.string() + "' && ACCEL_MARK='" + mark.string() + "' " + script +
+  const auto r = run_command("cd '" + dir.string() + "' && ACCEL_MARK='" + mark.string() + "' " + script +
                            " --check-deps '" + runs + "' '" + (dir / cuts).string() + "'");
   INFO(r.output);
   CHECK(r.code == 1);
@@ -363,18 +358,18 @@ TEST_CASE("gpu-check: --help anywhere helps, an unknown argument stops it before
   fs::create_directories(dir);
   // A python without torch: the check stops at its preflight, having built nothing.
   const std::string env = "ACCEL_PYTHON=/bin/false BUILD_DIR='" + (dir / "build").string() + "' ";
-  auto r = run_shell(env + script + " --out '" + (dir / "o1").string() + "' --help");
+  auto r = run_command(env + script + " --out '" + (dir / "o1").string() + "' --help");
   CHECK(r.code == 0);
   CHECK(r.output.find("The GPU check") != std::string::npos);
   CHECK_FALSE(fs::exists(dir / "o1"));
-  r = run_shell(env + script + " --out '" + (dir / "o2").string() + "' --bogus");
+  r = run_command(env + script + " --out '" + (dir / "o2").string() + "' --bogus");
   CHECK(r.code == 1);
   CHECK(r.output.find("unknown argument: --bogus (arguments for the sweep go after --") != std::string::npos);
   CHECK(r.output.find("started") == std::string::npos);
   CHECK_FALSE(fs::exists(dir / "o2"));
   // --out through a link into the checkout is inside the checkout: refused, nothing made there.
   fs::create_directory_symlink(source(""), dir / "checkout");
-  r = run_shell(env + script + " --out '" + (dir / "checkout" / "gpu-out-planted").string() + "'");
+  r = run_command(env + script + " --out '" + (dir / "checkout" / "gpu-out-planted").string() + "'");
   CHECK(r.code == 1);
   CHECK(r.output.find("--out must be outside the checkout") != std::string::npos);
   CHECK_FALSE(fs::exists(source("gpu-out-planted")));
@@ -384,7 +379,7 @@ TEST_CASE("gpu-check: --help anywhere helps, an unknown argument stops it before
   fs::create_directories(dir / "o3");
   fs::create_symlink(victim, dir / "o3" / "summary.txt.tmp");
   fs::create_symlink(victim, dir / "o3" / "gpu-check.tar.gz.tmp");
-  r = run_shell(env + script + " --out '" + (dir / "o3").string() + "'");
+  r = run_command(env + script + " --out '" + (dir / "o3").string() + "'");
   INFO(r.output);
   CHECK(r.code == 1);  // no torch: the preflight fails
   CHECK(accel_test::read_text(victim) == "keep me\n");
@@ -392,7 +387,7 @@ TEST_CASE("gpu-check: --help anywhere helps, an unknown argument stops it before
   CHECK(fs::is_regular_file(fs::symlink_status(dir / "o3" / "preflight.txt")));
   fs::create_directories(dir / "o4");
   fs::create_symlink(victim, dir / "o4" / "summary.txt");
-  r = run_shell(env + script + " --out '" + (dir / "o4").string() + "'");
+  r = run_command(env + script + " --out '" + (dir / "o4").string() + "'");
   CHECK(r.code == 1);
   CHECK(r.output.find("summary.txt is a link or not a regular file") != std::string::npos);
   CHECK(accel_test::read_text(victim) == "keep me\n");

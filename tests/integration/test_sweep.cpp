@@ -120,6 +120,13 @@ fs::path first_dir(const fs::path& dir) {
   throw;
 }
 
+// Where a sweep of the tiny suite into OUT writes its set on this machine.
+fs::path tiny_set_dir(const fs::path& out) {
+  std::string id = run_cli("sweep --machine-id").output;
+  id.erase(id.find_last_not_of("\n") + 1);
+  return out / "tiny" / id;
+}
+
 fs::path the_set(const fs::path& out) {
   for (const auto& s : fs::directory_iterator(out / "tiny")) return s.path();
   FAIL("no result set under " << out);
@@ -466,9 +473,7 @@ TEST_CASE("sweep --budget: when the estimate exceeds it, every run trains the sa
 TEST_CASE("sweep: a second sweep into a set that another is writing is refused at once naming its pid" * doctest::test_suite("process")) {
   accel_test::TempDir tmp;
   const auto suite = write_tiny_suite(tmp);
-  std::string id = run_cli("sweep --machine-id").output;
-  id.erase(id.find_last_not_of("\n") + 1);
-  const auto set = tmp / "out" / "tiny" / id;
+  const auto set = tiny_set_dir(tmp / "out");
   const accel::metrics::DirLock held(set, "sweep");  // as a running sweep holds it
   const auto r = run_cli("sweep --suite " + suite.string() + " --out " + (tmp / "out").string());
   INFO(r.output);
@@ -481,9 +486,7 @@ TEST_CASE("sweep: a second sweep into a set that another is writing is refused a
 TEST_CASE("sweep: a set's lock planted as a link to another file is refused, with or without --resume, and the file left as it is" * doctest::test_suite("process")) {
   accel_test::TempDir tmp;
   const auto suite = write_tiny_suite(tmp);
-  std::string id = run_cli("sweep --machine-id").output;
-  id.erase(id.find_last_not_of("\n") + 1);
-  const auto set = tmp / "out" / "tiny" / id;
+  const auto set = tiny_set_dir(tmp / "out");
   const auto victim = tmp.write("victim.txt", "keep me\n");
   fs::create_directories(set);
   fs::create_symlink(victim, set / ".lock");
