@@ -42,7 +42,7 @@ void run_rank(int rank, int world, int port, const std::string& preset, const st
   for (const std::string mode : kModes) {
     accel::dist::StrategyOptions so;
     so.name = mode == "ddp" ? "ddp" : "fsdp";
-    if (mode != "ddp") so.fsdp_sharding = mode;
+    if (mode != "ddp") so.knobs.fsdp_sharding = mode;
     accel::dist::DistContext ctx;
     ctx.rank = ctx.local_rank = rank;
     ctx.world_size = ctx.local_world_size = world;

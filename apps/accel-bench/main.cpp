@@ -215,7 +215,7 @@ int cmd_run(const RunArgs& a, int argc, char** argv) {
     // The calibration's own figures, before anything runs: bf16 that this
     // CPU's matmuls do not run faster than fp32 cannot speed the step up.
     const auto peaks = accel::machine::PeakTable::load_named("", a.calibration, "--calibration");
-    if (const auto note = peaks.precision_limit_note(cfg.runtime.precision, accel::train::planned_threads(cfg));
+    if (const auto note = peaks.precision_limit_note(cfg.runtime.precision, accel::train::plan_here(cfg).threads);
         !note.empty()) {
       opts.warnings.push_back(note);
     }

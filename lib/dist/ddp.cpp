@@ -4,7 +4,7 @@
 // parameters are grouped into buckets of about bucket_mb in reverse
 // registration order (the order backward produces gradients in), the first
 // bucket small so communication starts early where that pays
-// (StrategyOptions::small_first_bucket); a gradient hook on each
+// (StrategyKnobs::small_first_bucket); a gradient hook on each
 // parameter copies its gradient into its bucket, and the moment a bucket is
 // complete its all-reduce (mean) is launched asynchronously, so communication
 // overlaps the rest of the backward pass. finish_gradient_sync launches what
@@ -37,10 +37,10 @@ class DdpStrategy final : public Strategy {
  public:
   DdpStrategy(const StrategyOptions& o, DistContext ctx)
       : Strategy(std::move(ctx)),
-        bucket_bytes_(int64_t(o.bucket_mb * 1024 * 1024)),
-        first_bucket_bytes_(o.small_first_bucket ? std::min(kFirstBucketBytes, bucket_bytes_)
-                                                 : bucket_bytes_) {
-    if (o.bucket_mb <= 0) throw ConfigError("runtime.bucket_mb: must be > 0");
+        bucket_bytes_(int64_t(o.knobs.bucket_mb * 1024 * 1024)),
+        first_bucket_bytes_(o.knobs.small_first_bucket ? std::min(kFirstBucketBytes, bucket_bytes_)
+                                                       : bucket_bytes_) {
+    if (o.knobs.bucket_mb <= 0) throw ConfigError("runtime.bucket_mb: must be > 0");
   }
 
   std::string name() const override { return "ddp"; }

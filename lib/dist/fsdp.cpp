@@ -53,6 +53,7 @@
 #include <algorithm>
 #include <set>
 
+#include "accel/precision/precision.h"
 #include "accel/util/errors.h"
 #include "fsdp_internal.h"
 #include "strategies.h"
@@ -89,9 +90,9 @@ void allocate_storage(const torch::Tensor& t) {
 
 FsdpStrategy::FsdpStrategy(const StrategyOptions& o, DistContext ctx)
     : Strategy(std::move(ctx)),
-      sharding_(parse_sharding(o.fsdp_sharding)),
-      prefetch_(o.fsdp_prefetch),
-      comm_dtype_(o.comm_dtype) {
+      sharding_(parse_sharding(o.knobs.fsdp_sharding)),
+      prefetch_(o.knobs.fsdp_prefetch),
+      comm_dtype_(precision::scalar_type(o.knobs.comm_dtype)) {
   if (!c10::isFloatingType(comm_dtype_)) {
     throw ConfigError("fsdp: communication dtype must be a floating type");
   }

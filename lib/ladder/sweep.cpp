@@ -17,6 +17,7 @@
 #include "accel/machine/machine.h"
 #include "accel/machine/peaks.h"
 #include "accel/plan/accelerator.h"
+#include "accel/plan/run_plan.h"
 #include "accel/ladder/progress.h"
 #include "accel/ladder/suite.h"
 #include "accel/train/work.h"
@@ -196,12 +197,16 @@ Prepared Sweep::prepare(const SuiteRung& r) const {
   }
   p.skip = skip_reason(r, p.resolved);
   if (!p.skip.empty()) return p;
-  const auto& rt = p.resolved["runtime"];
-  p.precision = rt.value("precision", "32-true");
+  plan::RunPlan run_plan;
+  try {
+    run_plan = plan::plan_run(config::to_run_config(p.resolved), facts_);
+  } catch (const ConfigError& e) {
+    p.error = e.what();
+    return p;
+  }
+  p.precision = run_plan.precision.row->name;
   if (!r.where_emulated.empty()) {
-    const auto support = metrics::precision_support(
-        p.precision, plan::resolve_accelerator(str_at(rt, "accelerator", "cpu"), facts_).kind, facts_.cpu);
-    if (support.emulated()) {
+    if (run_plan.precision.emulated) {
       p.emulated_sets = r.where_emulated;
       p.emulated = {{"precision", p.precision},
                     {"set", r.where_emulated},
@@ -273,13 +278,11 @@ Json Sweep::plan_rung(const SuiteRung& r, const Prepared& prepared, bool upstrea
       shape.precision = cfg.runtime.precision;
       // Priced apart in the ETA: a precision this CPU emulates (not a rung
       // where_emulated moved to 32-true).
-      const auto& rt = resolved["runtime"];
-      shape.emulated = metrics::precision_support(
-                           shape.precision, plan::resolve_accelerator(str_at(rt, "accelerator", "cpu"), facts_).kind,
-                           facts_.cpu)
-                           .emulated();
-      shape.threads = train::planned_threads(cfg);
-      world = train::planned_world(cfg);
+      // The run plan on the machine the set describes: its world, threads and precision support.
+      const auto run_plan = plan::plan_run(cfg, facts_);
+      shape.emulated = run_plan.precision.emulated;
+      shape.threads = run_plan.threads;
+      world = run_plan.world();
       const std::string key = resolved["data"].dump() + "|" + std::to_string(cfg.train.seed);
       auto it = sizes_.find(key);
       if (it == sizes_.end()) {

@@ -76,7 +76,8 @@ double parse_duration_s(const std::string& text) {
 TuneMachine this_tune_machine(const Json& base, const plan::MachineFacts& facts) {
   TuneMachine m;
   m.cores = std::max(1, facts.cores);
-  m.device = plan::resolve_accelerator(str_at(base, "runtime/accelerator", "cpu"), facts).kind;
+  const auto& row = plan::resolve_accelerator(config::to_run_config(base).runtime.accelerator, facts);
+  m.device = row.kind;
   // Only a 16-bit dtype can be emulated: the bf16 rows, then the fp16 ones.
   std::vector<std::string> low;
   for (const char* dtype : {"bf16", "fp16"}) {
@@ -85,7 +86,7 @@ TuneMachine this_tune_machine(const Json& base, const plan::MachineFacts& facts)
     }
   }
   for (const auto& p : low) {
-    const auto s = metrics::precision_support(p, m.device, facts.cpu);
+    const auto s = metrics::precision_support(p, row.host ? "cpu" : row.kind, facts.cpu);
     if (s.emulated()) {
       m.emulated.push_back(p);
       if (m.emulated_note.empty()) m.emulated_note = s.warning;
@@ -142,12 +143,12 @@ std::vector<Setting> tune_space(const Json& base, const Json& space, const TuneM
       }
     }
   }
-  const auto& t = base["train"];
-  const auto& rt = base["runtime"];
-  const int base_devices = rt["devices"].is_number() ? rt["devices"].get<int>() : 1;
-  const int base_ranks = base_devices * rt.value("num_nodes", 1);
-  const int64_t base_global = t["batch_size"].get<int64_t>() * base_ranks;
-  const std::string base_precision = rt["precision"].get<std::string>();
+  // The base read typed, through the one reader of a resolved config.
+  const auto cfg = config::to_run_config(base);
+  const auto& rt = cfg.runtime;
+  const int base_ranks = rt.world_size();  // devices "auto" counts one a node, as the base's own sets keep it
+  const int64_t base_global = cfg.train.batch_size * base_ranks;
+  const std::string base_precision = rt.precision;
   // Global batches: half, the base's, double (a global batch keeps learning
   // the same whatever the ranks it is split over).
   std::vector<Json> batches = {Json(base_global)};
@@ -165,7 +166,9 @@ std::vector<Setting> tune_space(const Json& base, const Json& space, const TuneM
   if (lr_rule_out) *lr_rule_out = rule;
   // Ranks: every count that divides the cores (threads = cores / ranks).
   std::vector<Json> ranks_default;
-  const auto& row = plan::resolve_accelerator(m.device, plan::MachineFacts{});
+  const auto* found = plan::find_accelerator(m.device);
+  if (found == nullptr) throw ConfigError("tune: the machine's accelerator \"" + m.device + "\" is no row");
+  const auto& row = *found;
   for (int r = 1; r <= m.cores; ++r) {
     if (row.host ? m.cores % r == 0 : r == 1) ranks_default.push_back(r);
   }
@@ -184,7 +187,7 @@ std::vector<Setting> tune_space(const Json& base, const Json& space, const TuneM
     precisions.insert(precisions.begin(), base_precision);
   }
   fields.push_back({"runtime.precision", precisions});
-  const std::string opt = base["optim"].value("name", "adam");
+  const std::string& opt = cfg.optim.name;
   if (row.host && (opt == "adam" || opt == "adamw")) {
     fields.push_back({"optim.implementation", {"fused", "torch"}});
   }
@@ -244,7 +247,7 @@ std::vector<Setting> tune_space(const Json& base, const Json& space, const TuneM
   }
   // The cross product.
   std::vector<Setting> out;
-  const double base_lr = base["optim"]["lr"].get<double>();
+  const double base_lr = cfg.optim.lr;
   std::vector<size_t> idx(fields.size(), 0);
   for (const auto& bj : batches) {
     if (!bj.is_number_integer() || bj.get<int64_t>() < 1) throw ConfigError("tune space: global_batch must be positive integers");
@@ -271,7 +274,7 @@ std::vector<Setting> tune_space(const Json& base, const Json& space, const TuneM
         s.sets.push_back("runtime.threads=" + std::to_string(p.threads));
         // One rank under the base's own "auto" (single there) keeps it, so the
         // base's setting resolves to the base's config.
-        if (!(p.ranks == 1 && rt.value("strategy", "auto") == "auto")) s.sets.push_back("runtime.strategy=" + p.strategy);
+        if (!(p.ranks == 1 && rt.strategy == "auto")) s.sets.push_back("runtime.strategy=" + p.strategy);
         for (const auto& k : p.knob_sets) s.sets.push_back(k);
         std::vector<std::string> extra;
         for (size_t f = 0; f < fields.size(); ++f) {
@@ -308,9 +311,9 @@ std::vector<Setting> tune_space(const Json& base, const Json& space, const TuneM
   base_setting.is_base = true;
   base_setting.global_batch = base_global;
   base_setting.ranks = base_ranks;
-  base_setting.threads = rt.value("threads", 0);
+  base_setting.threads = rt.threads;
   base_setting.precision = base_precision;
-  base_setting.strategy = dist::resolve_strategy(rt.value("strategy", "auto"), base_ranks);
+  base_setting.strategy = dist::resolve_strategy(rt.strategy, base_ranks);
   base_setting.label = "base (global batch " + std::to_string(base_global) + ", " + base_precision + ", " +
                        std::to_string(base_ranks) + (base_ranks == 1 ? " rank" : " ranks") + ")";
   base_setting.id = "base";

@@ -262,10 +262,9 @@ std::optional<Peak> PeakTable::calibrated_cpu(const std::string& dtype, int thre
 std::optional<Peak> PeakTable::for_run(const train::RunRecord& run) const {
   const auto precision = str_at(run.config, "runtime/precision", "32-true");
   const auto dtype = matmul_dtype(precision);
-  // The run's accelerator resolved on the machine its env describes, by the rows' one rule.
+  // The accelerator the run resolved (its plan's; an older record's by the rows' one rule).
   const auto facts = plan::facts_from_env(run.env);
-  const auto* row = plan::find_accelerator(
-      plan::accelerator_kind_of(str_at(run.config, "runtime/accelerator", "cpu"), facts));
+  const auto* row = plan::find_accelerator(run.accelerator);
   if (row != nullptr && !row->host && facts.devices_of(row->kind) > 0) {
     // float32 matmuls run on TF32 tensor cores when the run allowed it
     // (runtime.matmul_precision high or medium), so that is their peak.

@@ -11,6 +11,7 @@
 #include "accel/dist/catalog.h"
 #include "accel/machine/predict.h"
 #include "accel/util/errors.h"
+#include "accel/plan/run_plan.h"
 #include "accel/precision/catalog.h"
 
 namespace accel::machine {
@@ -56,7 +57,7 @@ dist::StepSchedule schedule_of(const PredictOptions& o) {
   if (info == nullptr || info->schedule == nullptr) {
     throw ConfigError("--strategy: \"" + o.strategy + "\" cannot be predicted (" + dist::multi_rank_strategy_list() + ")");
   }
-  return info->schedule({o.fsdp_sharding, o.fsdp_prefetch, o.bucket_mb});
+  return info->schedule(o.knobs);
 }
 
 namespace {
@@ -83,31 +84,30 @@ void read_layout(PredictBase& b, const Json& layout, const std::string& file) {
   if (b.units.empty() || b.param_numels.empty()) throw ConfigError(file + ": model_layout has no parameters or units");
 }
 
-// The run's own settings that shape its communication and its step count.
-void read_settings(PredictBase& b, const Json& cfg, const std::string& file) {
-  const auto& train = cfg.at("train");
-  const auto& rt = cfg.at("runtime");
-  b.precision = rt.value("precision", "32-true");
-  b.batch_per_device = train.at("batch_size").get<int64_t>();
+// The run's own settings that shape its communication and its step count,
+// from its config read typed (the schema's defaults) and its plan.
+void read_settings(PredictBase& b, const Json& cfg, const Json& env, const std::string& file) {
+  const auto rec = plan::plan_of_record(cfg, env, file);
+  const auto& train = rec.config.train;
+  b.precision = rec.plan.precision.row->name;
+  b.batch_per_device = train.batch_size;
   if (b.batch_per_device < 1) throw ConfigError(file + ": train.batch_size " + std::to_string(b.batch_per_device));
-  if (train.value("accumulate", 1) > 1) {
-    throw ConfigError(file + ": train.accumulate " + std::to_string(train.value("accumulate", 1)) +
+  if (train.accumulate > 1) {
+    throw ConfigError(file + ": train.accumulate " + std::to_string(train.accumulate) +
                       " (predict models steps that each reduce their gradients)");
   }
-  b.limit_train_batches = train.value("limit_train_batches", int64_t(0));
-  b.max_steps = train.value("max_steps", int64_t(0));
-  b.log_every = std::max(1, train.value("log_every", 50));
-  b.grad_clip = train.value("grad_clip", 0.0);
-  b.fsdp_sharding = rt.value("fsdp_sharding", "FULL_SHARD");
-  b.fsdp_prefetch = rt.value("fsdp_prefetch", true);
-  b.bucket_mb = rt.value("bucket_mb", 25.0);
+  b.limit_train_batches = train.limit_train_batches;
+  b.max_steps = train.max_steps;
+  b.log_every = std::max(1, train.log_every);
+  b.grad_clip = train.grad_clip;
+  b.knobs = rec.plan.knobs;
 }
 
 // DDP's buckets (lib/dist/ddp.cpp): parameters in reverse order, a bucket
 // closed when the next would overflow it; the first 1 MiB where asked.
 std::vector<int64_t> ddp_buckets(const PredictBase& b, const PredictOptions& o) {
-  const int64_t cap = int64_t(o.bucket_mb * 1024 * 1024);
-  const int64_t first_cap = o.small_first_bucket ? std::min<int64_t>(int64_t(1) << 20, cap) : cap;
+  const int64_t cap = int64_t(o.knobs.bucket_mb * 1024 * 1024);
+  const int64_t first_cap = o.knobs.small_first_bucket ? std::min<int64_t>(int64_t(1) << 20, cap) : cap;
   std::vector<int64_t> out;
   for (auto it = b.param_numels.rbegin(); it != b.param_numels.rend(); ++it) {
     const int64_t nbytes = *it * b.element_bytes;
@@ -186,8 +186,9 @@ PredictBase base_from_result(const train::RunRecord& r, const std::string& file)
     if (!r.model_layout.is_object()) throw ConfigError(file + ": no model_layout (rerun it with this accel-bench)");
     if (!r.config.is_object()) throw ConfigError(file + ": no resolved config");
     if (!r.batch_size) throw ConfigError(file + ": no train.batch_size in its config");
-    read_settings(b, r.config, file);
-    b.device_kind = r.device.rfind("cuda", 0) == 0 ? "cuda" : "cpu";
+    read_settings(b, r.config, r.env, file);
+    const auto* row = plan::accelerator_of_device(r.device);
+    b.device_kind = row != nullptr ? row->kind : "cpu";
     b.threads = r.threads;
     b.forward_ms = split.value("forward", 0.0);
     b.backward_ms = split.value("backward", 0.0);
@@ -229,8 +230,8 @@ PredictBase base_from_article_read(const Json& ref, const std::string& rung, con
   }
   PredictBase b;
   b.name = ref.value("hardware_short", "article") + " rung " + rung + " (" + r.value("name", "") + ")";
-  read_settings(b, config, file);
-  b.device_kind = "cuda";
+  read_settings(b, config, Json::object(), file);
+  b.device_kind = "cuda";  // an article's GPU
   b.batch_per_device = w.at("batch_per_device").get<int64_t>();
   if (b.batch_per_device < 1) throw ConfigError(file + ": workload.batch_per_device must be at least 1");
   b.train_samples = w.at("train_samples").get<int64_t>();
@@ -284,11 +285,13 @@ PredictBase base_from_article(const Json& ref, const std::string& rung, const Js
 PredictOptions options_for(const PredictBase& b, const std::string& strategy) {
   PredictOptions o;
   o.strategy = strategy;
-  o.fsdp_sharding = b.fsdp_sharding;
-  o.fsdp_prefetch = b.fsdp_prefetch;
-  o.bucket_mb = b.bucket_mb;
-  o.small_first_bucket = b.device_kind == "cuda";  // lib/train/fabric.cpp
-  o.metrics_every_step = b.device_kind != "cuda";   // a GPU reads the loss back at log steps
+  o.knobs = b.knobs;
+  // As the run plan sets them on the base's accelerator: a device's DDP
+  // starts with a small bucket and reads the loss back at log steps only.
+  const auto* row = plan::find_accelerator(b.device_kind);
+  const bool host = row == nullptr || row->host;
+  o.knobs.small_first_bucket = !host;
+  o.metrics_every_step = host;
   return o;
 }
 
@@ -321,8 +324,8 @@ std::vector<Call> step_calls(const PredictBase& b, const PredictOptions& o, int 
       // FULL_SHARD gathers each unit again before its backward (the last one
       // is still gathered): with prefetch, the next one's before this one's
       // backward runs.
-      if (full && o.fsdp_prefetch && u > 0) gather(u - 1, "backward", comm_bytes);
-      if (full && !o.fsdp_prefetch && u < U - 1) gather(u, "backward", comm_bytes);
+      if (full && o.knobs.fsdp_prefetch && u > 0) gather(u - 1, "backward", comm_bytes);
+      if (full && !o.knobs.fsdp_prefetch && u < U - 1) gather(u, "backward", comm_bytes);
       if (b.units[size_t(u)].numel == 0) continue;
       if (s.grads == Grads::UnitAllReduce) {
         calls.push_back({Collective::AllReduce, "all_reduce", bytes_of(u, reduce_bytes), "backward", u});
@@ -474,7 +477,7 @@ Prediction simulate(const PredictBase& b, const PredictOptions& o, int n) {
   } else {
     // FSDP / ZeRO, unit by unit.
     std::vector<double> gathered(size_t(U), 0.0);
-    const bool prefetch = o.fsdp_prefetch;
+    const bool prefetch = o.knobs.fsdp_prefetch;
     if (next_is("forward")) {
       // Each unit's gather (units without parameters have none), the next one
       // issued as this one's forward starts when prefetching.
@@ -601,11 +604,11 @@ std::vector<std::string> prediction_assumptions(const PredictBase& b, const Pred
                   : "collectives do not overlap compute (a CPU rank's own cores move the data): every one is exposed");
   const dist::StepSchedule s = schedule_of(o);
   if (s.grads == Grads::Buckets) {
-    a.push_back(s.description + (o.small_first_bucket ? ", the first 1 MiB" : "") +
+    a.push_back(s.description + (o.knobs.small_first_bucket ? ", the first 1 MiB" : "") +
                 ", each all-reduced as soon as backward has produced it (gradients produced evenly over backward)");
   } else if (!s.gather_after_step) {
     a.push_back(s.description + " over " + std::to_string(b.units.size()) +
-                " units, compute shared by their matmul parameters" + (o.fsdp_prefetch ? ", the next unit prefetched" : "") +
+                " units, compute shared by their matmul parameters" + (o.knobs.fsdp_prefetch ? ", the next unit prefetched" : "") +
                 "; optimizer time / N");
   } else {
     a.push_back(s.description + " over " + std::to_string(b.units.size()) +

@@ -131,11 +131,11 @@ PredictOutput run_predict(const PredictRequest& q) {
     if (q.fsdp_sharding != "FULL_SHARD" && q.fsdp_sharding != "SHARD_GRAD_OP" && q.fsdp_sharding != "NO_SHARD") {
       throw ConfigError("--fsdp-sharding: \"" + q.fsdp_sharding + "\" (FULL_SHARD, SHARD_GRAD_OP, NO_SHARD)");
     }
-    o.fsdp_sharding = q.fsdp_sharding;
+    o.knobs.fsdp_sharding = q.fsdp_sharding;
   }
-  if (q.fsdp_prefetch >= 0) o.fsdp_prefetch = q.fsdp_prefetch == 1;
+  if (q.fsdp_prefetch >= 0) o.knobs.fsdp_prefetch = q.fsdp_prefetch == 1;
   if (q.bucket_mb < 0) throw ConfigError("--bucket-mb: must be > 0");
-  if (q.bucket_mb > 0) o.bucket_mb = q.bucket_mb;
+  if (q.bucket_mb > 0) o.knobs.bucket_mb = q.bucket_mb;
   // The communication model.
   Json links, calibration;
   if (!q.calibration.empty()) {

@@ -14,15 +14,15 @@
 
 namespace accel::precision {
 
-namespace {
-
-// The catalog's dtype names as LibTorch's scalar types.
 c10::ScalarType scalar_type(const std::string& dtype) {
+  if (dtype == "fp32") return c10::ScalarType::Float;
   if (dtype == "bf16") return c10::ScalarType::BFloat16;
   if (dtype == "fp16") return c10::ScalarType::Half;
   if (dtype == "fp64") return c10::ScalarType::Double;
-  return c10::ScalarType::Float;
+  throw RunError("precision: no dtype \"" + dtype + "\" (fp32, bf16, fp16, fp64)");
 }
+
+namespace {
 
 std::string unsupported(const Policy& p, const std::string& why) {
   return "runtime.precision: \"" + p.name + "\" " + why;

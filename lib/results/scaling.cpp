@@ -8,6 +8,7 @@
 
 #include "accel/machine/peaks.h"
 #include "accel/machine/predict.h"
+#include "accel/plan/run_plan.h"
 #include "accel/results/report.h"
 #include "accel/util/errors.h"
 
@@ -42,7 +43,6 @@ std::vector<ScalingLine> predict_scaling(const ResultSet& set, const Json& calib
   for (size_t i = 0; i < set.rungs.size(); ++i) {
     const auto* run = first_ok(set.rungs[i]);
     if (run == nullptr || run->world_size < 2 || !run->config.is_object()) continue;
-    const auto& rt = run->config.value("runtime", Json::object());
     if (!have_comm) {
       notes.push_back("Predicted scaling: none (no comm fit in the set's peaks.json: `accel-bench "
                       "calibrate --comm --out SET/peaks.json`).");
@@ -88,11 +88,12 @@ std::vector<ScalingLine> predict_scaling(const ResultSet& set, const Json& calib
           if (e.is_object() && e.value("id", "") == base_id && e.contains("budget_sets")) b.budget_fraction = *f;
         }
       }
-      // The rung's own settings (its config may differ from the base's).
+      // The rung's own knobs (its config may differ from the base's), from its
+      // plan; on the base's accelerator, as options_for sets the first bucket.
       PredictOptions o = options_for(b, strategy);
-      o.fsdp_sharding = rt.value("fsdp_sharding", o.fsdp_sharding);
-      o.fsdp_prefetch = rt.value("fsdp_prefetch", o.fsdp_prefetch);
-      o.bucket_mb = rt.value("bucket_mb", o.bucket_mb);
+      const bool small_first = o.knobs.small_first_bucket;
+      o.knobs = plan::plan_of_record(run->config, run->env, (run->dir / "result.json").string()).plan.knobs;
+      o.knobs.small_first_bucket = small_first;
       o.intra = o.inter = comm_model_from_calibration(calibration["comm"], "peaks.json");
       const int per_rank = rank_threads;
       const Json peaks_table = calibration.value("cpu", Json::object());

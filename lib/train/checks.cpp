@@ -141,12 +141,13 @@ void check_runnable(const config::RunConfig& cfg, bool check_environment) {
                       "the cores take turns on them and only slow a step (0 = cores per rank)");
   }
   const auto device = resolve_device(rt.accelerator);
-  if (rt.cuda_graphs && !device.is_cuda()) {
+  const auto plan = plan_here(cfg);
+  if (rt.cuda_graphs && !plan.accelerator->graphs) {
     throw ConfigError("runtime.cuda_graphs: needs a CUDA device, but runtime.accelerator \"" +
                       rt.accelerator + "\" resolves to " + device.str() + " here");
   }
   precision::check_supported(precision::make_policy(rt.precision), device.type());
-  if (world > 1) resolve_backend(rt, device);
+  if (plan.world() > 1) resolve_backend(plan, rt.backend);
   if (cfg.model.init != "random" && !std::filesystem::is_regular_file(cfg.model.init_path)) {
     throw ConfigError("model.init_path: no such file: " + cfg.model.init_path);
   }

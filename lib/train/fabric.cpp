@@ -7,9 +7,19 @@
 
 namespace accel::train {
 
-plan::MachineFacts torch_device_facts() {
+namespace {
+
+// The devices LibTorch sees, by accelerator kind.
+int torch_cuda_devices() { return torch::cuda::is_available() ? int(torch::cuda::device_count()) : 0; }
+
+}  // namespace
+
+plan::MachineFacts this_machine_facts(const std::string& accelerator) {
   plan::MachineFacts f;
-  f.devices["cuda"] = torch::cuda::is_available() ? int(torch::cuda::device_count()) : 0;
+  f.cores = std::max(1, int(metrics::available_cores()));
+  f.cpu = metrics::cpu_features();
+  const auto* named = plan::find_accelerator(accelerator);
+  f.devices["cuda"] = named != nullptr && named->host ? 0 : torch_cuda_devices();
   return f;
 }
 
@@ -18,7 +28,8 @@ torch::Device resolve_device(const std::string& accelerator, int local_rank) {
   if (const auto* named = plan::find_accelerator(accelerator); named != nullptr && named->host) {
     return torch::Device(torch::kCPU);
   }
-  const auto facts = torch_device_facts();
+  plan::MachineFacts facts;
+  facts.devices["cuda"] = torch_cuda_devices();
   const auto& row = plan::resolve_accelerator(accelerator, facts);  // the one rule for "auto"
   if (row.host) return torch::Device(torch::kCPU);
   const int n = facts.devices_of(row.kind);
@@ -37,21 +48,23 @@ torch::Device resolve_device(const std::string& accelerator, int local_rank) {
   return torch::Device(torch::kCUDA, int8_t(local_rank));
 }
 
-int resolve_devices(const config::RuntimeConfig& rt) {
-  if (rt.devices > 0) return rt.devices;
-  if (const auto* s = dist::find_strategy(rt.strategy); s && s->one_rank) return 1;
-  const auto device = resolve_device(rt.accelerator);
-  return device.is_cuda() ? std::max(1, int(torch::cuda::device_count())) : 1;
+plan::RunPlan plan_here(const config::RunConfig& cfg) {
+  return plan::plan_run(cfg, this_machine_facts(cfg.runtime.accelerator));
 }
 
-std::string resolve_backend(const config::RuntimeConfig& rt, const torch::Device& device) {
-  std::string b = rt.backend;
-  if (b == "auto") b = device.is_cuda() && dist::backend_available("nccl") ? "nccl" : "gloo";
+int resolve_devices(const config::RuntimeConfig& rt) {
+  if (rt.devices > 0) return rt.devices;
+  return plan::plan_runtime(rt, this_machine_facts(rt.accelerator)).dims.ranks_per_node;
+}
+
+std::string resolve_backend(const plan::RunPlan& plan, const std::string& requested) {
+  std::string b = plan.backend;
+  if (requested == "auto" && !dist::backend_available(b)) b = "gloo";
   if (!dist::backend_available(b)) {
     throw ConfigError("runtime.backend: \"" + b + "\" is not in this build (LibTorch " +
                       "without the NCCL process group); use \"gloo\" or \"auto\"");
   }
-  if (b == "nccl" && !device.is_cuda()) {
+  if (b == "nccl" && plan.accelerator->host) {
     throw ConfigError("runtime.backend: \"nccl\" needs runtime.accelerator \"cuda\"");
   }
   return b;
@@ -97,7 +110,11 @@ std::vector<torch::Tensor> FabricOptimizer::params() const {
 // ---------------------------------------------------------------------------
 
 Fabric::Fabric(config::RuntimeConfig runtime, std::ostream* log)
-    : runtime_(std::move(runtime)),
+    : Fabric(plan::plan_runtime(runtime, this_machine_facts(runtime.accelerator)), runtime, log) {}
+
+Fabric::Fabric(plan::RunPlan plan, config::RuntimeConfig runtime, std::ostream* log)
+    : plan_(std::move(plan)),
+      runtime_(std::move(runtime)),
       log_(log),
       policy_(precision::make_policy(runtime_.precision)),
       scaler_(policy_.use_grad_scaler) {
@@ -116,7 +133,7 @@ dist::Strategy& Fabric::strategy() {
 
 void Fabric::launch(const std::string& config_hash) {
   const auto env = dist::launch_env_from_environment();
-  const int want = runtime_.world_size();
+  const int want = plan_.world();
   if (env.present()) {
     if (env.world_size != want) {
       throw ConfigError("runtime.devices x runtime.num_nodes is " + std::to_string(want) +
@@ -135,13 +152,15 @@ void Fabric::launch(const std::string& config_hash) {
                       "`accel-bench run` (it starts the local ranks) or torchrun/srun");
   }
   ctx_.device = resolve_device(runtime_.accelerator, ctx_.local_rank);
-  threads_ = runtime_.threads > 0 ? runtime_.threads
-                                  : metrics::default_threads(ctx_.local_world_size);
+  // The plan's threads, unless a launcher laid out other local ranks than it planned.
+  threads_ = ctx_.local_world_size == plan_.dims.ranks_per_node || runtime_.threads > 0
+                 ? plan_.threads
+                 : metrics::default_threads(ctx_.local_world_size);
   at::set_num_threads(threads_);
   at::globalContext().setFloat32MatmulPrecision(runtime_.matmul_precision);
   if (ctx_.world_size > 1) {
     dist::CommOptions o;
-    o.backend = resolve_backend(runtime_, ctx_.device);
+    o.backend = resolve_backend(plan_, runtime_.backend);
     o.master_addr = !runtime_.master_addr.empty() ? runtime_.master_addr : env.master_addr;
     o.master_port = runtime_.master_port > 0 ? runtime_.master_port : env.master_port;
     o.rank = ctx_.rank;
@@ -173,12 +192,8 @@ void Fabric::launch(const std::string& config_hash) {
     };
   }
   dist::StrategyOptions so;
-  so.name = runtime_.strategy;
-  so.bucket_mb = runtime_.bucket_mb;
-  so.small_first_bucket = ctx_.device.is_cuda();
-  so.fsdp_sharding = runtime_.fsdp_sharding;
-  so.fsdp_prefetch = runtime_.fsdp_prefetch;
-  so.comm_dtype = policy_.autocast ? policy_.autocast_dtype : policy_.param_dtype;
+  so.name = plan_.strategy->name;
+  so.knobs = plan_.knobs;
   strategy_ = dist::make_strategy(so, ctx_);
 }
 
@@ -198,7 +213,7 @@ std::unique_ptr<data::Loader> Fabric::setup_dataloader(std::shared_ptr<const dat
                                                        data::LoaderOptions options) {
   options.rank = global_rank();
   options.world_size = world_size();
-  options.pin_memory = device().is_cuda();
+  options.pin_memory = plan_.accelerator->pinned_memory;
   return std::make_unique<data::Loader>(std::move(set), options);
 }
 

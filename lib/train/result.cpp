@@ -35,6 +35,7 @@ json to_json(const RunResult& r) {
             {"started_at", r.started_at},
             {"config", r.config},
             {"env", r.env},
+            {"plan", r.plan},
             {"loop", r.loop},
             {"strategy", r.strategy},
             {"device", r.device},
@@ -176,6 +177,7 @@ RunRecord run_record_of(const json& doc, const std::filesystem::path& dir) {
   r.step_split_ms = object_or_null(doc, "step_split_ms");
   r.comm_per_step = object_or_null(doc, "comm_per_step");
   r.work = object_or_null(doc, "work");
+  r.plan = object_or_null(doc, "plan");
   r.name = text(doc, "name", dir.filename().string());
   const json runtime = object_or_null(r.config, "runtime");
   // "strategy" is what the run resolved; the config may say "auto".
@@ -183,6 +185,9 @@ RunRecord run_record_of(const json& doc, const std::filesystem::path& dir) {
   // Older results record no device: their accelerator by the rows' one rule on
   // the machine their env describes ("auto" on a GPU machine ran on its GPU).
   r.device = text(doc, "device", plan::accelerator_kind_of(text(runtime, "accelerator", "cpu"), plan::facts_from_env(r.env)));
+  // The accelerator it resolved: its plan's, else its device's row.
+  const auto* device_row = plan::accelerator_of_device(r.device);
+  r.accelerator = text(r.plan, "accelerator", device_row != nullptr ? device_row->kind : "cpu");
   r.data_kind = text(doc, "data_kind", "image");
   r.precision_support = text(doc, "precision_support", "native");
   if (const Opt w = number(doc, "world_size")) {

@@ -504,7 +504,10 @@ void Run::write_outputs() {
 }
 
 RunResult Run::execute() {
-  fabric_ = std::make_unique<Fabric>(cfg_.runtime, opts_.log);
+  auto plan = plan_here(cfg_);
+  result_.plan = plan::plan_json(plan);
+  result_.precision_support = plan.precision.support();
+  fabric_ = std::make_unique<Fabric>(std::move(plan), cfg_.runtime, opts_.log);
   fabric_->launch(config::config_hash(resolved_));
   zero_ = fabric_->is_global_zero();
   console_ = Console(zero_ ? opts_.log : nullptr, zero_ ? util::progress_channel_from_env() : -1);
@@ -518,12 +521,10 @@ RunResult Run::execute() {
   result_.threads = fabric_->threads();
   result_.env = run_environment(*fabric_, cfg_.optim.name == "adamw");
   console_.banner(result_.env, resolved_, *fabric_);
-  const auto support = metrics::precision_support(
-      cfg_.runtime.precision, fabric_->device().is_cuda() ? "cuda" : "cpu", metrics::cpu_features());
-  result_.precision_support = support.support;
-  if (support.emulated()) {
-    result_.warnings.push_back(support.warning);
-    say("warning: " + support.warning);
+  // The plan's warnings (an emulated precision, fault injection), then the rendezvous' and the caller's.
+  for (const auto& w : fabric_->plan().warnings) {
+    result_.warnings.push_back(w);
+    say("warning: " + w);
   }
   if (const auto& comm = fabric_->context().comm; comm && !comm->rendezvous_warning().empty()) {
     result_.warnings.push_back(comm->rendezvous_warning());
@@ -532,15 +533,6 @@ RunResult Run::execute() {
   for (const auto& w : opts_.warnings) {
     result_.warnings.push_back(w);
     say("warning: " + w);
-  }
-  if (cfg_.train.inject_delay > 0) {
-    char line[160];
-    std::snprintf(line, sizeof(line),
-                  "fault injection: every training step is delayed by %g%% of its own time "
-                  "(train.inject_delay %g)",
-                  cfg_.train.inject_delay * 100, cfg_.train.inject_delay);
-    result_.warnings.push_back(line);
-    say(std::string("warning: ") + line);
   }
   setup();  // loads data, builds the model, resumes: errors here write nothing
   if (opts_.dry_run) {

@@ -5,8 +5,6 @@
 
 #include "accel/data/dataset.h"
 #include "accel/data/pass_shape.h"
-#include "accel/metrics/metrics.h"
-#include "accel/train/fabric.h"
 
 namespace accel::train {
 
@@ -52,15 +50,6 @@ PlannedWork plan_work(const config::RunConfig& cfg, const SplitSizes& n, int wor
   // chose weights other than the last.
   w.test_passes = t.test_weights == "best_val" && w.val_passes > 0 && n.val > 0 ? 2 : 1;
   return w;
-}
-
-int planned_world(const config::RunConfig& cfg) {
-  return resolve_devices(cfg.runtime) * std::max(1, cfg.runtime.num_nodes);
-}
-
-int planned_threads(const config::RunConfig& cfg) {
-  if (cfg.runtime.threads > 0) return cfg.runtime.threads;
-  return metrics::default_threads(resolve_devices(cfg.runtime));
 }
 
 SplitSizes split_sizes(const config::DataConfig& data, uint64_t seed) {

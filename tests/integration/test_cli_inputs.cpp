@@ -224,7 +224,7 @@ TEST_CASE("cli inputs: what was not measured is null and n/a never zero") {
   CHECK(res["test_acc"].is_number());  // what was measured is there
 }
 
-TEST_CASE("cli inputs: accelerator auto records the device it ran on and the matmul precision applied") {
+TEST_CASE("cli inputs: accelerator auto records the device it ran on, the run plan and the matmul precision applied") {
   REQUIRE_MESSAGE(have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
   TempDir tmp;
   auto r = smoke("--set runtime.accelerator=auto --set runtime.matmul_precision=medium --out " +
@@ -235,6 +235,15 @@ TEST_CASE("cli inputs: accelerator auto records the device it ran on and the mat
   CHECK(res["device"] == (torch::cuda::is_available() ? "cuda:0" : "cpu"));
   CHECK(res["config"]["runtime"]["accelerator"] == "auto");  // as asked, beside what ran
   CHECK(res["env"]["float32_matmul_precision"] == "medium");  // read back from LibTorch
+  // The plan the run resolved once: the accelerator auto chose, its world and what ran.
+  const auto& plan = res["plan"];
+  CHECK(plan["accelerator"] == (torch::cuda::is_available() ? "cuda" : "cpu"));
+  CHECK(plan["strategy"] == res["strategy"]);
+  CHECK(plan["world"]["dp"] == res["world_size"]);
+  CHECK(plan["threads"] == res["threads"]);
+  CHECK(plan["precision"]["name"] == res["config"]["runtime"]["precision"]);
+  CHECK(plan["precision"]["support"] == res["precision_support"]);
+  CHECK(plan["family"] == res["config"]["model"]["arch"]);
   r = smoke("--set runtime.matmul_precision=low --out " + (tmp / "p").string());
   CHECK(r.code == 2);
   CHECK(has(r.output, "runtime.matmul_precision"));

@@ -96,11 +96,11 @@ dist::DistContext context(const test::RankEnv* rank) {
 
 std::unique_ptr<dist::Strategy> strategy(const std::string& name, const test::RankEnv* rank,
                                          const std::string& sharding = "FULL_SHARD",
-                                         c10::ScalarType comm = c10::ScalarType::Float) {
+                                         const std::string& comm = "fp32") {
   dist::StrategyOptions o;
   o.name = name;
-  o.fsdp_sharding = sharding;
-  o.comm_dtype = comm;
+  o.knobs.fsdp_sharding = sharding;
+  o.knobs.comm_dtype = comm;
   return dist::make_strategy(o, context(rank));
 }
 
@@ -236,8 +236,8 @@ TEST_CASE("fsdp: every sharding mode and zero stage trains as ddp and as one pro
         INFO(what);
         dist::StrategyOptions o;
         o.name = "fsdp";
-        o.fsdp_sharding = mode;
-        o.fsdp_prefetch = prefetch;
+        o.knobs.fsdp_sharding = mode;
+        o.knobs.fsdp_prefetch = prefetch;
         auto fsdp = dist::make_strategy(o, context(&*rank));
         const Run r = train(*fsdp, mine, kSteps, 0.5);
         check_close(r.losses, reference.losses);
@@ -451,8 +451,8 @@ TEST_CASE("fsdp: bf16-mixed with bf16 communication stays close to 32-true") {
       const std::string what = mode;
       INFO(what);
       const bool zero = std::string(mode).rfind("deepspeed", 0) == 0;
-      auto s = zero ? strategy(mode, &*rank, "FULL_SHARD", c10::ScalarType::BFloat16)
-                    : strategy("fsdp", &*rank, mode, c10::ScalarType::BFloat16);
+      auto s = zero ? strategy(mode, &*rank, "FULL_SHARD", "bf16")
+                    : strategy("fsdp", &*rank, mode, "bf16");
       const Run r = train(*s, mine, kSteps, 0.0, &bf16, kLr);
       // Sharded modes compute with bf16-rounded gathered weights (as
       // PyTorch's FSDP with param_dtype bf16): ~1.5% after 3 steps here.

@@ -158,7 +158,7 @@ TEST_CASE("predict: a calibration's own points price collectives inside its size
 TEST_CASE("predict: DDP's buckets, FSDP's and ZeRO's per-unit collectives are what the strategies issue") {
   const auto b = base(4);
   auto o = options("ddp", link(100, 1));
-  o.bucket_mb = 2.0;  // 2 MiB: the head with the last layer, each other layer, the table alone
+  o.knobs.bucket_mb = 2.0;  // 2 MiB: the head with the last layer, each other layer, the table alone
   const auto ddp = strategy_calls(step_calls(b, o, 2));
   REQUIRE(ddp.size() == 5);
   CHECK(ddp.front().bytes == doctest::Approx((1000 + 500000) * 4));
@@ -167,7 +167,7 @@ TEST_CASE("predict: DDP's buckets, FSDP's and ZeRO's per-unit collectives are wh
   for (const auto& c : ddp) CHECK(c.kind == Collective::AllReduce);
 
   o.strategy = "fsdp";
-  o.fsdp_sharding = "FULL_SHARD";
+  o.knobs.fsdp_sharding = "FULL_SHARD";
   const auto fsdp = step_calls(b, o, 2);
   const int U = int(b.units.size());
   int gathers = 0, scatters = 0;
@@ -177,7 +177,7 @@ TEST_CASE("predict: DDP's buckets, FSDP's and ZeRO's per-unit collectives are wh
   }
   CHECK(gathers == 2 * U - 1);  // forward, and backward but for the last unit
   CHECK(scatters == U);
-  o.fsdp_sharding = "SHARD_GRAD_OP";
+  o.knobs.fsdp_sharding = "SHARD_GRAD_OP";
   CHECK(strategy_calls(step_calls(b, o, 2)).size() == size_t(2 * U));
   o.strategy = "deepspeed_stage_2";
   const auto zero = strategy_calls(step_calls(b, o, 3));  // 3 ranks: units padded to a multiple of 3
@@ -211,7 +211,7 @@ TEST_CASE("predict: on a GPU DDP hides its all-reduces behind backward, on a CPU
   CHECK(fast[1].exposed_comm_ms < 0.2);  // 40 MB at 300 GB/s mostly overlaps 20 ms of backward
   CHECK(fast[2].samples_per_s > fast[1].samples_per_s);
   auto buckets = options("ddp", link(1, 10));
-  buckets.bucket_mb = 2.0;
+  buckets.knobs.bucket_mb = 2.0;
   const auto slow = predict(b, buckets, {2});
   CHECK(slow[0].exposed_comm_ms > 3);  // the last bucket (the table, 4 MB) cannot hide
   CHECK(slow[0].exposed_comm_ms < slow[0].comm_ms);
@@ -373,7 +373,7 @@ TEST_CASE("predict: the small collectives too: 16-mixed's overflow flag, sharded
   auto b = base(2);
   b.units.insert(b.units.begin() + 1, {"empty", 0, 0});  // a unit without parameters sends nothing
   auto o = options("fsdp", link(100, 1));
-  o.fsdp_sharding = "NO_SHARD";
+  o.knobs.fsdp_sharding = "NO_SHARD";
   const auto none = step_calls(b, o, 3);
   for (const auto& c : none) CHECK(c.bytes > 0);
   for (const auto& c : none) {
@@ -382,7 +382,7 @@ TEST_CASE("predict: the small collectives too: 16-mixed's overflow flag, sharded
   }
   b.precision = "16-mixed";
   b.grad_clip = 1.0;
-  o.fsdp_sharding = "FULL_SHARD";
+  o.knobs.fsdp_sharding = "FULL_SHARD";
   const auto calls = step_calls(b, o, 2);
   int flags = 0, norms = 0;
   for (const auto& c : calls) {

@@ -674,6 +674,8 @@ TEST_CASE("report: a gpu's float32 peak is tf32 when the run allowed tf32 matmul
   run.env = {{"gpu_count", 1}, {"gpu_name", "NVIDIA H200"}};
   run.config = {{"runtime", {{"accelerator", "cuda"}, {"precision", "32-true"},
                              {"matmul_precision", "highest"}}}};
+  run.device = "cuda:0";
+  run.accelerator = "cuda";  // what reading its result.json resolves
   REQUIRE(peaks.for_run(run).has_value());
   CHECK(peaks.for_run(run)->flops_per_s == doctest::Approx(67e12));
   run.config["runtime"]["matmul_precision"] = "medium";
@@ -1048,4 +1050,19 @@ TEST_CASE("report: where calibrate measured bf16 matmuls no faster than fp32, a 
   const auto md = report_markdown(build_report(load_result_set(tmp.path / "s"), PeakTable::load("", peaks_file)));
   CHECK(has(md, "04-bf16-mixed: bf16 matmuls measured 161.5 GFLOP/s against fp32's 310.7 at 2 threads"));
   CHECK_FALSE(has(md, "01-finetune: bf16 matmuls"));
+}
+
+TEST_CASE("report: a result's accelerator is its plan's, an older result's its device's row") {
+  nlohmann::json doc = {{"status", "ok"}, {"device", "cuda:1"},
+                        {"config", {{"runtime", {{"accelerator", "auto"}}}}}};
+  CHECK(accel::train::run_record_of(doc, ".").accelerator == "cuda");
+  doc["device"] = "cpu";
+  CHECK(accel::train::run_record_of(doc, ".").accelerator == "cpu");
+  // No device recorded: the config's accelerator by the rows' one rule on its env's machine.
+  doc.erase("device");
+  doc["env"] = {{"gpu_count", 1}};
+  CHECK(accel::train::run_record_of(doc, ".").accelerator == "cuda");
+  doc["plan"] = {{"accelerator", "cpu"}};
+  CHECK(accel::train::run_record_of(doc, ".").accelerator == "cpu");
+  CHECK(accel::train::run_record_of(doc, ".").plan["accelerator"] == "cpu");
 }

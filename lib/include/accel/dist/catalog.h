@@ -13,11 +13,24 @@
 
 namespace accel::dist {
 
-// The settings of a run that shape a strategy's step (runtime.*).
+// The settings of a run that shape a strategy's step: the one struct every
+// reader of them shares (the run plan, the strategies, predict, scaling,
+// tune). The run plan (accel/plan/run_plan.h) fills it from runtime.* and the
+// accelerator and precision rows; nothing copies its fields one by one.
 struct StrategyKnobs {
   std::string fsdp_sharding = "FULL_SHARD";  // FULL_SHARD | SHARD_GRAD_OP | NO_SHARD
-  bool fsdp_prefetch = true;
-  double bucket_mb = 25.0;
+  bool fsdp_prefetch = true;                 // fsdp: all-gather the next unit ahead
+  double bucket_mb = 25.0;                   // ddp: gradient bucket size
+  // ddp: the first bucket (the last layers' gradients) capped at 1 MiB, as
+  // PyTorch does, so its all-reduce starts early in the backward pass. Worth
+  // it where communication runs beside the compute (a device's collectives);
+  // on CPU ranks that own every core it only takes cores from the backward
+  // (bench/scaling.sh), so there the first bucket is as large as the others.
+  bool small_first_bucket = false;
+  // fsdp and ZeRO: the dtype of all-gathers and reduce-scatters, as the
+  // precision catalog names it ("fp32", "bf16"): the compute dtype under
+  // autocast, else the parameters'. Master shards stay in the parameters' dtype.
+  std::string comm_dtype = "fp32";
 };
 
 // What one step sends and when, and what each rank keeps, as lib/dist issues

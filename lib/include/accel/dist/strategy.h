@@ -145,18 +145,7 @@ class SingleDeviceStrategy : public Strategy {
 
 struct StrategyOptions {
   std::string name = "auto";  // "auto" or a registry row's name (accel/dist/catalog.h)
-  double bucket_mb = 25.0;              // ddp: gradient bucket size
-  // ddp: the first bucket (the last layers' gradients) capped at 1 MiB, as
-  // PyTorch does, so its all-reduce starts early in the backward pass. Worth
-  // it where communication runs beside the compute (NCCL on a GPU); on CPU
-  // ranks that own every core it only takes cores from the backward
-  // (bench/scaling.sh), so there the first bucket is as large as the others.
-  bool small_first_bucket = true;
-  std::string fsdp_sharding = "FULL_SHARD";  // FULL_SHARD | SHARD_GRAD_OP | NO_SHARD
-  bool fsdp_prefetch = true;            // fsdp: all-gather the next unit ahead
-  // fsdp: dtype of all-gathers and reduce-scatters (bf16 under bf16-mixed);
-  // master shards stay in the parameters' dtype.
-  c10::ScalarType comm_dtype = c10::ScalarType::Float;
+  StrategyKnobs knobs;        // the run plan's (accel/plan/run_plan.h)
 };
 
 // A row of the strategy registry: its facts (accel/dist/catalog.h) and its

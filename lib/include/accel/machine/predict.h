@@ -159,11 +159,9 @@ struct PredictBase {
   // world's batches, not a count for every world: N devices keep the same
   // share of theirs (the sweep's floor(fraction x batches), at least 1).
   double budget_fraction = 0;
-  int log_every = 50;
+  int log_every = 300;
   double grad_clip = 0;
-  std::string fsdp_sharding = "FULL_SHARD";
-  bool fsdp_prefetch = true;
-  double bucket_mb = 25.0;
+  dist::StrategyKnobs knobs;  // the run plan's (sharding, prefetch, bucket size)
   std::vector<std::string> assumptions;  // how the base itself was made (an article's rung)
 };
 
@@ -180,10 +178,9 @@ PredictBase base_from_article(const Json& reference, const std::string& rung, co
 
 struct PredictOptions {
   std::string strategy = "ddp";  // a multi-rank row of accel/dist/catalog.h
-  std::string fsdp_sharding = "FULL_SHARD";
-  bool fsdp_prefetch = true;
-  double bucket_mb = 25.0;
-  bool small_first_bucket = false;  // DDP's 1 MiB first bucket (GPU)
+  // The strategy's knobs as lib/dist runs them (small_first_bucket: DDP's
+  // 1 MiB first bucket, on a device's ranks).
+  dist::StrategyKnobs knobs;
   int nodes = 1;
   CommModel intra, inter;  // inter: the hops between nodes (nodes > 1)
   double compute_scale = 1.0;   // per-device compute time x this (another device kind)

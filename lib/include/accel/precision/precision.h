@@ -51,6 +51,10 @@ struct Policy {
 // Policy for a Lightning precision name or alias; ConfigError for others.
 Policy make_policy(const std::string& lightning_name);
 
+// The catalog's dtype names ("fp32", "bf16", "fp16", "fp64") as LibTorch's
+// scalar types; RunError for any other name.
+c10::ScalarType scalar_type(const std::string& dtype);
+
 // The canonical names, in the table's order.
 std::vector<std::string> policy_names();
 

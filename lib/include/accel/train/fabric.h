@@ -26,6 +26,7 @@
 #include "accel/data/loader.h"
 #include "accel/dist/strategy.h"
 #include "accel/plan/accelerator.h"
+#include "accel/plan/run_plan.h"
 #include "accel/precision/grad_scaler.h"
 #include "accel/precision/precision.h"
 #include "accel/train/checkpoint.h"
@@ -80,7 +81,10 @@ class Fabric {
  public:
   // Validates the runtime section (ConfigError naming the runtime.* field)
   // and checks the precision is possible on the device before anything runs.
+  // The plan is the runtime section's on this machine (plan::plan_runtime).
   explicit Fabric(config::RuntimeConfig runtime, std::ostream* log = nullptr);
+  // The same with the run's plan (plan::plan_run of the config `runtime` is from).
+  Fabric(plan::RunPlan plan, config::RuntimeConfig runtime, std::ostream* log = nullptr);
   ~Fabric();
 
   // Joins the job: reads the rank layout the environment names (torchrun,
@@ -160,8 +164,10 @@ class Fabric {
   precision::GradScaler& scaler() { return scaler_; }
   dist::Strategy& strategy();
   const config::RuntimeConfig& runtime() const { return runtime_; }
+  const plan::RunPlan& plan() const { return plan_; }
 
  private:
+  plan::RunPlan plan_;
   config::RuntimeConfig runtime_;
   std::ostream* log_;
   precision::Policy policy_;
@@ -175,15 +181,20 @@ class Fabric {
 // rank (ConfigError when it cannot be had), by the accelerator rows' one rule
 // (accel/plan/accelerator.h: "auto" = the GPU LibTorch sees, else cpu).
 torch::Device resolve_device(const std::string& accelerator, int local_rank = 0);
-// This process's facts for the accelerator rows: the devices LibTorch sees.
-plan::MachineFacts torch_device_facts();
+// This process's facts for planning a run asking for `accelerator`: the cores
+// it may use, the CPU's features, and the devices LibTorch sees, asked only
+// where the accelerator is not named as the host (asking starts CUDA's driver).
+plan::MachineFacts this_machine_facts(const std::string& accelerator);
+// The run plan of cfg on this machine (plan::plan_run on this_machine_facts).
+plan::RunPlan plan_here(const config::RunConfig& cfg);
 
-// runtime.devices with "auto" (0) resolved: the visible GPUs when the device
-// is cuda (1 under strategy "single"), else 1.
+// runtime.devices with "auto" (0) resolved by the run plan: the visible GPUs
+// when the device is cuda (1 under strategy "single"), else 1.
 int resolve_devices(const config::RuntimeConfig& runtime);
 
-// The process-group backend for a runtime section: runtime.backend, or nccl
-// on cuda and gloo on cpu for "auto" (ConfigError when unavailable).
-std::string resolve_backend(const config::RuntimeConfig& runtime, const torch::Device& device);
+// The process-group backend of a plan on this build: the plan's, or gloo for
+// runtime.backend "auto" where this build lacks it (ConfigError naming
+// runtime.backend when a named one is missing or needs a device the plan has not).
+std::string resolve_backend(const plan::RunPlan& plan, const std::string& requested);
 
 }  // namespace accel::train

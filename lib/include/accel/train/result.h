@@ -58,6 +58,7 @@ struct RunResult {
   nlohmann::json model;   // resolved dims
   nlohmann::json model_layout;  // models::layout_json: what predict lays out communication by
   nlohmann::json data;    // split sizes, classes, batches per epoch
+  nlohmann::json plan;    // the run plan (plan::plan_json): accelerator, world, strategy and knobs, precision
   std::string loop;
   std::string strategy;   // the strategy that ran (auto resolved)
   std::string device;     // e.g. "cpu", "cuda:0"
@@ -137,9 +138,11 @@ struct RunRecord {
   std::string error;
   nlohmann::json config;           // the resolved config (an object, or null)
   nlohmann::json env, data, model_layout, step_split_ms, comm_per_step, work;  // or null
+  nlohmann::json plan;             // the run plan (plan::plan_json); null in results written before it
   std::string name;
   std::string strategy;            // as the run resolved it ("auto" -> "single", ...)
   std::string device = "cpu";      // "cpu", "cuda:0"
+  std::string accelerator = "cpu";  // its accelerator row's kind: the plan's, else the device's
   std::string data_kind = "image";  // schema 3's data_kind; earlier sets are all images
   std::string precision_support = "native";  // "emulated": the CPU has no kernels for it
   int world_size = 1;

@@ -41,11 +41,6 @@ int64_t eval_batch_size(const config::TrainConfig& t, int64_t rows);
 // `world`: the ranks of the run (runtime.devices x num_nodes, "auto" resolved).
 PlannedWork plan_work(const config::RunConfig& cfg, const SplitSizes& sizes, int world);
 
-// The ranks and the threads per rank a run of cfg gets on this machine
-// (devices "auto" and threads 0 resolved as the run resolves them).
-int planned_world(const config::RunConfig& cfg);
-int planned_threads(const config::RunConfig& cfg);
-
 // The step of a run whose work is counted exactly (result.json's "counters"),
 // of `total_steps` steps: the last warm-up step (train.warmup_steps - 1), or
 // step 1 when the warm-up is shorter than two steps (that step is then left
