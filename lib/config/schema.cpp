@@ -12,6 +12,7 @@
 #include "accel/models/catalog.h"
 #include "accel/plan/accelerator.h"
 #include "accel/precision/catalog.h"
+#include "accel/train/task.h"
 #include "schema.h"
 
 namespace accel::config::detail {
@@ -203,6 +204,10 @@ std::vector<Field> build_table() {
       i("train.checkpoint_every", 0, "save a checkpoint every N steps; 0 = only the final one")
           .at_least(0).kind(IntKind::I64),
       b("train.save_checkpoint", true, "save OUT/checkpoint.ckpt at the end of the run"),
+      s("train.task", "classification",
+        "what the run learns, a row of the task registry: its loss, the metric the loop logs, "
+        "validates and picks the best weights by, and the model's head")
+          .one_of(train::task_choices()),
       s("train.test_weights", "last",
         "the weights the test pass uses: last = the last step's (a plain loop); best_val = "
         "those with the best validation accuracy so far (Lightning's ModelCheckpoint(monitor="

@@ -77,6 +77,10 @@ RunPlan plan_run(const config::RunConfig& cfg, const MachineFacts& facts) {
   if (p.family == nullptr) throw ConfigError("model.arch: unknown family \"" + cfg.model.arch + "\"");
   p.dataset = data::find_dataset(cfg.data.dataset);
   if (p.dataset == nullptr) throw ConfigError("data.dataset: unknown dataset \"" + cfg.data.dataset + "\"");
+  const auto tasks = train::task_catalog();
+  const auto task = std::find_if(tasks.begin(), tasks.end(), [&](const train::TaskInfo& t) { return t.name == cfg.train.task; });
+  if (task == tasks.end()) throw ConfigError("train.task: unknown task \"" + cfg.train.task + "\"");
+  p.task = *task;
   if (cfg.train.inject_delay > 0) {
     char line[160];
     std::snprintf(line, sizeof(line),
@@ -121,6 +125,9 @@ Json plan_json(const RunPlan& p) {
             {"warnings", p.warnings}};
   j["family"] = p.family ? Json(p.family->arch) : Json();
   j["dataset"] = p.dataset ? Json(p.dataset->name) : Json();
+  j["task"] = p.task.name.empty() ? Json()
+                                  : Json{{"name", p.task.name}, {"metric", p.task.metric},
+                                         {"higher_is_better", p.task.higher_is_better}, {"head", p.task.head}};
   return j;
 }
 

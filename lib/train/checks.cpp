@@ -21,6 +21,7 @@
 #include "accel/precision/precision.h"
 #include "accel/train/checkpoint.h"
 #include "accel/train/fabric.h"
+#include "accel/train/task_row.h"
 #include "accel/util/errors.h"
 #include "accel/util/input_file.h"
 #include "accel/util/json_doc.h"
@@ -117,6 +118,7 @@ void check_runnable(const config::RunConfig& cfg, bool check_environment) {
                       "runtime.num_nodes is " + std::to_string(world) + "; use " + dist::multi_rank_strategy_list());
   }
   const int k = cfg.train.accumulate;
+  task_row(cfg.train.task);  // ConfigError naming train.task
   if (rt.cuda_graphs) check_graphable(cfg);
   if (k > 1 && cfg.train.checkpoint_every % k != 0) {
     throw ConfigError("train.checkpoint_every: " + std::to_string(cfg.train.checkpoint_every) +

@@ -22,10 +22,10 @@ EvalResult Run::evaluate(data::Loader& loader, EvalCount& count) {
   torch::NoGradGuard no_grad;
   fsetup_->model.eval();
   loader.start_epoch(0);
-  // correct, seen, loss sum over the real (not padding) samples of every
-  // rank, summed on the device and read once at the end.
+  // The task's metric sum, seen, loss sum over the real (not padding)
+  // samples of every rank, summed on the device and read once at the end.
   const auto on = torch::TensorOptions().device(fabric_->device());
-  auto correct = torch::zeros({}, on.dtype(torch::kLong));
+  auto metric = torch::zeros({}, on.dtype(torch::kDouble));
   auto loss_sum = torch::zeros({}, on.dtype(torch::kDouble));
   double seen = 0;
   while (auto batch = loader.next()) {
@@ -36,13 +36,13 @@ EvalResult Run::evaluate(data::Loader& loader, EvalCount& count) {
     if (n <= 0) continue;
     auto lg = logits.narrow(0, 0, n);
     auto yy = y.narrow(0, 0, n);
-    loss_sum += torch::cross_entropy_loss(lg, yy, {}, at::Reduction::Sum, -100).to(torch::kDouble);
-    correct += lg.argmax(1).eq(yy).sum();
+    loss_sum += task_->loss_sum(lg, yy);
+    metric += task_->metric_sum(lg, yy).to(torch::kDouble);
     seen += double(n);
   }
   fsetup_->model.train();
   auto sums = torch::zeros({3}, torch::kDouble);
-  sums[0] = double(correct.item<int64_t>());
+  sums[0] = metric.item<double>();
   sums[1] = seen;
   sums[2] = loss_sum.item<double>();
   fabric_->all_reduce(sums, dist::ReduceOp::Sum);
@@ -58,7 +58,7 @@ bool Run::check_target(const EvalResult& val, int epoch, double elapsed_s) {
   const auto& t = cfg_.train;
   if (!(t.target > 0)) return false;
   ++target_evaluations_;
-  if (target_reached_ || !val.acc || !(*val.acc >= t.target)) return false;
+  if (target_reached_ || !val.acc || !task_->reaches(*val.acc, t.target)) return false;
   target_reached_ = true;
   target_step_ = step_;
   target_samples_ = samples_trained();
@@ -96,7 +96,7 @@ nlohmann::json Run::best_json() const {
 }
 
 bool Run::track_best(const EvalResult& val, int epoch) {
-  if (!best_val() || !val.acc || (best_acc_ && !(*val.acc > *best_acc_))) return false;
+  if (!best_val() || !val.acc || (best_acc_ && !task_->better(*val.acc, *best_acc_))) return false;
   best_acc_ = val.acc;
   best_epoch_ = epoch;
   best_step_ = step_;
@@ -172,7 +172,7 @@ bool Run::train_batch(const data::Batch& batch, int epoch, EpochState& es, int64
   }
   step_host_begin_ = Clock::now();
   clock_->begin();
-  const auto y = fabric_->to_device(batch.y);  // for the loss and the accuracy
+  const auto y = fabric_->to_device(batch.y);  // for the loss and the task's metric
   const StepOutput out = step_fn_->run(batch, y, w);
   if (counter) {
     const auto ops = counter->stop();
@@ -189,7 +189,7 @@ bool Run::train_batch(const data::Batch& batch, int epoch, EpochState& es, int64
     const int64_t n = batch.valid;
     PendingStep p;
     p.loss = out.loss.detach().to(torch::kDouble, /*non_blocking=*/false, /*copy=*/true);
-    p.correct = out.logits.narrow(0, 0, n).argmax(1).eq(y.narrow(0, 0, n)).sum();
+    p.metric = task_->metric_sum(out.logits.narrow(0, 0, n), y.narrow(0, 0, n));
     p.valid = n;
     p.step = step_;
     p.batch_index = es.batches;
@@ -302,10 +302,10 @@ bool Run::flush_pending(EpochState& es, int64_t batches) {
   std::vector<torch::Tensor> ls, cs;
   for (const auto& p : pending_) {
     ls.push_back(p.loss);
-    cs.push_back(p.correct);
+    cs.push_back(p.metric);
   }
   auto losses = torch::stack(ls).to(torch::kCPU);
-  const auto corrects = torch::stack(cs).to(torch::kCPU, torch::kLong);
+  const auto metrics = torch::stack(cs).to(torch::kCPU, torch::kDouble);
   bool stop_requested = stop_signal_received();
   const int world = fabric_->world_size();
   if (world > 1) {
@@ -321,7 +321,7 @@ bool Run::flush_pending(EpochState& es, int64_t batches) {
   const auto times = clock_->take();
   if (int64_t(times.size()) != count) throw RunError("step clock out of step with the batches");
   const auto loss_at = losses.accessor<double, 1>();
-  const auto correct_at = corrects.accessor<int64_t, 1>();
+  const auto metric_at = metrics.accessor<double, 1>();
   const int allowed = fabric_->scaler().enabled() ? kMaxNonFiniteWithScaler : 0;
   for (int64_t i = 0; i < count; ++i) {
     const auto& p = pending_[size_t(i)];
@@ -343,7 +343,7 @@ bool Run::flush_pending(EpochState& es, int64_t batches) {
         ++split_steps_;
       }
     }
-    es.correct += correct_at[i];
+    es.metric_sum += metric_at[i];
     es.seen += p.valid;
     es.loss_sum += loss_v;
     if (p.log) {
@@ -426,9 +426,9 @@ void Run::train_epochs() {
     const auto val = evaluate(*val_loader_, val_count_);
     es.elapsed_s += seconds_since(segment);
     train_time_s_ += es.elapsed_s;
-    Opt train_acc = es.seen ? Opt(double(es.correct) / double(es.seen)) : Opt();
+    Opt train_acc = es.seen ? Opt(es.metric_sum / double(es.seen)) : Opt();
     if (fabric_->world_size() > 1) {
-      auto t = torch::tensor({double(es.correct), double(es.seen)}, torch::kDouble);
+      auto t = torch::tensor({es.metric_sum, double(es.seen)}, torch::kDouble);
       fabric_->all_reduce(t, dist::ReduceOp::Sum);
       train_acc = t[1].item<double>() > 0 ? Opt(t[0].item<double>() / t[1].item<double>()) : Opt();
     }
@@ -442,7 +442,7 @@ void Run::train_epochs() {
       if (epoch < epochs) say("== stopped after epoch " + std::to_string(epoch) + " (train.stop_at_target)");
     }
     if (track_best(val, epoch)) {
-      say("== best validation accuracy so far: " + percent_or_na(val.acc) + " (epoch " +
+      say("== best validation " + task_->info.metric + " so far: " + percent_or_na(val.acc) + " (epoch " +
           std::to_string(epoch) + ", step " + std::to_string(step_) + ")");
       write_best(epoch, EpochState{});
     }

@@ -88,7 +88,7 @@ models::DataFacts Run::data_facts() const {
   const auto& train = splits_.train;
   models::DataFacts f;
   f.kind = train.kind();
-  f.classes = train.num_classes;
+  f.classes = task_->head_outputs(train.num_classes);  // the head the task asks for
   if (f.kind == "image") {
     const auto& px = data::image_pixels(train);
     f.channels = int(px.size(1));
@@ -150,7 +150,7 @@ void Run::setup() {
       }));
   clock_ = std::make_unique<StepClock>(fabric_->device());
   defer_ = clock_->on_device();
-  step_fn_ = make_train_step({*fabric_, *fsetup_, model, cfg_, clock_.get()});
+  step_fn_ = make_train_step({*fabric_, *fsetup_, model, cfg_, *task_, clock_.get()});
 
   auto make = [&](const data::ExampleSet& set, bool training) {
     data::LoaderOptions o = loader_options(cfg_, set, training, collate);
@@ -275,7 +275,7 @@ void Run::resume() {
   result_.epochs = epochs_from_json(x.value("epochs", nlohmann::json::array()));
   if (p.batch_in_epoch > 0) {
     const auto& e = x.at("epoch_state");
-    resumed_epoch_ = {e.at("correct").get<int64_t>(), e.at("seen").get<int64_t>(),
+    resumed_epoch_ = {e.at("correct").get<double>(), e.at("seen").get<int64_t>(),
                       p.batch_in_epoch, e.at("loss_sum").get<double>(),
                       e.at("elapsed_s").get<double>()};
   }
@@ -352,7 +352,7 @@ void Run::save(const std::filesystem::path& file, int epochs_done, const EpochSt
              {"val_count", {val_count_.passes, val_count_.samples, val_count_.time_s}},
              {"world_size", fabric_->world_size()},
              {"epoch_state",
-              {{"correct", es.correct}, {"seen", es.seen}, {"loss_sum", es.loss_sum},
+              {{"correct", es.metric_sum}, {"seen", es.seen}, {"loss_sum", es.loss_sum},
                {"elapsed_s", es.elapsed_s}}}};
   // check_out_dir refused a folder with another run's files before any work,
   // so every checkpoint here is this run's own (or the one it resumes).

@@ -24,6 +24,7 @@
 #include "accel/train/fabric.h"
 #include "accel/train/result.h"
 #include "accel/train/run.h"
+#include "accel/train/task_row.h"
 #include "console.h"
 #include "steps.h"
 
@@ -42,7 +43,8 @@ inline std::string join(const std::vector<std::string>& items, const std::string
 
 // Running totals of the epoch in progress (part of a mid-epoch checkpoint).
 struct EpochState {
-  int64_t correct = 0, seen = 0, batches = 0;
+  double metric_sum = 0;  // the task's metric summed over the samples seen (checkpoint key "correct")
+  int64_t seen = 0, batches = 0;
   double loss_sum = 0, elapsed_s = 0;
 };
 
@@ -57,13 +59,13 @@ struct EvalCount {
   double time_s = 0;
 };
 
-// A trained step whose loss and accuracy still sit on the device: read back
+// A trained step whose loss and metric still sit on the device: read back
 // together at the next flush (every step on a CPU, where reading is free;
 // on a GPU at log steps, epoch ends, checkpoints and stops only, so the host
 // does not stall the device each step).
 struct PendingStep {
   torch::Tensor loss;     // this rank's, float64, a copy (graph outputs are reused)
-  torch::Tensor correct;  // int64 count over the batch's real samples
+  torch::Tensor metric;   // the task's metric summed over the batch's real samples
   int64_t valid = 0, step = 0, batch_index = 0;
   int epoch = 0;
   bool log = false;
@@ -72,7 +74,7 @@ struct PendingStep {
 class Run {
  public:
   Run(const config::RunConfig& cfg, const nlohmann::json& resolved, const RunOptions& opts)
-      : cfg_(cfg), resolved_(resolved), opts_(opts), console_(nullptr) {}
+      : cfg_(cfg), resolved_(resolved), opts_(opts), console_(nullptr), task_(&task_row(cfg.train.task)) {}
   RunResult execute();
 
  private:
@@ -117,6 +119,7 @@ class Run {
   const nlohmann::json& resolved_;
   const RunOptions& opts_;
   Console console_;
+  const TaskRow* task_;  // train.task's row: the loss, the metric and its direction
 
   std::unique_ptr<Fabric> fabric_;
   bool zero_ = true;

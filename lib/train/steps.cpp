@@ -17,12 +17,13 @@ void mark(const StepContext& c, StepPhase p) {
   if (c.clock != nullptr) c.clock->mark(p);
 }
 
-// The loops' first lines: forward and cross-entropy, in the profile's forward scope.
-StepOutput forward_loss(TrainStep& step, const data::Batch& batch, const torch::Tensor& y) {
+// The loops' first lines: forward and the task's loss (cross-entropy for
+// classification), in the profile's forward scope.
+StepOutput forward_loss(TrainStep& step, const TaskRow& task, const data::Batch& batch, const torch::Tensor& y) {
   RECORD_USER_SCOPE("accel::forward");
   StepOutput out;
   out.logits = step.forward(batch.inputs);
-  out.loss = torch::cross_entropy_loss(out.logits, y);
+  out.loss = task.loss(out.logits, y);
   return out;
 }
 
@@ -36,7 +37,7 @@ class PlainStep : public TrainStep {
   }
   StepOutput run(const data::Batch& batch, const torch::Tensor& y, const StepWindow& w) override {
     auto& opt = c_.setup.optimizer;
-    StepOutput out = forward_loss(*this, batch, y);
+    StepOutput out = forward_loss(*this, c_.task, batch, y);
     mark(c_, StepPhase::Forward);
     {
       RECORD_USER_SCOPE("accel::backward");
@@ -65,7 +66,7 @@ class FabricStep : public TrainStep {
   torch::Tensor forward(const data::Inputs& inputs) override { return c_.setup.model.forward(inputs); }
   StepOutput run(const data::Batch& batch, const torch::Tensor& y, const StepWindow& w) override {
     auto& opt = c_.setup.optimizer;
-    StepOutput out = forward_loss(*this, batch, y);
+    StepOutput out = forward_loss(*this, c_.task, batch, y);
     mark(c_, StepPhase::Forward);
     {
       RECORD_USER_SCOPE("accel::backward");
@@ -106,7 +107,7 @@ class GraphedTrainStep : public TrainStep {
             if (p.grad().defined()) p.grad().zero_();
           }
           auto logits = inner_->forward(x);
-          auto loss = torch::cross_entropy_loss(logits, yy);
+          auto loss = c_.task.loss(logits, yy);
           if (plain_) {
             loss.backward();
             opt.inner().step();

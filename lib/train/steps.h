@@ -16,6 +16,7 @@
 #include "accel/models/model.h"
 #include "accel/train/device.h"
 #include "accel/train/fabric.h"
+#include "accel/train/task_row.h"
 
 namespace accel::train {
 
@@ -29,7 +30,7 @@ struct StepWindow {
 
 struct StepOutput {
   torch::Tensor loss;    // the batch's mean loss (a graph's output buffer when captured)
-  torch::Tensor logits;  // [B, classes]
+  torch::Tensor logits;  // the head's outputs [B, head] (the task's: classes, or one)
 };
 
 class TrainStep {
@@ -51,6 +52,7 @@ struct StepContext {
   Fabric::Setup& setup;
   models::Model& model;  // the raw module (the plain loop calls it directly)
   const config::RunConfig& cfg;
+  const TaskRow& task;  // the loss the step trains on
   StepClock* clock = nullptr;  // marks the end of each phase (result.json's step_split_ms)
 };
 

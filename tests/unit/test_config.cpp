@@ -55,7 +55,7 @@ const std::vector<std::string> kAllPaths = {
     "optim.min_lr", "train.epochs", "train.batch_size",
     "train.eval_batch_size", "train.seed", "train.log_every", "train.limit_train_batches",
     "train.limit_eval_batches", "train.warmup_steps", "train.loop", "train.grad_clip",
-    "train.max_steps", "train.checkpoint_every", "train.save_checkpoint", "train.test_weights",
+    "train.max_steps", "train.checkpoint_every", "train.save_checkpoint", "train.task", "train.test_weights",
     "train.val_every_steps", "train.accumulate", "train.inject_delay", "train.target",
     "train.target_metric", "train.stop_at_target",
     "runtime.accelerator", "runtime.devices",

@@ -19,6 +19,7 @@
 #include "accel/models/catalog.h"
 #include "accel/plan/accelerator.h"
 #include "accel/precision/catalog.h"
+#include "accel/train/task.h"
 #include "accel/util/json_doc.h"
 
 namespace accel::plan {
@@ -58,6 +59,7 @@ struct RunPlan {
   PrecisionPlan precision;
   const models::FamilyInfo* family = nullptr;   // null in a runtime-only plan
   const data::DatasetInfo* dataset = nullptr;   // null in a runtime-only plan
+  train::TaskInfo task;                         // train.task's facts (empty name in a runtime-only plan)
   std::vector<std::string> warnings;            // printed before the run, recorded in result.json
   int world() const { return dims.world(); }
   const std::string& kind() const { return accelerator->kind; }  // "cpu", "cuda"
@@ -68,8 +70,8 @@ struct RunPlan {
 // warnings. ConfigError "runtime.<field>: ..." for what no row has, or a
 // one-rank strategy on several ranks.
 RunPlan plan_runtime(const config::RuntimeConfig& runtime, const MachineFacts& facts);
-// The whole run: plan_runtime, the family and dataset rows, and the warnings
-// the run prints (an emulated precision, fault injection).
+// The whole run: plan_runtime, the family, dataset and task rows, and the
+// warnings the run prints (an emulated precision, fault injection).
 RunPlan plan_run(const config::RunConfig& cfg, const MachineFacts& facts);
 
 // result.json's "plan": the rows by name and the resolved numbers.

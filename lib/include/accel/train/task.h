@@ -1,0 +1,31 @@
+// What a run learns, as plain facts (no LibTorch): a task's name
+// (train.task), the metric the loop logs, validates, targets and selects the
+// best weights by, which way that metric improves, and the head it asks of
+// the model. The schema reads train.task's choices from here; the loss and
+// the metric themselves are the row's functions (accel/train/task_row.h,
+// lib/train/task.cpp). A task is one row, never a name compared elsewhere.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace accel::train {
+
+struct TaskInfo {
+  std::string name;     // train.task
+  std::string summary;  // one line for --explain
+  // The metric of a split (its mean over the split's real samples): its
+  // name in the console and result.json's "task", and whether a higher
+  // value is better (the best validation weights, the target).
+  std::string metric = "accuracy";
+  bool higher_is_better = true;
+  // The head's width: the data's label count ("classes") or one output ("one").
+  std::string head = "classes";
+};
+
+// Every task's facts, in registry order (the first is the default).
+std::vector<TaskInfo> task_catalog();
+// train.task's choices.
+std::vector<std::string> task_choices();
+
+}  // namespace accel::train

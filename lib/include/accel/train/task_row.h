@@ -1,0 +1,48 @@
+// A task's row (accel/train/task.h has its facts): the loss a step trains
+// on, the loss and the metric an evaluation sums, and the head width the
+// model is built with. The steps, the loop's evaluation and its running
+// metric, the best-weights rule and the target read the run's row; a second
+// task is a second row (lib/train/task.cpp, or add_task from a test).
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <string>
+
+#include <torch/torch.h>
+
+#include "accel/train/task.h"
+
+namespace accel::train {
+
+struct TaskRow {
+  TaskInfo info;
+  // The batch's mean loss: the head's outputs [B, head] against the labels [B].
+  std::function<torch::Tensor(const torch::Tensor& out, const torch::Tensor& y)> loss;
+  // The loss summed over the rows (evaluation), a float64 scalar.
+  std::function<torch::Tensor(const torch::Tensor& out, const torch::Tensor& y)> loss_sum;
+  // The metric summed over the rows (its mean is the split's metric): a
+  // scalar tensor on the outputs' device, read back as float64.
+  std::function<torch::Tensor(const torch::Tensor& out, const torch::Tensor& y)> metric_sum;
+  // The head's width for data of `classes` labels.
+  int64_t head_outputs(int64_t classes) const { return info.head == "one" ? 1 : classes; }
+  // Whether metric value `a` is better than `b` (strictly).
+  bool better(double a, double b) const { return info.higher_is_better ? a > b : a < b; }
+  // Whether `value` reaches `target` (at or beyond it, in the better direction).
+  bool reaches(double value, double target) const {
+    return info.higher_is_better ? value >= target : value <= target;
+  }
+};
+
+// Every row, in registry order: classification first. A row's address holds
+// while rows are added.
+const std::deque<TaskRow>& task_rows();
+// Adds a row; ConfigError when its name is taken or empty, or a function is
+// missing. The schema takes its choices once: add rows before configs are read.
+void add_task(TaskRow row);
+// Takes a row added back (a test's); classification stays.
+void remove_task(const std::string& name);
+// The row of train.task; ConfigError "train.task: ..." naming the choices.
+const TaskRow& task_row(const std::string& name);
+
+}  // namespace accel::train

@@ -1,0 +1,116 @@
+// The task seam from outside the library: a task row added in this file
+// alone (a toy regression of the Fashion-MNIST label's number, with MSE)
+// trains through the real run and loop, in this process.
+#include <torch/torch.h>
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "accel/config/run_config.h"
+#include "accel/train/run.h"
+#include "accel/train/task_row.h"
+#include "accel/util/errors.h"
+#include "integration/cli_helpers.h"
+#include "support/temp_dir.h"
+
+namespace {
+
+// Regression of the label's number (0..9) from one output: mean squared
+// error, and the share of samples predicted within half a unit.
+accel::train::TaskRow toy_regression() {
+  accel::train::TaskRow r;
+  r.info.name = "toy-regression";
+  r.info.summary = "the label's number from one output: MSE; within half a unit";
+  r.info.metric = "within half a unit";
+  r.info.higher_is_better = true;
+  r.info.head = "one";
+  r.loss = [](const torch::Tensor& out, const torch::Tensor& y) {
+    return torch::mse_loss(out.squeeze(1), y.to(out.scalar_type()));
+  };
+  r.loss_sum = [](const torch::Tensor& out, const torch::Tensor& y) {
+    return torch::mse_loss(out.squeeze(1), y.to(out.scalar_type()), at::Reduction::Sum).to(torch::kDouble);
+  };
+  r.metric_sum = [](const torch::Tensor& out, const torch::Tensor& y) {
+    return (out.squeeze(1) - y.to(out.scalar_type())).abs().lt(0.5).sum();
+  };
+  return r;
+}
+
+// The losses metrics.csv logged at training steps, in order.
+std::vector<double> step_losses(const std::filesystem::path& csv) {
+  std::ifstream in(csv);
+  std::vector<double> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("step,", 0) != 0) continue;
+    // kind,step,epoch,loss,...
+    size_t at = 0;
+    for (int comma = 0; comma < 3; ++comma) at = line.find(',', at) + 1;
+    out.push_back(std::stod(line.substr(at, line.find(',', at) - at)));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("task: a toy regression row added in a test file trains through the real loop with its own loss, head and metric") {
+  REQUIRE_MESSAGE(cli_test::have_fashion_mnist(), "dataset-fashion-mnist missing: run scripts/setup.sh");
+  accel::train::add_task(toy_regression());
+  struct Remove {
+    ~Remove() { accel::train::remove_task("toy-regression"); }
+  } remove;
+  accel_test::TempDir tmp;
+  auto resolved = accel::config::load_config(std::string(ACCEL_SOURCE_DIR) + "/configs/smoke/scratch-smoke.json");
+  // The schema took its choices before this row was added: the row is named in code.
+  resolved["train"]["task"] = "toy-regression";
+  resolved["train"]["test_weights"] = "best_val";
+  resolved["train"]["val_every_steps"] = 10;
+  const auto cfg = accel::config::to_run_config(resolved);
+  accel::train::RunOptions opts;
+  opts.out_dir = tmp.path / "toy";
+  const auto result = accel::train::run(cfg, resolved, opts);
+  CHECK(result.status == "ok");
+  // The plan names the task and its metric; the head has the task's one output.
+  CHECK(result.plan["task"]["name"] == "toy-regression");
+  CHECK(result.plan["task"]["metric"] == "within half a unit");
+  const auto& numels = result.model_layout["param_numels"];
+  REQUIRE(numels.is_array());
+  CHECK(numels.back() == 1);  // the head's bias: one output
+  // Trained on the task's loss: MSE from the scratch weights' first steps
+  // falls (cross-entropy over one output would be 0 from the first step).
+  const auto losses = step_losses(opts.out_dir / "metrics.csv");
+  REQUIRE(losses.size() >= 10);
+  CHECK(losses.front() > 1.0);
+  CHECK(losses.back() < losses.front());
+  // The metric is the task's, a share of the split, and best_val picked by it.
+  REQUIRE(result.test_acc.has_value());
+  CHECK(*result.test_acc >= 0.0);
+  CHECK(*result.test_acc <= 1.0);
+  CHECK(result.best_val.is_object());
+}
+
+TEST_CASE("task: the classification row is the default and an unknown task is refused naming train.task") {
+  const auto& rows = accel::train::task_rows();
+  REQUIRE_FALSE(rows.empty());
+  CHECK(rows.front().info.name == "classification");
+  CHECK(accel::config::to_run_config(nlohmann::json::object()).train.task == "classification");
+  CHECK_THROWS_WITH_AS(accel::train::task_row("toy-missing"), doctest::Contains("train.task: unknown task \"toy-missing\""),
+                       accel::ConfigError);
+  // A metric that improves downwards picks and targets the lower value.
+  accel::train::TaskRow lower = toy_regression();
+  lower.info.higher_is_better = false;
+  CHECK(lower.better(0.1, 0.2));
+  CHECK_FALSE(lower.better(0.2, 0.1));
+  CHECK(lower.reaches(0.1, 0.1));
+  CHECK_FALSE(lower.reaches(0.3, 0.1));
+  CHECK(rows.front().better(0.9, 0.8));
+  // A row without its functions, or under a taken name, is refused.
+  accel::train::TaskRow empty;
+  empty.info.name = "toy-empty";
+  CHECK_THROWS_AS(accel::train::add_task(empty), accel::ConfigError);
+  CHECK_THROWS_AS(accel::train::add_task(rows.front()), accel::ConfigError);
+}
