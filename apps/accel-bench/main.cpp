@@ -27,6 +27,7 @@
 #include "accel/metrics/metrics.h"
 #include "accel/machine/calibrate.h"
 #include "accel/results/compare.h"
+#include "accel/results/compare_run.h"
 #include "accel/results/history.h"
 #include "accel/machine/machine.h"
 #include "accel/machine/peaks.h"
@@ -41,6 +42,7 @@
 #include "accel/train/checkpoint.h"
 #include "accel/train/fabric.h"
 #include "accel/train/checks.h"
+#include "accel/train/launch_run.h"
 #include "accel/train/result.h"
 #include "accel/train/run.h"
 #include "accel/util/child_process.h"
@@ -98,107 +100,6 @@ std::filesystem::path default_out_dir(const accel::config::RunConfig& cfg,
   return std::filesystem::path("runs") / name;
 }
 
-// Several ranks and no launcher around us: start them here, as Fabric's
-// launcher does (each re-runs this command line and joins as its rank).
-int launch_ranks(const accel::config::RunConfig& cfg, int argc, char** argv,
-                 std::string* failure) {
-  const auto& rt = cfg.runtime;
-  if (rt.num_nodes > 1) {
-    throw accel::ConfigError(
-        "runtime.num_nodes: " + std::to_string(rt.num_nodes) +
-        " nodes need one launcher per node that sets RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT "
-        "(torchrun --nnodes N --nproc-per-node " + std::to_string(rt.devices) +
-        " accel-bench run ..., or srun); this process found none");
-  }
-  accel::dist::LaunchOptions o;
-  o.nprocs = rt.devices;
-  o.argv.assign(argv, argv + argc);
-  o.argv[0] = "/proc/self/exe";
-  // As config --explain says: the config's value, else MASTER_ADDR/MASTER_PORT
-  // from the environment, else loopback and a free port. (One node's ranks
-  // meet in a private FileStore; the address still picks Gloo's interface.)
-  const char* env_addr = std::getenv("MASTER_ADDR");
-  const char* env_port = std::getenv("MASTER_PORT");
-  if (!rt.master_addr.empty()) {
-    o.master_addr = rt.master_addr;
-  } else if (env_addr != nullptr && *env_addr != '\0') {
-    o.master_addr = env_addr;
-  }
-  o.master_port = rt.master_port;
-  if (o.master_port == 0 && env_port != nullptr && *env_port != '\0') {
-    char* end = nullptr;
-    const long port = std::strtol(env_port, &end, 10);
-    if (*end != '\0' || port < 1 || port > 65535) {
-      throw accel::ConfigError(std::string("MASTER_PORT: \"") + env_port +
-                               "\" is not a TCP port (1-65535)");
-    }
-    o.master_port = int(port);
-  }
-  o.grace = std::chrono::seconds(std::min(rt.timeout_s, 30));
-  o.log = &std::cerr;
-  const auto outcome = accel::dist::launch_local(o);
-  if (outcome.exit_code == 0) return 0;
-  std::cerr << "accel-bench: " << outcome.message << "\n";
-  if (failure) *failure = outcome.message;
-  // A rank's own code (2 input error, 3 interrupted, 1 failed); a signal -> 1.
-  return outcome.exit_code <= 3 ? outcome.exit_code : 1;
-}
-
-// A job that failed after it started training (OUT/config.json written by
-// this run) always leaves a result: when rank 0 could not write one (it was
-// stopped or killed), the launcher writes status "failed" with its message.
-void record_launch_failure(const std::filesystem::path& out, const nlohmann::json& resolved,
-                           const std::string& failure,
-                           std::filesystem::file_time_type started) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const auto config = out / "config.json", result = out / "result.json";
-  if (!fs::exists(config, ec) || fs::last_write_time(config, ec) < started) return;
-  if (fs::exists(result, ec) && fs::last_write_time(result, ec) >= started) return;
-  try {
-    accel::train::RunResult r;  // result.json's own schema, as a run writes it
-    r.name = resolved.value("name", "");
-    r.status = "failed";
-    r.error = failure;
-    r.config = resolved;
-    r.env = accel::metrics::environment(0);
-    r.finished_at = accel::metrics::utc_now();
-    auto doc = accel::train::to_json(r);
-    doc["written_by"] = "launcher (rank 0 wrote no result)";
-    accel::metrics::write_json_atomic(result, doc);
-  } catch (const std::exception& e) {
-    std::cerr << "accel-bench: cannot record the failure in " << result.string() << ": "
-              << e.what() << "\n";
-  }
-}
-
-// Takes the out dir's lock for this process's life (one run per folder),
-// then applies the never-overwrite rule under it and, with --force, removes
-// the replaced run's files before anything is written. Ranks started by this
-// binary's launcher run under their parent's lock; under an external launcher
-// (torchrun, srun) global rank 0 takes it.
-accel::metrics::DirLock lock_out_dir(const accel::train::RunOptions& opts, bool quiet) {
-  const auto env = accel::dist::launch_env_from_environment();
-  if (env.source == "accel-bench" || (env.present() && env.rank != 0)) return {};
-  accel::train::check_out_dir(opts);  // a folder that can be made, before making it
-  accel::metrics::DirLock lock(opts.out_dir);
-  try {
-    accel::train::check_out_dir(opts);  // again, now that no other run can write
-    if (opts.overwrite && opts.resume.empty()) {
-      const auto removed = accel::train::clear_replaced_run(opts.out_dir);
-      if (!removed.empty() && !quiet) {
-        std::string list;
-        for (const auto& r : removed) list += (list.empty() ? "" : ", ") + r;
-        std::cout << "== --force: removed the replaced run's " << list << "\n";
-      }
-    }
-  } catch (...) {
-    lock.release_and_tidy();
-    throw;
-  }
-  return lock;
-}
-
 int cmd_run(const RunArgs& a, int argc, char** argv) {
   if (a.out_given && a.out.empty()) {
     throw accel::ConfigError("--out: an empty path; give a folder, or leave --out out for runs/<name>");
@@ -229,7 +130,7 @@ int cmd_run(const RunArgs& a, int argc, char** argv) {
   // meanwhile ("auto" until then lets the folder's earlier files pass).
   opts.resume = a.resume;
   accel::metrics::DirLock lock;
-  if (!a.dry_run) lock = lock_out_dir(opts, a.quiet);
+  if (!a.dry_run) lock = accel::train::lock_out_dir(opts, a.quiet ? nullptr : &std::cout);
   auto tidy_on_failure = [&](auto&& body) {
     try {
       return body();
@@ -249,10 +150,10 @@ int cmd_run(const RunArgs& a, int argc, char** argv) {
     }
     if (launching) {
       const auto started = std::filesystem::file_time_type::clock::now();
-      std::string failure;
-      const int rc = launch_ranks(cfg, argc, argv, &failure);
+      const auto job = accel::train::launch_ranks(cfg, std::vector<std::string>(argv, argv + argc), &std::cerr);
+      const int rc = job.exit_code;
       if (rc != 0 && rc != 2 && rc != accel::kInterruptedExitCode && !a.dry_run) {
-        record_launch_failure(opts.out_dir, resolved, failure, started);
+        accel::train::record_launch_failure(opts.out_dir, resolved, job.failure, started, &std::cerr);
       }
       if (rc != 0) lock.release_and_tidy();
       return rc;
@@ -570,51 +471,15 @@ int cmd_report(LadderArgs& a) {
 }
 
 int cmd_compare(const LadderArgs& a) {
-  for (const auto& [flag, b] : {std::pair{"--fail-slower", a.bounds.slower_pct},
-                                 std::pair{"--fail-accuracy-drop", a.bounds.acc_drop_points},
-                                 std::pair{"--fail-memory-growth", a.bounds.memory_growth_pct},
-                                 std::pair{"--accuracy-band", a.bounds.acc_band_points}}) {
-    // inf would make every change "same": a gate that can never fail.
-    if (b && !(*b >= 0 && std::isfinite(*b))) {
-      throw accel::ConfigError(std::string(flag) + ": must be a finite number >= 0 (got " +
-                               accel::machine::format_double("%g", *b) + ")");
-    }
-  }
-  if (a.compare_sets.size() < 2) throw accel::ConfigError("compare: give BASE and at least one OTHER");
-  const auto base = accel::results::load_result_set(
-      accel::results::single_result_set(a.compare_sets.front()));
-  std::vector<accel::results::CompareOutcome> outcomes;
-  for (size_t i = 1; i < a.compare_sets.size(); ++i) {
-    const auto other =
-        accel::results::load_result_set(accel::results::single_result_set(a.compare_sets[i]));
-    auto bounds = a.bounds;
-    if (!a.compare_noise.empty()) {
-      const auto doc = accel::read_json_file(a.compare_noise);
-      if (!doc.contains("noise") || !doc["noise"].is_object()) {
-        throw accel::ConfigError("--noise " + a.compare_noise + ": no \"noise\" (make it with calibrate --noise SET)");
-      }
-      bounds.noise = doc["noise"];
-    } else if (base.machine_id == other.machine_id) {
-      const auto file = accel::machine::default_peaks_file(base.machine_id);
-      if (std::filesystem::is_regular_file(file)) {
-        const auto doc = accel::read_json_file(file);
-        if (doc.contains("noise") && doc["noise"].is_object()) bounds.noise = doc["noise"];
-      }
-    }
-    outcomes.push_back(accel::results::compare_sets(base, other, bounds));
-  }
-  std::optional<accel::results::HistoryOutcome> against;
-  if (!a.compare_history.empty()) {
-    if (!std::filesystem::exists(a.compare_history)) {
-      throw accel::ConfigError("--history " + a.compare_history + ": no such file");
-    }
-    if (a.compare_window < 1) throw accel::ConfigError("--window: must be at least 1");
-    const accel::results::History history(a.compare_history, accel::results::History::Mode::read_only);
-    const auto runs = history.runs();
-    const auto other = accel::results::load_result_set(accel::results::single_result_set(a.compare_sets.back()));
-    against = accel::results::judge_against_history(runs, other, a.compare_window, a.bounds);
-  }
-  const accel::results::HistoryOutcome* hist = against ? &*against : nullptr;
+  accel::results::CompareRequest q;
+  q.sets = a.compare_sets;
+  q.bounds = a.bounds;
+  q.noise_file = a.compare_noise;
+  q.history_db = a.compare_history;
+  q.window = a.compare_window;
+  const auto run = accel::results::run_compare(q);
+  const auto& outcomes = run.outcomes;
+  const accel::results::HistoryOutcome* hist = run.history_or_null();
   if (a.compare_format == "json") {
     std::cout << accel::results::compare_json(outcomes, hist).dump(2) << "\n";
   } else if (a.compare_format == "md") {
@@ -631,25 +496,7 @@ int cmd_history(const LadderArgs& a, const std::string& action) {
   using Mode = accel::results::History::Mode;
   accel::results::History history(a.history_db, action == "add" ? Mode::read_write : Mode::read_only);
   if (action == "add") {
-    if (a.history_inputs.empty()) throw accel::ConfigError("history add: give result sets (or a .jsonl export)");
-    int added = 0, seen = 0;
-    for (const auto& in : a.history_inputs) {
-      if (!std::filesystem::is_directory(in)) {  // an export; read_input_file names a FIFO or a missing file
-        const int n = history.add_lines(accel::read_input_file(in, "history export"), in);
-        added += n;
-        std::cout << "history: " << in << ": " << n << " runs added\n";
-        continue;
-      }
-      for (const auto& dir : accel::results::find_result_sets(in)) {
-        const auto set = accel::results::load_result_set(dir);
-        const int n = history.add_set(set);
-        ++seen;
-        added += n;
-        std::cout << "history: " << terminal_text(dir.string()) << ": " << n << " runs added"
-                  << (n == 0 ? " (already there)" : "") << "\n";
-      }
-      if (seen == 0) throw accel::ConfigError("history add: " + in + ": no result set there");
-    }
+    const int added = history.add_inputs(a.history_inputs, std::cout);
     std::cout << "history: " << added << " runs added to " << a.history_db << "\n";
     return 0;
   }
@@ -727,12 +574,7 @@ int cmd_calibrate_comm(LadderArgs& a, int argc, char** argv) {
   const auto block = accel::machine::calibrate_comm(*comm, c);
   if (env.rank != 0) return 0;
   const auto out = calibrate_file(a);
-  nlohmann::json doc = nlohmann::json::object();
-  if (std::filesystem::exists(out)) doc = accel::read_json_file(out);
-  if (!doc.contains("machine_id")) doc["machine_id"] = accel::machine::this_machine()["id"];
-  doc["comm"] = block;
-  if (out.has_parent_path()) std::filesystem::create_directories(out.parent_path());
-  accel::metrics::write_json_atomic(out, doc);
+  accel::machine::update_calibration_file(out, accel::machine::this_machine()["id"].get<std::string>(), {{"comm", block}});
   std::cout << out.string() << "\n";
   return 0;
 }
@@ -744,12 +586,7 @@ int cmd_calibrate_noise(const LadderArgs& a) {
   const auto noise = accel::results::measure_noise(set);
   const std::filesystem::path out =
       a.calibrate_out.empty() ? accel::machine::default_peaks_file(set.machine_id) : std::filesystem::path(a.calibrate_out);
-  nlohmann::json doc = nlohmann::json::object();
-  if (std::filesystem::exists(out)) doc = accel::read_json_file(out);
-  if (!doc.contains("machine_id")) doc["machine_id"] = set.machine_id;
-  doc["noise"] = noise;
-  if (out.has_parent_path()) std::filesystem::create_directories(out.parent_path());
-  accel::metrics::write_json_atomic(out, doc);
+  accel::machine::update_calibration_file(out, set.machine_id, {{"noise", noise}});
   std::cout << "noise of " << set.machine_id << " from " << set.dir.string()
             << " (the smallest change a compare resolves, runs a side: 1 / 3 / 5):\n";
   for (const auto& [measure, m] : noise["machine"].items()) {
@@ -773,16 +610,10 @@ int cmd_calibrate(LadderArgs& a, int argc, char** argv) {
   if (a.calibrate_comm) return cmd_calibrate_comm(a, argc, argv);
   if (!a.calibrate_noise.empty()) return cmd_calibrate_noise(a);
   a.calibrate.log = &std::cerr;
-  auto doc = accel::machine::calibrate(a.calibrate);
+  const auto doc = accel::machine::calibrate(a.calibrate);
   const auto out = calibrate_file(a);
-  // A comm fit already there stays (calibrate --comm wrote it).
-  if (std::filesystem::exists(out)) {
-    const auto old = accel::read_json_file(out);
-    if (old.contains("comm")) doc["comm"] = old["comm"];
-    if (old.contains("noise")) doc["noise"] = old["noise"];
-  }
-  if (out.has_parent_path()) std::filesystem::create_directories(out.parent_path());
-  accel::metrics::write_json_atomic(out, doc);
+  // The peaks replace the file's own; a comm fit and a noise already there stay.
+  accel::machine::update_calibration_file(out, doc.value("machine_id", ""), doc);
   std::cout << out.string() << "\n";
   return 0;
 }

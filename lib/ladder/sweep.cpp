@@ -13,6 +13,7 @@
 #include "accel/config/run_config.h"
 #include "accel/metrics/hardware.h"
 #include "accel/metrics/metrics.h"
+#include "accel/ladder/child_run.h"
 #include "accel/ladder/estimate.h"
 #include "accel/machine/machine.h"
 #include "accel/machine/peaks.h"
@@ -348,50 +349,38 @@ Json Sweep::run_one(const SuiteRung& r, const std::vector<std::string>& sets,
   const fs::path dir = set_dir_ / rel;
   const Json resolved = config::load_config(r.config.string(), sets);
   Json rec = {{"dir", rel}, {"config_hash", config::config_hash(resolved)}, {"sets", sets}};
-  const auto prior = read_run(dir);
-  if (opts_.resume && prior.ok() && config::config_hash(prior.config) == config::config_hash(resolved) &&
-      (!need_checkpoint || fs::exists(dir / "checkpoint.ckpt"))) {
+  // Under --resume: an ok run of this resolved config is reused, an interrupted one continues.
+  const auto earlier = earlier_run(dir, resolved, opts_.resume, need_checkpoint);
+  if (earlier == Earlier::Reuse) {
     rec["status"] = "reused";
     progress_.note(label + ": reused (resolved config unchanged), test acc " +
-                   percent(prior.test_acc));
+                   percent(read_run(dir).test_acc));
     ++summary_.reused;
     return rec;
   }
-  // A rung a signal stopped continues from its checkpoint under --resume.
-  const bool continue_it = opts_.resume && prior.present && prior.status == "interrupted" &&
-                           config::config_hash(prior.config) == config::config_hash(resolved) &&
-                           fs::exists(dir / "checkpoint.ckpt");
-  fs::create_directories(dir);
-  fs::remove(dir / "result.json");  // a crash must not leave an older result in place
-  std::vector<std::string> argv = {opts_.exe.string(), "run", "-c", r.config.string(),
-                                   "--out", dir.string()};
-  if (continue_it) {
-    argv.insert(argv.end(), {"--resume", "auto"});
-    progress_.note(label + ": continuing the interrupted run from its checkpoint");
-  } else {
-    argv.push_back("--force");
-  }
+  ChildRun run;
+  run.exe = opts_.exe;
+  run.config = r.config;
+  run.dir = dir;
+  run.sets = sets;
+  run.continue_run = earlier == Earlier::Continue;
+  if (run.continue_run) progress_.note(label + ": continuing the interrupted run from its checkpoint");
   if (!opts_.peaks.empty()) {  // the run warns where its precision cannot pay here
-    argv.push_back("--calibration");
-    argv.push_back(fs::absolute(opts_.peaks).string());
+    run.args = {"--calibration", fs::absolute(opts_.peaks).string()};
   }
-  for (const auto& s : sets) {
-    argv.push_back("--set");
-    argv.push_back(s);
-  }
-  progress_.start(label, resolved["train"].value("batch_size", 1),
-                  resolved["train"].value("epochs", 1));
-  const auto t0 = std::chrono::steady_clock::now();
-  const auto child = util::run_child(
-      argv, dir / "run.log", [](const std::string&) {}, {},
-      [&](const std::string& ev) { progress_.event(ev); }, opts_.run_timeout_s);
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const auto result = read_run(dir);
+  run.timeout_s = opts_.run_timeout_s;
+  run.on_event = [&](const std::string& ev) { progress_.event(ev); };
+  const auto cfg = config::to_run_config(resolved);
+  progress_.start(label, cfg.train.batch_size, cfg.train.epochs);
+  const auto done = run_child_run(run);
+  const auto& child = done.child;
+  const double wall = done.wall_s;
+  const auto& result = done.record;
   rec["exit_code"] = child.exit_code;
   rec["wall_s"] = wall;
   char took[64];
   std::snprintf(took, sizeof(took), "%.1f s", wall);
-  if (child.stop_signal != 0) {
+  if (done.status == "interrupted") {
     // Stopped on request: the run checkpointed (exit 3) or was killed by a
     // second signal; either way the sweep stops after recording it.
     summary_.stop_signal = child.stop_signal;
@@ -402,13 +391,13 @@ Json Sweep::run_one(const SuiteRung& r, const std::vector<std::string>& sets,
     progress_.finish("interrupted by signal " + std::to_string(child.stop_signal) + " after " +
                      took + (child.exit_code == 3 ? " (checkpoint written)" : "") +
                      "; continue with sweep --resume");
-  } else if (child.exit_code == 0 && result.ok()) {
+  } else if (done.status == "ok") {
     rec["status"] = "ok";
     ++summary_.ok;
     progress_.finish(std::string("ok in ") + took + ", test acc " + percent(result.test_acc));
   } else {
     rec["status"] = "failed";
-    rec["error"] = !result.error.empty() && !child.timed_out ? result.error : child.last_line;
+    rec["error"] = done.error;
     if (child.timed_out) rec["timed_out"] = true;
     ++summary_.failed;
     progress_.finish("FAILED (exit " + std::to_string(child.exit_code) + ") after " + took +

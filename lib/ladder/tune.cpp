@@ -14,6 +14,7 @@
 
 #include "accel/config/run_config.h"
 #include "accel/dist/catalog.h"
+#include "accel/ladder/child_run.h"
 #include "accel/machine/machine.h"
 #include "accel/machine/predict.h"
 #include "accel/metrics/hardware.h"
@@ -446,11 +447,9 @@ std::vector<std::string> Tuner::target_sets(int i) const {
 
 bool Tuner::reusable(const std::string& name, const std::vector<std::string>& sets) const {
   if (!o_.resume) return false;
-  const auto prior = train::read_run_record(dir_ / "runs" / name);
-  if (!prior.ok()) return false;
   auto all = o_.sets;
   all.insert(all.end(), sets.begin(), sets.end());
-  return config::config_hash(prior.config) == config::config_hash(config::load_config(o_.config, all));
+  return earlier_run(dir_ / "runs" / name, config::load_config(o_.config, all), o_.resume) == Earlier::Reuse;
 }
 
 bool Tuner::fits(double estimate_s, const std::string& what) {
@@ -479,31 +478,34 @@ train::RunRecord Tuner::run(const std::string& name, const std::vector<std::stri
   auto all = o_.sets;
   all.insert(all.end(), sets.begin(), sets.end());
   const Json resolved = config::load_config(o_.config, all);
-  const auto prior = train::read_run_record(dir);
-  if (o_.resume && prior.ok() && config::config_hash(prior.config) == config::config_hash(resolved)) {
+  // Under --resume, as the sweep: an ok run of this resolved config is
+  // reused, one a signal stopped continues from its checkpoint.
+  const auto earlier = earlier_run(dir, resolved, o_.resume);
+  if (earlier == Earlier::Reuse) {
     say("  " + label + ": reused (resolved config unchanged)");
-    return prior;
+    return train::read_run_record(dir);
   }
-  fs::create_directories(dir);
-  fs::remove(dir / "result.json");
-  std::vector<std::string> argv = {o_.exe.string(), "run", "-c", o_.config.string(), "--out", dir.string(), "--force", "-q"};
-  for (const auto& s : all) argv.insert(argv.end(), {"--set", s});
-  const auto t0 = std::chrono::steady_clock::now();
-  const auto child = util::run_child(argv, dir / "run.log", [](const std::string&) {});
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  auto rec = train::read_run_record(dir);
-  if (child.stop_signal != 0) {
-    stop_signal_ = child.stop_signal;
-    say("  " + label + ": interrupted by signal " + std::to_string(child.stop_signal));
-    return rec;
+  ChildRun child_run;
+  child_run.exe = o_.exe;
+  child_run.config = o_.config;
+  child_run.dir = dir;
+  child_run.sets = all;
+  child_run.args = {"-q"};
+  child_run.continue_run = earlier == Earlier::Continue;
+  if (child_run.continue_run) say("  " + label + ": continuing the interrupted run from its checkpoint");
+  const auto done = run_child_run(child_run);
+  if (done.status == "interrupted") {
+    stop_signal_ = done.child.stop_signal;
+    say("  " + label + ": interrupted by signal " + std::to_string(done.child.stop_signal));
+    return done.record;
   }
-  if (!rec.ok()) {
+  if (done.status == "failed") {
     ++failed_;
-    say("  " + label + ": FAILED (exit " + std::to_string(child.exit_code) + "): " +
-        (rec.error.empty() ? child.last_line : rec.error) + " [log: " + (dir / "run.log").string() + "]");
+    say("  " + label + ": FAILED (exit " + std::to_string(done.child.exit_code) + "): " + done.error +
+        " [log: " + (dir / "run.log").string() + "]");
   }
-  state_["walls"][name] = wall;
-  return rec;
+  state_["walls"][name] = done.wall_s;
+  return done.record;
 }
 
 std::optional<double> Tuner::predict(const Setting& s, const fs::path& single_result) {

@@ -63,10 +63,6 @@ std::string matmul_method(int size, double min_seconds) {
          " s, after one warm-up";
 }
 
-std::filesystem::path default_peaks_file(const std::string& machine_id) {
-  return std::filesystem::path("results") / "peaks" / (machine_id + ".json");
-}
-
 nlohmann::json calibrate(const CalibrateOptions& opts) {
   if (opts.size < 16) throw ConfigError("--size: must be at least 16");
   if (opts.max_threads < 0) throw ConfigError("--max-threads: must be at least 1");

@@ -10,6 +10,7 @@
 #include "accel/build_info.h"
 #include "accel/plan/accelerator.h"
 #include "accel/precision/catalog.h"
+#include "accel/metrics/metrics.h"
 #include "accel/util/errors.h"
 
 namespace fs = std::filesystem;
@@ -305,6 +306,21 @@ std::optional<double> run_mfu(const train::RunRecord& run, const PeakTable& peak
   const double mfu = *run.flops_per_sample * 3.0 * *ips / peak->flops_per_s;
   if (mfu > 1.0) return std::nullopt;  // above the peak: the peak or the count is wrong
   return mfu;
+}
+
+std::filesystem::path default_peaks_file(const std::string& machine_id) {
+  return std::filesystem::path("results") / "peaks" / (machine_id + ".json");
+}
+
+void update_calibration_file(const std::filesystem::path& out, const std::string& machine_id,
+                             const nlohmann::json& blocks) {
+  nlohmann::json doc = nlohmann::json::object();
+  if (std::filesystem::exists(out)) doc = read_json_file(out);
+  if (!doc.is_object()) throw ConfigError(out.string() + ": not a JSON object (a calibration file)");
+  if (!doc.contains("machine_id")) doc["machine_id"] = machine_id;
+  for (const auto& [key, block] : blocks.items()) doc[key] = block;
+  if (out.has_parent_path()) std::filesystem::create_directories(out.parent_path());
+  metrics::write_json_atomic(out, doc);
 }
 
 }  // namespace accel::machine

@@ -25,6 +25,7 @@
 #include "accel/util/errors.h"
 #include "accel/util/hash.h"
 #include "accel/util/input_file.h"
+#include "accel/results/result_set.h"
 #include "accel/util/json_doc.h"
 
 namespace fs = std::filesystem;
@@ -771,6 +772,29 @@ HistoryOutcome judge_against_history(const std::vector<HistoryRun>& history, con
        << " sets of the same machine, rung and config";
   out.markdown = head.str() + "\n\n" + md.str();
   return out;
+}
+
+int History::add_inputs(const std::vector<std::string>& inputs, std::ostream& log) {
+  if (inputs.empty()) throw ConfigError("history add: give result sets (or a .jsonl export)");
+  int added = 0;
+  for (const auto& in : inputs) {
+    if (!std::filesystem::is_directory(in)) {  // an export; read_input_file names a FIFO or a missing file
+      const int n = add_lines(read_input_file(in, "history export"), in);
+      added += n;
+      log << "history: " << clean_text(in, kMaxTextBytes, true) << ": " << n << " runs added\n";
+      continue;
+    }
+    int seen = 0;
+    for (const auto& dir : find_result_sets(in)) {
+      const int n = add_set(load_result_set(dir));
+      ++seen;
+      added += n;
+      log << "history: " << clean_text(dir.string(), kMaxTextBytes, true) << ": " << n << " runs added"
+          << (n == 0 ? " (already there)" : "") << "\n";
+    }
+    if (seen == 0) throw ConfigError("history add: " + in + ": no result set there");
+  }
+  return added;
 }
 
 }  // namespace accel::results

@@ -768,6 +768,11 @@ TEST_CASE("compare --history: a regression against the history is in the verdict
   const auto slow1 = hostile_set(tmp, "slow1", {{"finished_at", "2026-01-07T00:00:00Z"}},
                                  {{"finished_at", "2026-01-07T00:00:00Z"}, {"train_time_s", 60.0}});
   REQUIRE(run_cli("history add " + slow1.string() + " --db " + db).code == 0);
+  // Every folder given must hold a set, not only the first.
+  fs::create_directories(tmp / "empty");
+  auto none = run_cli("history add " + slow1.string() + " " + (tmp / "empty").string() + " --db " + db);
+  CHECK(none.code == 2);
+  CHECK(has(none.output, "empty: not a result set"));
   const auto slow2 = hostile_set(tmp, "slow2", {{"finished_at", "2026-01-08T00:00:00Z"}},
                                  {{"finished_at", "2026-01-08T00:00:00Z"}, {"train_time_s", 60.0}});
   const std::string cmd = "compare " + slow2.string() + " " + slow2.string() + " --fail-slower 7 --history " + db;

@@ -1066,3 +1066,26 @@ TEST_CASE("report: a result's accelerator is its plan's, an older result's its d
   CHECK(accel::train::run_record_of(doc, ".").accelerator == "cpu");
   CHECK(accel::train::run_record_of(doc, ".").plan["accelerator"] == "cpu");
 }
+
+TEST_CASE("calibration file: each measure replaces its own blocks and keeps the others, and a file that is no object is refused") {
+  accel_test::TempDir tmp;
+  const auto file = tmp / "peaks" / "m.json";  // its folder is made
+  update_calibration_file(file, "m1", Json{{"cpu", {{"fp32", 1}}}, {"measured_at", "t0"}});
+  update_calibration_file(file, "m2", Json{{"comm", {{"backend", "gloo"}}}});
+  update_calibration_file(file, "m3", Json{{"noise", {{"machine", Json::object()}}}});
+  auto doc = accel::read_json_file(file);
+  CHECK(doc["machine_id"] == "m1");  // set where it had none, then kept
+  CHECK(doc["cpu"]["fp32"] == 1);
+  CHECK(doc["comm"]["backend"] == "gloo");
+  CHECK(doc["noise"].is_object());
+  // A new matmul calibration replaces the peaks and keeps the comm fit and the noise.
+  update_calibration_file(file, "m1", Json{{"cpu", {{"fp32", 2}}}, {"machine_id", "m1"}});
+  doc = accel::read_json_file(file);
+  CHECK(doc["cpu"]["fp32"] == 2);
+  CHECK(doc["comm"]["backend"] == "gloo");
+  CHECK(doc["noise"].is_object());
+  const auto list = tmp.write("list.json", "[1, 2]");
+  CHECK_THROWS_WITH_AS(update_calibration_file(list, "m", Json{{"comm", 1}}),
+                       doctest::Contains("list.json: not a JSON object"), accel::ConfigError);
+  CHECK(accel::read_json_file(list) == Json::array({1, 2}));  // left as it was
+}

@@ -67,7 +67,4 @@ nlohmann::json calibrate_comm(dist::Comm& comm, const CommCalibrateOptions& opts
 // loop). What calibrate --comm fits and bench/comm/bench_comm.cpp prints.
 double time_collective(dist::Comm& comm, const std::function<void()>& op, double seconds);
 
-// results/peaks/<machine-id>.json (relative to the cwd).
-std::filesystem::path default_peaks_file(const std::string& machine_id);
-
 }  // namespace accel::machine

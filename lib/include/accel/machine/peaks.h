@@ -94,4 +94,15 @@ inline constexpr double kFlopsAgreement = 0.10;
 // figure would exceed 100% (refused: the peak or the count is wrong).
 std::optional<double> run_mfu(const train::RunRecord& run, const PeakTable& peaks);
 
+// results/peaks/<machine-id>.json (relative to the cwd).
+std::filesystem::path default_peaks_file(const std::string& machine_id);
+
+// Writes `blocks` into the calibration file OUT, keeping what else it holds
+// (calibrate's matmul peaks, calibrate --comm's fit and calibrate --noise's
+// spread are each measured alone): OUT read where it exists (an input error
+// naming it when it is not a JSON object), machine_id set where it has none,
+// each key of `blocks` replaced, then written atomically (folders made).
+void update_calibration_file(const std::filesystem::path& out, const std::string& machine_id,
+                             const nlohmann::json& blocks);
+
 }  // namespace accel::machine

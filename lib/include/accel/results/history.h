@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <ostream>
 #include <vector>
 
 #include "accel/results/compare.h"
@@ -66,6 +67,11 @@ class History {
   int add_set(const ResultSet& set);
   // Adds runs as `export` wrote them (JSON lines); returns how many were new.
   int add_lines(const std::string& jsonl, const std::string& source);
+  // `history add`, whole: each input a folder (every result set under it) or
+  // an export (.jsonl), a line each on `log` (paths cleaned for a terminal),
+  // then the total. Returns the runs added; ConfigError for no input, or a
+  // folder that holds no result set.
+  int add_inputs(const std::vector<std::string>& inputs, std::ostream& log);
 
   struct Filter {
     std::string machine, rung, config_hash;
