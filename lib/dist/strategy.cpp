@@ -236,16 +236,22 @@ bool is_multi_rank_strategy(const std::string& name) {
   return s != nullptr && !s->one_rank;
 }
 
+const StrategyInfo& strategy_for_world(const std::string& requested, int world) {
+  const std::string name = resolve_strategy(requested, world);
+  const auto* row = find_strategy(name);
+  if (row == nullptr) throw ConfigError("runtime.strategy: unknown strategy \"" + requested + "\"");
+  if (row->one_rank && world > 1) {
+    throw ConfigError("runtime.strategy: \"" + name + "\" runs one process, but this run has " +
+                      std::to_string(world) + " ranks (runtime.devices x runtime.num_nodes); use " +
+                      multi_rank_strategy_list());
+  }
+  return *row;
+}
+
 std::unique_ptr<Strategy> make_strategy(const StrategyOptions& o, DistContext ctx) {
-  const std::string name = resolve_strategy(o.name, ctx.world_size);
+  const auto& info = strategy_for_world(o.name, ctx.world_size);
   for (const auto& row : strategy_registry()) {
-    if (row.info.name != name) continue;
-    if (row.info.one_rank && ctx.world_size > 1) {
-      throw ConfigError("runtime.strategy: \"" + name + "\" runs one process, but this run has " +
-                        std::to_string(ctx.world_size) +
-                        " ranks (runtime.devices x runtime.num_nodes); use " + multi_rank_strategy_list());
-    }
-    return row.make(o, std::move(ctx));
+    if (row.info.name == info.name) return row.make(o, std::move(ctx));
   }
   throw ConfigError("runtime.strategy: unknown strategy \"" + o.name + "\"");
 }

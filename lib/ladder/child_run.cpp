@@ -8,9 +8,11 @@ namespace accel::ladder {
 
 namespace fs = std::filesystem;
 
-Earlier earlier_run(const fs::path& dir, const Json& resolved, bool resume, bool need_checkpoint) {
+Earlier earlier_run(const fs::path& dir, const Json& resolved, bool resume, bool need_checkpoint,
+                    train::RunRecord* prior_out) {
   if (!resume) return Earlier::None;
   const auto prior = train::read_run_record(dir);
+  if (prior_out != nullptr) *prior_out = prior;
   if (!prior.present || config::config_hash(prior.config) != config::config_hash(resolved)) return Earlier::None;
   const bool checkpoint = fs::exists(dir / "checkpoint.ckpt");
   if (prior.ok() && (!need_checkpoint || checkpoint)) return Earlier::Reuse;

@@ -350,11 +350,11 @@ Json Sweep::run_one(const SuiteRung& r, const std::vector<std::string>& sets,
   const Json resolved = config::load_config(r.config.string(), sets);
   Json rec = {{"dir", rel}, {"config_hash", config::config_hash(resolved)}, {"sets", sets}};
   // Under --resume: an ok run of this resolved config is reused, an interrupted one continues.
-  const auto earlier = earlier_run(dir, resolved, opts_.resume, need_checkpoint);
+  train::RunRecord prior;
+  const auto earlier = earlier_run(dir, resolved, opts_.resume, need_checkpoint, &prior);
   if (earlier == Earlier::Reuse) {
     rec["status"] = "reused";
-    progress_.note(label + ": reused (resolved config unchanged), test acc " +
-                   percent(read_run(dir).test_acc));
+    progress_.note(label + ": reused (resolved config unchanged), test acc " + percent(prior.test_acc));
     ++summary_.reused;
     return rec;
   }

@@ -480,10 +480,11 @@ train::RunRecord Tuner::run(const std::string& name, const std::vector<std::stri
   const Json resolved = config::load_config(o_.config, all);
   // Under --resume, as the sweep: an ok run of this resolved config is
   // reused, one a signal stopped continues from its checkpoint.
-  const auto earlier = earlier_run(dir, resolved, o_.resume);
+  train::RunRecord prior;
+  const auto earlier = earlier_run(dir, resolved, o_.resume, false, &prior);
   if (earlier == Earlier::Reuse) {
     say("  " + label + ": reused (resolved config unchanged)");
-    return train::read_run_record(dir);
+    return prior;
   }
   ChildRun child_run;
   child_run.exe = o_.exe;

@@ -16,18 +16,6 @@ int dtype_bytes(const std::string& dtype) {
   return 4;
 }
 
-const dist::StrategyInfo& strategy_row(const std::string& requested, int world) {
-  const std::string name = dist::resolve_strategy(requested, world);
-  const auto* row = dist::find_strategy(name);
-  if (row == nullptr) throw ConfigError("runtime.strategy: unknown strategy \"" + requested + "\"");
-  if (row->one_rank && world > 1) {
-    throw ConfigError("runtime.strategy: \"" + name + "\" runs one process, but this run has " +
-                      std::to_string(world) + " ranks (runtime.devices x runtime.num_nodes); use " +
-                      dist::multi_rank_strategy_list());
-  }
-  return *row;
-}
-
 }  // namespace
 
 RunPlan plan_runtime(const config::RuntimeConfig& rt, const MachineFacts& facts) {
@@ -49,7 +37,7 @@ RunPlan plan_runtime(const config::RuntimeConfig& rt, const MachineFacts& facts)
   p.dims.tp = 1;
   p.threads = rt.threads > 0 ? rt.threads : std::max(1, facts.cores / local);
 
-  p.strategy = &strategy_row(rt.strategy, p.world());
+  p.strategy = &dist::strategy_for_world(rt.strategy, p.world());
 
   const auto* prec = precision::find_precision(rt.precision);
   if (prec == nullptr) {

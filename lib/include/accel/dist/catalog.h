@@ -80,6 +80,10 @@ std::vector<std::string> strategy_choices();
 std::string multi_rank_strategy_list();
 // "auto" resolved for `world` ranks: single on one, ddp on several.
 std::string resolve_strategy(const std::string& name, int world);
+// The row a run of `world` ranks uses for runtime.strategy `name` ("auto"
+// resolved); ConfigError naming runtime.strategy for an unknown name or a
+// one-rank row on several ranks. The run plan and make_strategy both ask it.
+const StrategyInfo& strategy_for_world(const std::string& name, int world);
 // Whether `name` (a row or "auto") always runs on several ranks' terms:
 // any row but a one-rank one, "auto" not included.
 bool is_multi_rank_strategy(const std::string& name);

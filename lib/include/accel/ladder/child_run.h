@@ -25,9 +25,10 @@ enum class Earlier {
 };
 
 // Without `resume` always None. `need_checkpoint`: reuse only a run whose
-// checkpoint.ckpt is there (an upstream run others start from).
+// checkpoint.ckpt is there (an upstream run others start from). `prior`,
+// when given, gets DIR's record as read (the one a reuse returns).
 Earlier earlier_run(const std::filesystem::path& dir, const Json& resolved, bool resume,
-                    bool need_checkpoint = false);
+                    bool need_checkpoint = false, train::RunRecord* prior = nullptr);
 
 struct ChildRun {
   std::filesystem::path exe, config, dir;  // accel-bench, the config, the run's --out

@@ -3,11 +3,11 @@
 // Lightning Fabric's connector and torchtitan's trainer setup (parallel
 // dimensions plus the train spec): the accelerator row and its process-group
 // backend, the world and its parallel dimensions, the strategy row with its
-// knobs, the precision row with its support on this accelerator, the family
-// and dataset rows, and the warnings to print before the run. Fabric, the
-// checks, the sweep's plan, tune's space and predict's base read it instead of
-// re-deriving any of it from runtime.* strings; result.json records it
-// ("plan").
+// knobs, the precision row with its support on this accelerator, the family,
+// dataset and task rows, and the warnings to print before the run. Fabric,
+// the run, the checks, the sweep's plan, and (through plan_of_record)
+// predict's base and scaling read it instead of re-deriving any of it from
+// runtime.* strings; result.json records it ("plan").
 #pragma once
 
 #include <string>
