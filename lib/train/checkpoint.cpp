@@ -3,7 +3,8 @@
 //   meta, progress, grad_scaler, config   JSON documents as strings
 //   model/size, model/name/I, model/tensor/I   parameters then buffers, CPU
 //   optimizer                              torch::optim::Optimizer::save
-//   rng/cpu, rng/cuda/size, rng/cuda/I     generator states (uint8 tensors)
+//   rng/cpu, rng/KIND/size, rng/KIND/I     generator states (uint8 tensors), each
+//                                          device accelerator's (cuda) by kind
 #include "accel/train/checkpoint.h"
 
 #include <zlib.h>
@@ -24,6 +25,8 @@
 #include "accel/metrics/metrics.h"
 #include "accel/models/family.h"
 #include "accel/models/safetensors.h"
+#include "accel/plan/accelerator.h"
+#include "accel/train/device_runtime.h"
 #include "accel/util/errors.h"
 #include "accel/util/input_file.h"
 #include "accel/util/json_doc.h"
@@ -205,17 +208,22 @@ void save_checkpoint(const fs::path& file, torch::nn::Module& model,
       std::lock_guard<std::mutex> lock(gen.mutex());
       rng_ar.write("cpu", gen.get_state(), /*is_buffer=*/true);
     }
-    int64_t cuda_count = 0;
-    if (torch::cuda::is_available()) {
-      cuda_count = static_cast<int64_t>(torch::cuda::device_count());
-      for (int64_t i = 0; i < cuda_count; ++i) {
+    // Each accelerator's device generators, "<kind>/size" and "<kind>/I"
+    // ("cuda/size" 0 where there is none, as every checkpoint has had).
+    json device_rng_counts = json::object();
+    for (const auto& row : plan::accelerator_catalog()) {
+      if (row.host) continue;
+      const auto* rt = find_device_runtime(row.kind);
+      const int64_t n = rt == nullptr ? 0 : static_cast<int64_t>(rt->device_count());
+      for (int64_t i = 0; i < n; ++i) {
         at::Generator gen = at::globalContext().defaultGenerator(
-            c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(i)));
+            c10::Device(rt->type(), static_cast<c10::DeviceIndex>(i)));
         std::lock_guard<std::mutex> lock(gen.mutex());
-        rng_ar.write("cuda/" + std::to_string(i), gen.get_state(), /*is_buffer=*/true);
+        rng_ar.write(row.kind + "/" + std::to_string(i), gen.get_state(), /*is_buffer=*/true);
       }
+      rng_ar.write(row.kind + "/size", c10::IValue(n));
+      device_rng_counts[row.kind + "_rng_states"] = n;
     }
-    rng_ar.write("cuda/size", c10::IValue(cuda_count));
     ar.write("rng", rng_ar);
 
     const json meta = {{"format_version", kCheckpointFormatVersion},
@@ -224,9 +232,10 @@ void save_checkpoint(const fs::path& file, torch::nn::Module& model,
                        {"torch_version", TORCH_VERSION},
                        {"optimizer", optimizer_kind(optimizer)},
                        {"optimizer_param_shapes", optimizer_shapes(optimizer)},
-                       {"model_tensors", count},
-                       {"cuda_rng_states", cuda_count}};
-    write_json(ar, "meta", meta);
+                       {"model_tensors", count}};
+    json meta_all = meta;
+    meta_all.update(device_rng_counts);
+    write_json(ar, "meta", meta_all);
     write_json(ar, "progress", progress_to_json(progress));
     write_json(ar, "grad_scaler", grad_scaler_state);
     write_json(ar, "config", resolved_config);
@@ -331,11 +340,14 @@ Checkpoint read_checkpoint(const fs::path& file) {
     torch::serialize::InputArchive rng_ar;
     ar.read("rng", rng_ar);
     rng_ar.read("cpu", ckpt.cpu_rng_, /*is_buffer=*/true);
-    rng_ar.read("cuda/size", v);
-    for (int64_t i = 0, n = v.toInt(); i < n; ++i) {
-      torch::Tensor t;
-      rng_ar.read("cuda/" + std::to_string(i), t, /*is_buffer=*/true);
-      ckpt.cuda_rng_.push_back(t);
+    for (const auto& row : plan::accelerator_catalog()) {
+      if (row.host || !rng_ar.try_read(row.kind + "/size", v)) continue;
+      auto& states = ckpt.device_rng_[row.kind];
+      for (int64_t i = 0, n = v.toInt(); i < n; ++i) {
+        torch::Tensor t;
+        rng_ar.read(row.kind + "/" + std::to_string(i), t, /*is_buffer=*/true);
+        states.push_back(t);
+      }
     }
 
     torch::serialize::InputArchive optim_ar, groups_ar, group_ar;
@@ -391,14 +403,15 @@ void Checkpoint::restore_rng() const {
     std::lock_guard<std::mutex> lock(gen.mutex());
     gen.set_state(cpu_rng_);
   }
-  if (!cuda_rng_.empty() && torch::cuda::is_available()) {
-    const auto n = std::min<int64_t>(static_cast<int64_t>(cuda_rng_.size()),
-                                     static_cast<int64_t>(torch::cuda::device_count()));
+  for (const auto& [kind, states] : device_rng_) {
+    const auto* rt = find_device_runtime(kind);
+    if (rt == nullptr || states.empty()) continue;
+    const auto n = std::min<int64_t>(static_cast<int64_t>(states.size()), rt->device_count());
     for (int64_t i = 0; i < n; ++i) {
       at::Generator gen = at::globalContext().defaultGenerator(
-          c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(i)));
+          c10::Device(rt->type(), static_cast<c10::DeviceIndex>(i)));
       std::lock_guard<std::mutex> lock(gen.mutex());
-      gen.set_state(cuda_rng_[static_cast<size_t>(i)]);
+      gen.set_state(states[static_cast<size_t>(i)]);
     }
   }
 }

@@ -7,126 +7,104 @@
 #include <mutex>
 #include <string>
 
-#include "accel/util/build_features.h"
+#include "accel/train/device_runtime.h"
 #include "accel/util/errors.h"
 #include "accel/util/torch_compat.h"
-
-#if ACCEL_WITH_CUDA
-#include <ATen/cuda/CUDAEvent.h>
-#include <ATen/cuda/CUDAGraph.h>
-#include <c10/cuda/CUDACachingAllocator.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-#endif
 
 namespace accel::train {
 
 // ---- memory ---------------------------------------------------------------------------
 
-#if ACCEL_WITH_CUDA
 namespace {
 // Peaks seen before a DeviceAllocationCounter reset the allocator's, by
-// device index: peak_memory() reports the larger.
+// device: peak_memory() reports the larger.
 std::mutex g_carried_mu;
-std::map<int, DeviceMemory> g_carried;
+std::map<std::pair<int, int>, DeviceMemory> g_carried;
+std::pair<int, int> carried_key(const torch::Device& device) {
+  return {int(device.type()), int(device.index())};
+}
 }  // namespace
-#endif
 
 void reset_peak_memory(const torch::Device& device) {
-#if ACCEL_WITH_CUDA
-  if (device.is_cuda()) {
-    compat::lazy_init_cuda(at::globalContext());  // the allocator knows no device before it
-    c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
-    std::lock_guard<std::mutex> lk(g_carried_mu);
-    g_carried.erase(device.index());
-  }
-#else
-  (void)device;
-#endif
+  const auto& rt = device_runtime(device);
+  if (!rt.has_allocator_stats()) return;
+  rt.reset_allocator_peaks(device.index());
+  std::lock_guard<std::mutex> lk(g_carried_mu);
+  g_carried.erase(carried_key(device));
 }
 
 std::optional<DeviceMemory> peak_memory(const torch::Device& device) {
-#if ACCEL_WITH_CUDA
-  if (device.is_cuda()) {
-    compat::lazy_init_cuda(at::globalContext());
-    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
-    // Index 0 of each StatArray is StatType::AGGREGATE (all pools) in every
-    // version; the enum's namespace moved between versions.
-    DeviceMemory m;
-    m.max_allocated = stats.allocated_bytes[0].peak;
-    m.max_reserved = stats.reserved_bytes[0].peak;
-    std::lock_guard<std::mutex> lk(g_carried_mu);
-    if (const auto it = g_carried.find(device.index()); it != g_carried.end()) {
-      m.max_allocated = std::max(m.max_allocated, it->second.max_allocated);
-      m.max_reserved = std::max(m.max_reserved, it->second.max_reserved);
-    }
-    return m;
+  const auto stats = device_runtime(device).allocator_stats(device.index());
+  if (!stats) return std::nullopt;
+  DeviceMemory m;
+  m.max_allocated = stats->peak_bytes;
+  m.max_reserved = stats->peak_reserved_bytes;
+  std::lock_guard<std::mutex> lk(g_carried_mu);
+  if (const auto it = g_carried.find(carried_key(device)); it != g_carried.end()) {
+    m.max_allocated = std::max(m.max_allocated, it->second.max_allocated);
+    m.max_reserved = std::max(m.max_reserved, it->second.max_reserved);
   }
-#else
-  (void)device;
-#endif
-  return std::nullopt;
+  return m;
 }
 
-void synchronize(const torch::Device& device) {
-#if ACCEL_WITH_CUDA
-  if (device.is_cuda()) c10::cuda::getCurrentCUDAStream(device.index()).synchronize();
-#else
-  (void)device;
-#endif
+void synchronize(const torch::Device& device) { device_runtime(device).synchronize(device.index()); }
+
+bool DeviceAllocationCounter::available(const torch::Device& device) {
+  return device_runtime(device).has_allocator_stats();
 }
 
 void DeviceAllocationCounter::start() {
-#if ACCEL_WITH_CUDA
-  if (!device_.is_cuda()) return;
+  const auto& rt = device_runtime(device_);
+  if (!rt.has_allocator_stats()) return;
   synchronize(device_);
   const auto before = peak_memory(device_);  // the run's peaks so far, kept across the reset
   {
     std::lock_guard<std::mutex> lk(g_carried_mu);
-    g_carried[device_.index()] = *before;
+    g_carried[carried_key(device_)] = *before;
   }
-  c10::cuda::CUDACachingAllocator::resetPeakStats(device_.index());
-  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device_.index());
-  allocations_ = stats.allocation[0].allocated;
-  bytes_ = stats.allocated_bytes[0].allocated;
-  current_ = stats.allocated_bytes[0].current;
+  rt.reset_allocator_peaks(device_.index());
+  const auto stats = *rt.allocator_stats(device_.index());
+  allocations_ = stats.allocations;
+  bytes_ = stats.allocated_bytes;
+  current_ = stats.current_bytes;
   running_ = true;
-#endif
 }
 
 std::optional<metrics::AllocationCounts> DeviceAllocationCounter::stop() {
-#if ACCEL_WITH_CUDA
   if (!running_) return std::nullopt;
   running_ = false;
   synchronize(device_);
-  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device_.index());
+  const auto stats = *device_runtime(device_).allocator_stats(device_.index());
   metrics::AllocationCounts c;
-  c.allocations = stats.allocation[0].allocated - allocations_;
-  c.bytes = stats.allocated_bytes[0].allocated - bytes_;
-  c.peak_bytes = std::max<int64_t>(0, stats.allocated_bytes[0].peak - current_);
-  c.source = "CUDA caching allocator";
+  c.allocations = stats.allocations - allocations_;
+  c.bytes = stats.allocated_bytes - bytes_;
+  c.peak_bytes = std::max<int64_t>(0, stats.peak_bytes - current_);
+  c.source = device_runtime(device_).allocator_name();
   return c;
-#else
-  return std::nullopt;
-#endif
 }
 
 // ---- timing ---------------------------------------------------------------------------
 
 struct StepClock::Impl {
   torch::Device device{torch::kCPU};
+  const DeviceRuntime* runtime = nullptr;
   using Clock = std::chrono::steady_clock;
   // Host clock: this step's start and marks (unset: not marked).
   Clock::time_point started;
   std::optional<Clock::time_point> marks[kStepPhases];
   std::vector<StepTime> done;
-#if ACCEL_WITH_CUDA
+  // Device events: one set a step until take().
   struct Events {
-    at::cuda::CUDAEvent begin{cudaEventDefault}, end{cudaEventDefault};
-    std::unique_ptr<at::cuda::CUDAEvent> marks[kStepPhases];
+    std::unique_ptr<DeviceEvent> begin, end;
+    std::unique_ptr<DeviceEvent> marks[kStepPhases];
   };
   std::vector<Events> events;
-#endif
+
+  std::unique_ptr<DeviceEvent> recorded() const {
+    auto e = runtime->make_event(device.index());
+    e->record();
+    return e;
+  }
 
   // Phase durations from a step's start, its marks (in order) and its end.
   template <typename Elapsed, typename Point>
@@ -147,46 +125,38 @@ struct StepClock::Impl {
 
 StepClock::StepClock(torch::Device device) : impl_(std::make_unique<Impl>()) {
   impl_->device = device;
+  impl_->runtime = &device_runtime(device);
 }
 StepClock::~StepClock() = default;
 
-bool StepClock::on_device() const { return impl_->device.is_cuda(); }
+bool StepClock::on_device() const { return impl_->runtime->has_events(); }
 
 void StepClock::begin() {
-#if ACCEL_WITH_CUDA
   if (on_device()) {
-    // Timing events (the default flags); CUDAEvent's default disables timing.
     impl_->events.emplace_back();
-    impl_->events.back().begin.record(c10::cuda::getCurrentCUDAStream(impl_->device.index()));
+    impl_->events.back().begin = impl_->recorded();
     return;
   }
-#endif
   for (auto& m : impl_->marks) m.reset();
   impl_->started = Impl::Clock::now();
 }
 
 void StepClock::mark(StepPhase phase) {
   const int i = static_cast<int>(phase);
-#if ACCEL_WITH_CUDA
   if (on_device()) {
     if (impl_->events.empty()) throw RunError("StepClock::mark without begin");
-    auto& e = impl_->events.back().marks[i];
-    e = std::make_unique<at::cuda::CUDAEvent>(cudaEventDefault);
-    e->record(c10::cuda::getCurrentCUDAStream(impl_->device.index()));
+    impl_->events.back().marks[i] = impl_->recorded();
     return;
   }
-#endif
   impl_->marks[i] = Impl::Clock::now();
 }
 
 void StepClock::end() {
-#if ACCEL_WITH_CUDA
   if (on_device()) {
     if (impl_->events.empty()) throw RunError("StepClock::end without begin");
-    impl_->events.back().end.record(c10::cuda::getCurrentCUDAStream(impl_->device.index()));
+    impl_->events.back().end = impl_->recorded();
     return;
   }
-#endif
   impl_->done.push_back(Impl::split(
       impl_->started, impl_->marks, Impl::Clock::now(), [](auto a, auto b) {
         return std::chrono::duration<double, std::milli>(b - a).count();
@@ -194,25 +164,23 @@ void StepClock::end() {
 }
 
 std::vector<StepTime> StepClock::take() {
-#if ACCEL_WITH_CUDA
+  std::vector<StepTime> out;
   if (on_device()) {
-    std::vector<StepTime> out;
     if (impl_->events.empty()) return out;
-    impl_->events.back().end.synchronize();  // events complete in stream order
+    if (!impl_->events.back().end) throw RunError("StepClock::take inside a step (begin without end)");
+    impl_->events.back().end->synchronize();  // events complete in stream order
     for (auto& e : impl_->events) {
-      using P = at::cuda::CUDAEvent*;
+      using P = DeviceEvent*;
       std::optional<P> marks[kStepPhases];
       for (int i = 0; i < kStepPhases; ++i) {
         if (e.marks[i]) marks[i] = e.marks[i].get();
       }
-      out.push_back(Impl::split(P(&e.begin), marks, P(&e.end),
-                                [](P a, P b) { return double(a->elapsed_time(*b)); }));
+      out.push_back(Impl::split(P(e.begin.get()), marks, P(e.end.get()),
+                                [](P a, P b) { return a->elapsed_ms(*b); }));
     }
     impl_->events.clear();
     return out;
   }
-#endif
-  std::vector<StepTime> out;
   out.swap(impl_->done);
   return out;
 }
@@ -335,7 +303,10 @@ std::unique_ptr<torch::optim::Optimizer> make_capturable_adam(
 
 // ---- the graphed step -----------------------------------------------------------------
 
-bool cuda_graphs_compiled() { return build::kWithCuda; }
+bool cuda_graphs_compiled() {
+  const auto* cuda = find_device_runtime("cuda");
+  return cuda != nullptr && cuda->has_graphs();
+}
 
 struct GraphedStep::Impl {
   torch::Device device{torch::kCPU};
@@ -347,48 +318,30 @@ struct GraphedStep::Impl {
   std::pair<torch::Tensor, torch::Tensor> out;
   int64_t calls = 0, replays = 0;
   bool captured = false;
-#if ACCEL_WITH_CUDA
-  std::unique_ptr<at::cuda::CUDAGraph> graph;
-  // One side stream for the warm-up calls and the capture, taken from the
-  // pool once (the pool hands its streams out round-robin).
-  std::optional<c10::cuda::CUDAStream> side_stream;
-  c10::cuda::CUDAStream side() {
-    if (!side_stream) side_stream = c10::cuda::getStreamFromPool(false, device.index());
-    return *side_stream;
+  // The device's graph (its side stream for the warm-up, then the capture);
+  // none where the device captures nothing.
+  const DeviceRuntime* runtime = nullptr;
+  std::unique_ptr<DeviceGraph> graph;
+
+  DeviceGraph* device_graph() {
+    if (runtime == nullptr) {
+      throw RunError("runtime.cuda_graphs: this build has no device runtime for " + device.str());
+    }
+    if (!graph && runtime->has_graphs()) graph = runtime->make_graph(device.index());
+    return graph.get();
   }
-#endif
 
   std::pair<torch::Tensor, torch::Tensor> eager() {
-#if ACCEL_WITH_CUDA
-    if (device.is_cuda()) {
-      // Warm-up on the side stream, ordered after the input copies and before
-      // whatever the caller does next (PyTorch's whole-network recipe).
-      const auto idx = device.index();
-      auto current = c10::cuda::getCurrentCUDAStream(idx);
-      auto side = this->side();
-      at::cuda::CUDAEvent ready;
-      ready.record(current);
-      ready.block(side);
+    if (auto* g = device_graph()) {
       std::pair<torch::Tensor, torch::Tensor> r;
-      {
-        c10::cuda::CUDAStreamGuard guard(side);
-        r = body(x, y);
-      }
-      at::cuda::CUDAEvent done;
-      done.record(side);
-      done.block(current);
+      g->run_aside([&] { r = body(x, y); });
       return r;
     }
-#endif
     return body(x, y);
   }
 
   void capture_graph() {
-#if ACCEL_WITH_CUDA
-    const auto idx = device.index();
-    c10::cuda::getCurrentCUDAStream(idx).synchronize();
-    graph = std::make_unique<at::cuda::CUDAGraph>();
-    auto side = this->side();
+    auto* g = device_graph();
     // Autocast's cast cache would hand the graph tensors cast before capture;
     // cast inside it instead (as torch.cuda.graph users are told to).
     struct NoAutocastCache {
@@ -397,41 +350,27 @@ struct GraphedStep::Impl {
       ~NoAutocastCache() { at::autocast::set_autocast_cache_enabled(was); }
     } no_cache;
     try {
-      c10::cuda::CUDAStreamGuard guard(side);
-      compat::cuda_graph_capture_begin(*graph, cudaStreamCaptureModeThreadLocal);
-      try {
-        out = body(x, y);
-      } catch (...) {
-        try {
-          graph->capture_end();
-        } catch (...) {
-        }
-        throw;
-      }
-      graph->capture_end();
+      g->capture([&] { out = body(x, y); });
     } catch (const std::exception& e) {
-      graph.reset();
+      graph.reset();  // a fresh graph (and side stream) for a later try
       throw RunError(std::string("runtime.cuda_graphs: capturing the train step failed: ") +
                      e.what());
     }
-    side.synchronize();
     captured = true;
-#else
-    throw RunError("runtime.cuda_graphs: this build has no CUDA");
-#endif
   }
 
   void replay() {
-#if ACCEL_WITH_CUDA
     graph->replay();
     ++replays;
-#endif
   }
 };
 
 GraphedStep::GraphedStep(torch::Device device, StepBody body, int warmup, bool capture)
     : impl_(std::make_unique<Impl>()) {
-  if (capture && !device.is_cuda()) {
+  // A device this build has no runtime for fails at its first call (as its
+  // tensors would); one whose runtime cannot capture is refused here.
+  impl_->runtime = find_device_runtime(device.type());
+  if (capture && impl_->runtime != nullptr && !impl_->runtime->has_graphs()) {
     throw ConfigError("runtime.cuda_graphs: needs runtime.accelerator \"cuda\" (graph capture "
                       "is a CUDA feature); got a " + device.str() + " device");
   }

@@ -3,14 +3,21 @@
 #include "accel/dist/launcher.h"
 #include "accel/metrics/metrics.h"
 #include "accel/plan/accelerator.h"
+#include "accel/train/device_runtime.h"
+#include "accel/util/torch_compat.h"
 #include "accel/util/errors.h"
 
 namespace accel::train {
 
 namespace {
 
-// The devices LibTorch sees, by accelerator kind.
-int torch_cuda_devices() { return torch::cuda::is_available() ? int(torch::cuda::device_count()) : 0; }
+// The devices this process sees, by accelerator kind: each device runtime
+// this build has but the host's, asked (which starts its driver).
+void add_device_counts(plan::MachineFacts& f) {
+  for (const auto* rt : device_runtimes()) {
+    if (rt->type() != c10::DeviceType::CPU) f.devices[rt->kind()] = rt->device_count();
+  }
+}
 
 }  // namespace
 
@@ -18,34 +25,38 @@ plan::MachineFacts this_machine_facts(const std::string& accelerator) {
   plan::MachineFacts f;
   f.cores = std::max(1, int(metrics::available_cores()));
   f.cpu = metrics::cpu_features();
+  // Named, the host needs no device facts (asking would start a driver).
   const auto* named = plan::find_accelerator(accelerator);
-  f.devices["cuda"] = named != nullptr && named->host ? 0 : torch_cuda_devices();
+  if (named == nullptr || !named->host) add_device_counts(f);
   return f;
 }
 
 torch::Device resolve_device(const std::string& accelerator, int local_rank) {
-  // Named, the host needs no device facts (asking would start CUDA's driver).
   if (const auto* named = plan::find_accelerator(accelerator); named != nullptr && named->host) {
     return torch::Device(torch::kCPU);
   }
   plan::MachineFacts facts;
-  facts.devices["cuda"] = torch_cuda_devices();
+  add_device_counts(facts);
   const auto& row = plan::resolve_accelerator(accelerator, facts);  // the one rule for "auto"
   if (row.host) return torch::Device(torch::kCPU);
+  const auto* rt = find_device_runtime(row.kind);
+  if (rt == nullptr) {
+    throw ConfigError("runtime.accelerator: \"" + row.kind + "\" has no device code in this build " +
+                      "(LibTorch " + compat::torch_version() + "); use \"cpu\" or \"auto\"");
+  }
   const int n = facts.devices_of(row.kind);
-  if (row.kind != "cuda") {
-    throw ConfigError("runtime.accelerator: \"" + row.kind + "\" has no device code in this build");
-  }
   if (n == 0) {
-    throw ConfigError("runtime.accelerator: \"cuda\" but this LibTorch sees no CUDA device "
-                      "(a CPU-only build, or no GPU visible); use \"cpu\" or \"auto\"");
+    throw ConfigError("runtime.accelerator: \"" + row.kind + "\" but this process sees no " + row.kind +
+                      " device (none visible, or its driver failed); use \"cpu\" or \"auto\"");
   }
-  if (accelerator == "auto") return torch::Device(torch::kCUDA, int8_t(local_rank % n));
+  const auto device = [&](int index) { return torch::Device(rt->type(), c10::DeviceIndex(index)); };
+  if (accelerator == "auto") return device(local_rank % n);
   if (local_rank >= n) {
-    throw ConfigError("runtime.devices: local rank " + std::to_string(local_rank) + " needs cuda:" +
-                      std::to_string(local_rank) + " but only " + std::to_string(n) + " GPU(s) are visible");
+    throw ConfigError("runtime.devices: local rank " + std::to_string(local_rank) + " needs " +
+                      row.kind + ":" + std::to_string(local_rank) + " but only " + std::to_string(n) +
+                      " " + row.kind + " device(s) are visible");
   }
-  return torch::Device(torch::kCUDA, int8_t(local_rank));
+  return device(local_rank);
 }
 
 plan::RunPlan plan_here(const config::RunConfig& cfg) {

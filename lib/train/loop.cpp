@@ -162,7 +162,7 @@ bool Run::train_batch(const data::Batch& batch, int epoch, EpochState& es, int64
   if (step_ == counted_step() && !(profiler_ && profiler_->running())) {
     counter.emplace();
     counter->start();
-    if (fabric_->device().is_cuda()) {
+    if (DeviceAllocationCounter::available(fabric_->device())) {
       device_allocations.emplace(fabric_->device());
       device_allocations->start();
     } else {

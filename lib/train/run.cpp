@@ -122,7 +122,7 @@ void Run::setup() {
   // itself): a training batch whose activations cannot fit is refused; an
   // evaluation batch is capped (below) so its activations take at most a
   // quarter of the memory.
-  const double memory = fabric_->device().is_cuda() ? 0.0 : metrics::physical_memory_bytes();
+  const double memory = fabric_->plan().accelerator->host ? metrics::physical_memory_bytes() : 0.0;
   const double act = built_.activation_bytes_per_sample;
   int64_t eval_cap = 0;
   if (memory > 0 && act > 0) {

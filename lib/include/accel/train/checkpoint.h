@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -69,15 +70,15 @@ struct Checkpoint {
   // Pair it with a strict copy of model_tensors() (see restore_for_resume).
   void restore_optimizer(torch::optim::Optimizer& optimizer) const;
 
-  // Sets the default CPU generator's state and, where CUDA is available, each
-  // saved CUDA device's default generator state (devices beyond the ones this
-  // machine has are skipped).
+  // Sets the default CPU generator's state and each saved device's default
+  // generator state, by accelerator kind, where this build has its runtime
+  // (devices beyond the ones this machine has are skipped).
   void restore_rng() const;
 
   // Internals, filled by read_checkpoint.
   models::NamedTensors tensors_;
   torch::Tensor cpu_rng_;
-  std::vector<torch::Tensor> cuda_rng_;
+  std::map<std::string, std::vector<torch::Tensor>> device_rng_;  // by accelerator kind
   std::shared_ptr<const std::string> payload_;  // re-parsed per restore_optimizer
   bool hex_state_keys_ = false;                 // optimizer state saved by LibTorch 1.x
 };

@@ -4,9 +4,10 @@
 // PyTorch, torch.compile; here, one graph replayed per step), with an Adam
 // whose step count and learning rate live on the device so it can be captured.
 //
-// Everything here builds without CUDA: the CUDA parts compile only where the
-// LibTorch found has them (ACCEL_WITH_CUDA, util/build_features.h), and on a
-// CPU the clock is the host's and the memory statistics are absent.
+// Everything here is written against the device's runtime
+// (accel/train/device_runtime.h) and holds no device code: CUDA's calls are
+// in lib/train/device_cuda.cpp, compiled where the LibTorch found has CUDA;
+// on a CPU the clock is the host's and the memory statistics are absent.
 #pragma once
 
 #include <cstdint>
@@ -31,9 +32,10 @@ struct DeviceMemory {
   int64_t max_allocated = 0;
   int64_t max_reserved = 0;
 };
-// Starts the peaks afresh (the timed region starts); nothing off CUDA.
+// Starts the peaks afresh (the timed region starts); nothing where the
+// device's allocator keeps no statistics (a CPU).
 void reset_peak_memory(const torch::Device& device);
-// The peaks since the last reset; nullopt off CUDA.
+// The peaks since the last reset; nullopt where the allocator keeps none.
 std::optional<DeviceMemory> peak_memory(const torch::Device& device);
 // Waits for the device's queued work; nothing on a CPU.
 void synchronize(const torch::Device& device);
@@ -47,6 +49,8 @@ void synchronize(const torch::Device& device);
 class DeviceAllocationCounter {
  public:
   explicit DeviceAllocationCounter(const torch::Device& device) : device_(device) {}
+  // Whether the device's allocator keeps the statistics this counts from.
+  static bool available(const torch::Device& device);
   void start();
   std::optional<metrics::AllocationCounts> stop();
 
