@@ -167,7 +167,9 @@ std::vector<StepTime> StepClock::take() {
   std::vector<StepTime> out;
   if (on_device()) {
     if (impl_->events.empty()) return out;
-    if (!impl_->events.back().end) throw RunError("StepClock::take inside a step (begin without end)");
+    for (const auto& e : impl_->events) {
+      if (!e.begin || !e.end) throw RunError("StepClock::take: a step began without its end");
+    }
     impl_->events.back().end->synchronize();  // events complete in stream order
     for (auto& e : impl_->events) {
       using P = DeviceEvent*;
