@@ -387,6 +387,18 @@ std::string opt_num(const std::optional<double>& v, const char* f) { return v ? 
 
 std::string time_text(double s) { return s >= 120 ? format_double("%.2f min", s / 60) : format_double("%.1f s", s); }
 
+// A setting's one-rank twin key: its global batch, precision and every set
+// that is not the runtime's, its batch or its loop.
+std::string single_key(const Setting& s) {
+  std::string k = std::to_string(s.global_batch) + "|" + s.precision;
+  for (const auto& set : s.sets) {
+    if (set.rfind("runtime.", 0) == 0 || set.rfind("train.batch_size", 0) == 0 || set.rfind("train.loop", 0) == 0)
+      continue;
+    k += "|" + set;
+  }
+  return k;
+}
+
 class Tuner {
  public:
   explicit Tuner(const TuneOptions& o) : o_(o) {}
@@ -414,6 +426,29 @@ class Tuner {
   std::vector<std::string> target_sets(int i) const;
   std::optional<double> predict(const Setting& s, const fs::path& single_result);
 
+  // The three stages of run(): the space resolved and pruned by the facts
+  // and the schema, OUT claimed (prune); short throughput runs of what is
+  // left, one-rank settings first, multi-rank ones pruned by prediction where
+  // a calibration allows (measure); the base and the fastest run to the
+  // target and scored (confirm). measure and confirm return false when a
+  // signal stopped them (tune.json then says "interrupted").
+  void prune();
+  bool measure();
+  void prune_by_prediction(std::vector<size_t>& order);
+  bool measure_one(TuneRow& row);
+  bool confirm();
+  // A confirmed setting's runs: time and samples to the target (nullopt: not
+  // reached), the test accuracies of the runs that reached it.
+  struct ConfirmedSide {
+    std::vector<std::optional<double>> times, samples;
+    std::vector<double> test_accs;
+  };
+  using Confirmed = std::map<size_t, ConfirmedSide>;  // by row
+  void score(const Confirmed& runs, int64_t every_samples);
+  Setting& setting_of(const std::string& id);
+  bool stopped();
+  double short_estimate() const;
+
   const TuneOptions& o_;
   fs::path dir_;
   metrics::DirLock lock_;  // on OUT while the tune writes it
@@ -431,6 +466,10 @@ class Tuner {
   int stop_signal_ = 0;
   std::vector<std::string> not_run_;
   std::string base_twin_;  // the candidate that resolved to the base's config ("" = none)
+  bool predicts_ = false;  // --calibration has a comm fit: multi-rank settings are predicted
+  // "batch|precision|extras" -> the folder of its one-rank short run
+  std::map<std::string, fs::path> single_result_;
+  int total_ = 0, done_ = 0;  // settings to measure, and taken so far
 };
 
 std::vector<std::string> Tuner::short_sets() const {
@@ -675,6 +714,40 @@ std::string Tuner::write_outputs(const std::optional<size_t>& winner) {
 }
 
 TuneOutcome Tuner::run() {
+  prune();
+  if (!measure()) return {dir_, true, "", {}, failed_};
+  if (!confirm()) return {dir_, true, "", {}, failed_};
+  const auto winner = rank_rows(rows_);
+  state_["status"] = "done";
+  save();
+  const std::string md = write_outputs(winner);
+  say("");
+  say(md);
+  return {dir_, false, winner ? rows_[*winner].label : "", winner ? dir_ / "winner.json" : fs::path(), failed_};
+}
+
+Setting& Tuner::setting_of(const std::string& id) {
+  for (auto& s : settings_) {
+    if (s.id == id) return s;
+  }
+  throw RunError("tune: no setting " + id);
+}
+
+bool Tuner::stopped() {
+  if (stop_signal_ == 0) return false;
+  state_["status"] = "interrupted";
+  save();
+  return true;
+}
+
+double Tuner::short_estimate() const {
+  if (short_wall_.empty()) return 0.0;
+  double s = 0;
+  for (double w : short_wall_) s += w;
+  return s / double(short_wall_.size());
+}
+
+void Tuner::prune() {
   if (!(o_.target > 0 && o_.target <= 1)) throw ConfigError("--target: a validation accuracy in (0, 1], e.g. 0.80");
   if (o_.runs < 4) {
     throw ConfigError("--runs: at least 4 (an olympic score drops the fastest and the slowest, and the "
@@ -714,10 +787,10 @@ TuneOutcome Tuner::run() {
       s.pruned = std::string("the config refuses it: ") + e.what();
     }
   }
-  bool predicts = false;
+  predicts_ = false;
   if (!o_.calibration.empty()) {
     const Json cal = read_json_file(o_.calibration);  // names a bad file now
-    predicts = cal.is_object() && cal.contains("comm");
+    predicts_ = cal.is_object() && cal.contains("comm");
   }
   dir_ = o_.out.empty() ? fs::path("runs/tune") / base_.value("name", o_.config.stem().string()) : o_.out;
   // OUT is this tune's for its life, as a sweep's set is: a second tune into
@@ -759,7 +832,7 @@ TuneOutcome Tuner::run() {
   say("  " + std::to_string(settings_.size() - 1) + " settings: " + std::to_string(pruned) + " pruned by the facts, " +
       std::to_string(candidates - 1) + " candidates besides the base; lr rule " + lr_rule_ +
       (o_.budget_s > 0 ? "; budget " + time_text(o_.budget_s) : ""));
-  if (!predicts) {
+  if (!predicts_) {
     say(std::string("  ") + (o_.calibration.empty() ? "no --calibration" : o_.calibration.string() + " has no comm fit") +
         ": multi-rank settings are measured without a prediction (accel-bench calibrate --comm)");
   }
@@ -772,153 +845,130 @@ TuneOutcome Tuner::run() {
     r.is_base = s.is_base;
     rows_.push_back(r);
   }
-  const auto setting_of = [&](const std::string& id) -> Setting& {
-    for (auto& s : settings_) {
-      if (s.id == id) return s;
-    }
-    throw RunError("tune: no setting " + id);
-  };
-  const auto record = [&](TuneRow& row, const train::RunRecord& rec) {
-    if (!rec.ok()) return;
-    row.samples_per_s = rec.samples_per_s;
-    row.memory_per_rank_bytes = peak_per_rank(rec);
-  };
-  const auto stopped = [&]() {
-    if (stop_signal_ == 0) return false;
-    state_["status"] = "interrupted";
-    save();
-    return true;
-  };
-  // 1. Throughput: the base, then single-rank candidates, then multi-rank ones worth it.
-  const auto short_estimate = [&] {
-    if (short_wall_.empty()) return 0.0;
-    double s = 0;
-    for (double w : short_wall_) s += w;
-    return s / double(short_wall_.size());
-  };
-  std::map<std::string, fs::path> single_result;  // "batch|precision|extras" -> its short run's folder
-  const auto key_of = [](const Setting& s) {
-    std::string k = std::to_string(s.global_batch) + "|" + s.precision;
-    for (const auto& set : s.sets) {
-      if (set.rfind("runtime.", 0) == 0 || set.rfind("train.batch_size", 0) == 0 || set.rfind("train.loop", 0) == 0)
-        continue;
-      k += "|" + set;
-    }
-    return k;
-  };
-  const int total = int(rows_.size());
-  int done = 0;
-  // Measuring takes at most this share of a budget: the rest confirms.
-  const double measure_share = 0.4;
+}
+
+bool Tuner::measure() {
+  // The base, then single-rank candidates, then multi-rank ones worth it.
+  total_ = int(rows_.size());
+  done_ = 0;
   for (int pass = 0; pass < 2; ++pass) {  // pass 0: one rank; pass 1: several
     std::vector<size_t> order;
     for (size_t i = 0; i < rows_.size(); ++i) {
       const auto& s = setting_of(rows_[i].id);
       if ((pass == 0) == (s.ranks == 1 || s.is_base)) order.push_back(i);
     }
-    if (pass == 1) {
-      // Predicted first (no run): the slow ones pruned, the rest measured fastest first.
-      for (const size_t i : order) {
-        auto& row = rows_[i];
-        auto& s = setting_of(row.id);
-        const auto it = single_result.find(key_of(s));
-        if (!predicts || it == single_result.end()) continue;
-        row.predicted_samples_per_s = predict(s, it->second / "result.json");
-        const auto single = train::read_run_record(it->second);
-        if (row.predicted_samples_per_s && single.samples_per_s &&
-            *row.predicted_samples_per_s < 0.8 * *single.samples_per_s) {
-          s.pruned = "predicted " + format_double("%.1f", *row.predicted_samples_per_s) + " samples/s, below 80% of the " +
-                     format_double("%.1f", *single.samples_per_s) + " one rank measured at this batch and precision";
-          row.verdict = "pruned by prediction";
-          ++done;
-          say("[" + std::to_string(done) + "/" + std::to_string(total) + "] " + s.label + ": " + s.pruned);
-        }
-      }
-      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-        return rows_[a].predicted_samples_per_s.value_or(0) > rows_[b].predicted_samples_per_s.value_or(0);
-      });
-    }
+    if (pass == 1) prune_by_prediction(order);
     for (const size_t i : order) {
-      auto& row = rows_[i];
-      auto& s = setting_of(row.id);
-      if (!s.pruned.empty()) continue;
-      ++done;
-      const std::string head = "[" + std::to_string(done) + "/" + std::to_string(total) + "] " + s.label;
-      auto short_run_sets = s.sets;
-      for (const auto& x : short_sets()) short_run_sets.push_back(x);
-      const bool reuse = reusable("short-" + s.id, short_run_sets);
-      if (!reuse && o_.budget_s > 0 && !s.is_base && elapsed() > measure_share * o_.budget_s) {
-        not_run_.push_back(head + ": not measured, the measuring share of the budget (" +
-                           format_double("%.0f%%", measure_share * 100) + ") is spent; the rest confirms to the target");
-        say(not_run_.back());
-        continue;
-      }
-      if (!s.is_base && !reuse) {
-        if (const auto why = dry_run(s.sets, s.id); !why.empty()) {
-          if (stopped()) return {dir_, true, "", {}, failed_};
-          s.pruned = "refused before any work: " + why;
-          say(head + ": " + s.pruned);
-          continue;
-        }
-      }
-      const double left = o_.budget_s > 0 ? o_.budget_s - elapsed() : 0;
-      const int remaining = total - done + 1;
-      if (!reuse && !fits(short_estimate(), head)) continue;
-      say(head + ": throughput (" + std::to_string(o_.short_steps) + " steps)" +
-          (short_wall_.empty() ? "" : ", about " + time_text(short_estimate() * remaining) + " of throughput runs left") +
-          (o_.budget_s > 0 ? ", " + time_text(left) + " of the budget left" : ""));
-      auto sets = s.sets;
-      const auto extra = short_sets();
-      sets.insert(sets.end(), extra.begin(), extra.end());
-      const auto t0 = std::chrono::steady_clock::now();
-      const auto rec = run("short-" + s.id, sets, s.label);
-      short_wall_.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-      if (stopped()) return {dir_, true, "", {}, failed_};
-      if (s.is_base && !rec.ok()) {
-        save();
-        throw RunError("tune: the base config's throughput run failed: " + rec.error + " [" +
-                       (dir_ / "runs" / ("short-" + s.id) / "run.log").string() + "]");
-      }
-      record(row, rec);
-      if (rec.ok()) {
-        say("  " + format_double("%.1f", rec.samples_per_s.value_or(0)) + " samples/s" +
-            (row.predicted_samples_per_s ? " (predicted " + format_double("%.1f", *row.predicted_samples_per_s) + ")" : ""));
-        if (s.ranks == 1) single_result.emplace(key_of(s), dir_ / "runs" / ("short-" + s.id));
-        // The base's run stands for its one-rank twin, which is not run again:
-        // the multi-rank settings of the base's batch and precision are predicted from it.
-        if (s.is_base && !base_twin_.empty()) {
-          single_result.emplace(key_of(setting_of(base_twin_)), dir_ / "runs" / ("short-" + s.id));
-        }
-      } else {
-        row.verdict = "failed: " + rec.error;
-      }
-      save();
+      if (!measure_one(rows_[i])) return false;
     }
   }
   rows_.erase(std::remove_if(rows_.begin(), rows_.end(), [&](const TuneRow& r) { return !setting_of(r.id).pruned.empty(); }),
               rows_.end());
-  // 2. Confirmation to the target: the base and the fastest measured.
+  return true;
+}
+
+void Tuner::prune_by_prediction(std::vector<size_t>& order) {
+  // Predicted first (no run): the slow ones pruned, the rest measured fastest first.
+  for (const size_t i : order) {
+    auto& row = rows_[i];
+    auto& s = setting_of(row.id);
+    const auto it = single_result_.find(single_key(s));
+    if (!predicts_ || it == single_result_.end()) continue;
+    row.predicted_samples_per_s = predict(s, it->second / "result.json");
+    const auto single = train::read_run_record(it->second);
+    if (row.predicted_samples_per_s && single.samples_per_s &&
+        *row.predicted_samples_per_s < 0.8 * *single.samples_per_s) {
+      s.pruned = "predicted " + format_double("%.1f", *row.predicted_samples_per_s) + " samples/s, below 80% of the " +
+                 format_double("%.1f", *single.samples_per_s) + " one rank measured at this batch and precision";
+      row.verdict = "pruned by prediction";
+      ++done_;
+      say("[" + std::to_string(done_) + "/" + std::to_string(total_) + "] " + s.label + ": " + s.pruned);
+    }
+  }
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return rows_[a].predicted_samples_per_s.value_or(0) > rows_[b].predicted_samples_per_s.value_or(0);
+  });
+}
+
+bool Tuner::measure_one(TuneRow& row) {
+  // Measuring takes at most this share of a budget: the rest confirms.
+  const double measure_share = 0.4;
+  auto& s = setting_of(row.id);
+  if (!s.pruned.empty()) return true;
+  ++done_;
+  const std::string head = "[" + std::to_string(done_) + "/" + std::to_string(total_) + "] " + s.label;
+  auto sets = s.sets;
+  for (const auto& x : short_sets()) sets.push_back(x);
+  const bool reuse = reusable("short-" + s.id, sets);
+  if (!reuse && o_.budget_s > 0 && !s.is_base && elapsed() > measure_share * o_.budget_s) {
+    not_run_.push_back(head + ": not measured, the measuring share of the budget (" +
+                       format_double("%.0f%%", measure_share * 100) + ") is spent; the rest confirms to the target");
+    say(not_run_.back());
+    return true;
+  }
+  if (!s.is_base && !reuse) {
+    if (const auto why = dry_run(s.sets, s.id); !why.empty()) {
+      if (stopped()) return false;
+      s.pruned = "refused before any work: " + why;
+      say(head + ": " + s.pruned);
+      return true;
+    }
+  }
+  const double left = o_.budget_s > 0 ? o_.budget_s - elapsed() : 0;
+  const int remaining = total_ - done_ + 1;
+  if (!reuse && !fits(short_estimate(), head)) return true;
+  say(head + ": throughput (" + std::to_string(o_.short_steps) + " steps)" +
+      (short_wall_.empty() ? "" : ", about " + time_text(short_estimate() * remaining) + " of throughput runs left") +
+      (o_.budget_s > 0 ? ", " + time_text(left) + " of the budget left" : ""));
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto rec = run("short-" + s.id, sets, s.label);
+  short_wall_.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  if (stopped()) return false;
+  if (s.is_base && !rec.ok()) {
+    save();
+    throw RunError("tune: the base config's throughput run failed: " + rec.error + " [" +
+                   (dir_ / "runs" / ("short-" + s.id) / "run.log").string() + "]");
+  }
+  if (rec.ok()) {
+    row.samples_per_s = rec.samples_per_s;
+    row.memory_per_rank_bytes = peak_per_rank(rec);
+    say("  " + format_double("%.1f", rec.samples_per_s.value_or(0)) + " samples/s" +
+        (row.predicted_samples_per_s ? " (predicted " + format_double("%.1f", *row.predicted_samples_per_s) + ")" : ""));
+    if (s.ranks == 1) single_result_.emplace(single_key(s), dir_ / "runs" / ("short-" + s.id));
+    // The base's run stands for its one-rank twin, which is not run again:
+    // the multi-rank settings of the base's batch and precision are predicted from it.
+    if (s.is_base && !base_twin_.empty()) {
+      single_result_.emplace(single_key(setting_of(base_twin_)), dir_ / "runs" / ("short-" + s.id));
+    }
+  } else {
+    row.verdict = "failed: " + rec.error;
+  }
+  save();
+  return true;
+}
+
+bool Tuner::confirm() {
+  // The base and the fastest measured, to the target.
   std::vector<size_t> by_speed;
   for (size_t i = 0; i < rows_.size(); ++i) {
     if (!rows_[i].is_base && rows_[i].samples_per_s) by_speed.push_back(i);
   }
   std::stable_sort(by_speed.begin(), by_speed.end(),
                    [&](size_t a, size_t b) { return *rows_[a].samples_per_s > *rows_[b].samples_per_s; });
-  std::vector<size_t> confirm;
+  std::vector<size_t> chosen;
   for (size_t i = 0; i < rows_.size(); ++i) {
-    if (rows_[i].is_base) confirm.push_back(i);
+    if (rows_[i].is_base) chosen.push_back(i);
   }
-  for (size_t k = 0; k < by_speed.size() && int(k) < o_.confirm; ++k) confirm.push_back(by_speed[k]);
+  for (size_t k = 0; k < by_speed.size() && int(k) < o_.confirm; ++k) chosen.push_back(by_speed[k]);
   // Validation every N samples, the same for every setting.
   const int64_t base_global = setting_of("base").global_batch;
   const int64_t every_samples = o_.eval_every_samples > 0 ? o_.eval_every_samples : 25 * base_global;
   state_["eval_every_samples"] = every_samples;
   state_["base_global_batch"] = base_global;
-  std::map<size_t, std::pair<std::vector<std::optional<double>>, std::vector<std::optional<double>>>> runs;
-  std::map<size_t, std::vector<double>> test_accs;  // of the weights that reached the target, per run
+  Confirmed runs;
   double base_run_s = 0;
   for (int i = 0; i < o_.runs; ++i) {
-    for (const size_t c : confirm) {
+    for (const size_t c : chosen) {
       auto& row = rows_[c];
       const auto& s = setting_of(row.id);
       const std::string head = "to target, run " + std::to_string(i + 1) + "/" + std::to_string(o_.runs) + ": " + s.label;
@@ -941,18 +991,18 @@ TuneOutcome Tuner::run() {
       // A reused run took no time now: its first wall time is in tune.json.
       if (state_.contains("walls") && state_["walls"].contains(name)) wall = state_["walls"][name].get<double>();
       if (row.is_base && base_run_s == 0) base_run_s = wall;
-      if (stopped()) return {dir_, true, "", {}, failed_};
+      if (stopped()) return false;
       row.confirmed = true;
-      auto& [times, samples] = runs[c];
+      auto& side = runs[c];
       if (!rec.ok()) {
-        times.push_back(std::nullopt);
-        samples.push_back(std::nullopt);
+        side.times.push_back(std::nullopt);
+        side.samples.push_back(std::nullopt);
         continue;
       }
       const bool reached = rec.target && rec.target->reached;
-      times.push_back(reached ? rec.target->time_s : std::nullopt);
-      samples.push_back(reached ? rec.target->samples : std::nullopt);
-      if (reached && rec.test_acc) test_accs[c].push_back(*rec.test_acc);
+      side.times.push_back(reached ? rec.target->time_s : std::nullopt);
+      side.samples.push_back(reached ? rec.target->samples : std::nullopt);
+      if (reached && rec.test_acc) side.test_accs.push_back(*rec.test_acc);
       if (!row.memory_per_rank_bytes) row.memory_per_rank_bytes = peak_per_rank(rec);
       save();
       say(reached ? "  reached at step " + format_double("%.0f", rec.target->step.value_or(0)) + " in " +
@@ -961,32 +1011,28 @@ TuneOutcome Tuner::run() {
                   : "  did not reach the target");
     }
   }
-  for (auto& [c, accs] : test_accs) {
-    if (!accs.empty()) rows_[c].test_acc = st::median(accs);
-  }
+  score(runs, every_samples);
+  return true;
+}
+
+void Tuner::score(const Confirmed& runs, int64_t every_samples) {
   const TuneRow* base_row = nullptr;
-  for (auto& [c, tr] : runs) {
-    rows_[c].time_to_target = st::olympic_score(tr.first);
-    rows_[c].samples_to_target = st::olympic_score(tr.second);
+  for (const auto& [c, side] : runs) {
+    if (!side.test_accs.empty()) rows_[c].test_acc = st::median(side.test_accs);
+    rows_[c].time_to_target = st::olympic_score(side.times);
+    rows_[c].samples_to_target = st::olympic_score(side.samples);
     if (rows_[c].is_base) base_row = &rows_[c];
   }
-  for (auto& [c, tr] : runs) {
-    if (!base_row) continue;
-    // The validation grid of each side: every_samples rounded to its global batch's steps.
-    const auto grid = [&](const TuneRow& r) {
-      const int64_t gb = setting_of(r.id).global_batch;
-      return double(std::max<int64_t>(1, every_samples / gb) * gb);
-    };
+  if (!base_row) return;
+  // The validation grid of each side: every_samples rounded to its global batch's steps.
+  const auto grid = [&](const TuneRow& r) {
+    const int64_t gb = setting_of(r.id).global_batch;
+    return double(std::max<int64_t>(1, every_samples / gb) * gb);
+  };
+  for (const auto& [c, side] : runs) {
     rows_[c].convergence = st::convergence_check(base_row->samples_to_target, rows_[c].samples_to_target,
                                                  std::max(grid(*base_row), grid(rows_[c])));
   }
-  const auto winner = rank_rows(rows_);
-  state_["status"] = "done";
-  save();
-  const std::string md = write_outputs(winner);
-  say("");
-  say(md);
-  return {dir_, false, winner ? rows_[*winner].label : "", winner ? dir_ / "winner.json" : fs::path(), failed_};
 }
 
 }  // namespace
