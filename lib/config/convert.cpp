@@ -66,6 +66,7 @@ DataConfig data_of(const json& d) {
   take(d, "max_length", c.max_length);
   take(d, "padding", c.padding);
   take(d, "lowercase", c.lowercase);
+  take(d, "tokenizer", c.tokenizer);
   take(d, "test_fraction", c.test_fraction);
   take(d, "split_seed", c.split_seed);
   take(d, "train_file", c.train_file);

@@ -12,6 +12,7 @@
 #include "accel/models/catalog.h"
 #include "accel/plan/accelerator.h"
 #include "accel/precision/catalog.h"
+#include "accel/text/tokenizers.h"
 #include "accel/train/task.h"
 #include "schema.h"
 
@@ -140,6 +141,9 @@ std::vector<Field> build_table() {
       s("data.vocab", "",
         "WordPiece vocab.txt; \"\" = the all-MiniLM-L6-v2 vocab scripts/setup.sh installs (BERT's "
         "uncased vocab)").only({"rotten-tomatoes", "imdb", "text-csv"}),
+      s("data.tokenizer", "wordpiece",
+        "what turns the texts into ids, a row of the tokenizer registry (over data.vocab)")
+          .one_of(text::tokenizer_choices()).only({"rotten-tomatoes", "imdb", "text-csv"}),
       i("data.max_length", 128,
         "tokens per text with [CLS] and [SEP]; longer texts are truncated (the blog: 512)")
           .at_least(2).at_most(65536).kind(IntKind::I64).only({"text"}),

@@ -11,6 +11,7 @@
 
 #include "accel/data/loader.h"  // epoch_indices: the portable seeded permutation
 #include "accel/text/tokenizer.h"
+#include "accel/text/tokenizers.h"
 #include "accel/util/errors.h"
 #include "accel/data/text_files.h"
 
@@ -316,24 +317,24 @@ TextSplits read_text_csv(const config::DataConfig& cfg) {
 
 Tokenized tokenize_splits(const config::DataConfig& cfg, const TextSplits& splits,
                           const fs::path& vocab_file, nlohmann::json& info) {
-  text::TokenizerOptions topts;
-  topts.lowercase = cfg.lowercase;
-  const text::WordPieceTokenizer tok(text::Vocab::from_file(vocab_file), topts);
-  const int64_t pad = tok.vocab().pad_id();
+  text::TokenizerSpec spec;
+  spec.vocab = vocab_file;
+  spec.lowercase = cfg.lowercase;
+  const auto tok = text::tokenizer_row(cfg.tokenizer).make(spec);
+  const int64_t pad = tok->pad_id();
   int64_t truncated = 0, max_id = -1, tokens = 0, rows_seen = 0;
   std::vector<int64_t> lengths;
   auto make = [&](const TextRows& rows) {
     std::vector<std::vector<int32_t>> ids(rows.size());
     for (size_t i = 0; i < rows.size(); ++i) {
       try {
-        ids[i] = tok.encode(rows.texts[i], 0);
+        ids[i] = tok->encode(rows.texts[i]);
       } catch (const text::Utf8Error& e) {
         fail(rows.where[i], e.what());
       }
       if (int64_t(ids[i].size()) > cfg.max_length) {
         ++truncated;
-        ids[i].resize(size_t(cfg.max_length - 1));
-        ids[i].push_back(tok.vocab().sep_id());
+        tok->truncate(ids[i], cfg.max_length);
       }
       for (int32_t v : ids[i]) max_id = std::max<int64_t>(max_id, v);
       tokens += int64_t(ids[i].size());
@@ -351,10 +352,10 @@ Tokenized tokenize_splits(const config::DataConfig& cfg, const TextSplits& split
   const auto pct = [&](double q) {
     return lengths.empty() ? int64_t(0) : lengths[size_t(q * double(lengths.size() - 1))];
   };
-  info["tokenizer"] = std::string("wordpiece ") + (cfg.lowercase ? "uncased" : "cased");
+  info["tokenizer"] = tok->label();
   info["vocab"] = vocab_file.string();
   info["vocab_sha256"] = text::file_sha256(vocab_file);
-  info["vocab_size"] = tok.vocab().size();
+  info["vocab_size"] = tok->vocab_size();
   info["pad_id"] = pad;
   info["max_length"] = cfg.max_length;
   info["max_token_id"] = max_id;

@@ -57,6 +57,7 @@ struct DataConfig {
   int prefetch = 2;                       // batches prepared ahead of training
   // Text datasets.
   std::string vocab;                      // WordPiece vocab.txt; "" = the installed MiniLM vocab
+  std::string tokenizer = "wordpiece";    // a row of text/tokenizers.h
   int64_t max_length = 128;               // tokens per text with [CLS] and [SEP]
   std::string padding = "longest";        // longest (per batch) | max_length (fixed)
   bool lowercase = true;                  // uncased WordPiece (accents stripped)
