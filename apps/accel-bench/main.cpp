@@ -400,7 +400,6 @@ int cmd_sweep(LadderArgs& a) {
   }
   if (a.suites.empty()) throw accel::ConfigError("sweep: --suite FILE is required");
   if (!a.seeds.empty()) a.sweep.seeds = accel::ladder::parse_seeds(a.seeds);
-  if (!a.sweep.peaks.empty()) accel::machine::PeakTable::load_named("", a.sweep.peaks, "--peaks");  // names a bad file
   const std::vector<std::filesystem::path> suites(a.suites.begin(), a.suites.end());
   if (a.plan) {
     const auto plans = accel::ladder::plan_sweeps(a.sweep, suites);
@@ -590,7 +589,7 @@ int cmd_calibrate_noise(const LadderArgs& a) {
   std::cout << "noise of " << set.machine_id << " from " << set.dir.string()
             << " (the smallest change a compare resolves, runs a side: 1 / 3 / 5):\n";
   for (const auto& [measure, m] : noise["machine"].items()) {
-    const bool points = measure == "test accuracy";
+    const bool points = measure.rfind("test ", 0) == 0;  // the task's metric, in points
     std::cout << "  " << measure << ": ";
     for (int n : {1, 3, 5}) {
       const double v = m.value("resolves_with_" + std::to_string(n), 0.0);
@@ -618,23 +617,6 @@ int cmd_calibrate(LadderArgs& a, int argc, char** argv) {
   return 0;
 }
 
-// The model a resolved config builds on data of these facts, as
-// models::layout_json (predict --article).
-nlohmann::json model_layout_of(const nlohmann::json& resolved, const nlohmann::json& f) {
-  const auto cfg = accel::config::to_run_config(resolved);
-  accel::models::DataFacts facts;
-  facts.kind = f.value("kind", "image");
-  facts.classes = f.value("classes", 0);
-  facts.channels = f.value("channels", 0);
-  facts.image_size = f.value("image_size", 0);
-  facts.max_length = f.value("max_length", int64_t(0));
-  facts.vocab_size = f.value("vocab_size", int64_t(0));
-  facts.max_token_id = facts.vocab_size - 1;
-  torch::manual_seed(0);
-  const auto built = accel::models::model_family(cfg.model.arch).build(cfg.model, facts);
-  return accel::models::layout_json(*built.module);
-}
-
 int cmd_predict(LadderArgs& a) {
   auto& q = a.predict;
   if (!a.predict_devices.empty()) {
@@ -650,7 +632,7 @@ int cmd_predict(LadderArgs& a) {
   }
   if (a.predict_price >= 0) q.price_per_device_hour = a.predict_price;
   q.load_config = [](const std::string& file) { return accel::config::load_config(file, {}); };
-  q.model_layout = model_layout_of;
+  q.model_layout = accel::models::layout_of_config;
   const auto out = accel::machine::run_predict(q);
   std::cout << terminal_text(out.text);
   if (!a.predict_json.empty()) {

@@ -21,6 +21,7 @@
 #include "accel/metrics/metrics.h"
 #include "accel/precision/catalog.h"
 #include "accel/train/result.h"
+#include "accel/train/task.h"
 #include "accel/util/child_process.h"
 #include "accel/util/errors.h"
 #include "accel/util/hash.h"
@@ -466,6 +467,7 @@ class Tuner {
   int stop_signal_ = 0;
   std::vector<std::string> not_run_;
   std::string base_twin_;  // the candidate that resolved to the base's config ("" = none)
+  std::string metric_ = "accuracy";  // the base's task's metric, which the target is of
   bool predicts_ = false;  // --calibration has a comm fit: multi-rank settings are predicted
   // "batch|precision|extras" -> the folder of its one-rank short run
   std::map<std::string, fs::path> single_result_;
@@ -614,7 +616,7 @@ void Tuner::save() {
 std::string Tuner::write_outputs(const std::optional<size_t>& winner) {
   std::ostringstream md;
   md << "# tune: " << base_.value("name", o_.config.stem().string()) << " to " << format_double("%.2f%%", o_.target * 100)
-     << " validation accuracy\n\n"
+     << " validation " << metric_ << "\n\n"
      << "Machine " << state_.value("machine_id", "?") << ", " << machine_.cores << " cores; "
      << "started " << state_.value("started_at", "?") << "; " << time_text(elapsed()) << " spent"
      << (o_.budget_s > 0 ? " of a " + time_text(o_.budget_s) + " budget" : "") << ". Base config "
@@ -682,7 +684,7 @@ std::string Tuner::write_outputs(const std::optional<size_t>& winner) {
     }
     Json cfg = {{"extends", fs::absolute(o_.config).lexically_normal().string()},
                 {"name", base_.value("name", std::string("run")) + "-tuned"},
-                {"description", "accel-bench tune's winner to " + format_double("%.4g", o_.target) + " validation accuracy on " +
+                {"description", "accel-bench tune's winner to " + format_double("%.4g", o_.target) + " validation " + metric_ + " on " +
                                     state_.value("machine_id", std::string("?")) + ": " + w.label}};
     auto sets = o_.sets;
     if (s) sets.insert(sets.end(), s->sets.begin(), s->sets.end());
@@ -756,6 +758,12 @@ void Tuner::prune() {
   if (o_.short_steps < 2) throw ConfigError("--short-steps: at least 2");
   if (o_.confirm < 0) throw ConfigError("--confirm: 0 or more");
   base_ = config::load_config(o_.config, o_.sets);
+  // The metric the base's task validates by (accuracy for classification).
+  const std::string task = base_.contains("train") ? base_["train"].value("task", std::string("classification"))
+                                                   : std::string("classification");
+  for (const auto& info : train::task_catalog()) {
+    if (info.name == task) metric_ = info.metric;
+  }
   const Json machine = machine::this_machine();
   machine_ = this_tune_machine(base_, plan::facts_from_env(machine["env"]));
   const Json space = o_.space.empty() ? Json() : read_json_file(o_.space);
@@ -827,7 +835,7 @@ void Tuner::prune() {
   state_["status"] = "running";
   int candidates = 0, pruned = 0;
   for (const auto& s : settings_) (s.pruned.empty() ? candidates : pruned) += 1;
-  say("tune: " + o_.config.string() + " to " + format_double("%.2f%%", o_.target * 100) + " validation accuracy on " +
+  say("tune: " + o_.config.string() + " to " + format_double("%.2f%%", o_.target * 100) + " validation " + metric_ + " on " +
       machine["id"].get<std::string>() + " (" + std::to_string(machine_.cores) + " cores) -> " + dir_.string());
   say("  " + std::to_string(settings_.size() - 1) + " settings: " + std::to_string(pruned) + " pruned by the facts, " +
       std::to_string(candidates - 1) + " candidates besides the base; lr rule " + lr_rule_ +

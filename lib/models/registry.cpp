@@ -71,4 +71,19 @@ const FamilyInfo* family_of_preset(const std::string& preset) {
   return nullptr;
 }
 
+nlohmann::json layout_of_config(const nlohmann::json& resolved, const nlohmann::json& f) {
+  const auto cfg = config::to_run_config(resolved);
+  DataFacts facts;
+  facts.kind = f.value("kind", "image");
+  facts.classes = f.value("classes", 0);
+  facts.channels = f.value("channels", 0);
+  facts.image_size = f.value("image_size", 0);
+  facts.max_length = f.value("max_length", int64_t(0));
+  facts.vocab_size = f.value("vocab_size", int64_t(0));
+  facts.max_token_id = facts.vocab_size - 1;
+  torch::manual_seed(0);
+  const auto built = model_family(cfg.model.arch).build(cfg.model, facts);
+  return layout_json(*built.module);
+}
+
 }  // namespace accel::models

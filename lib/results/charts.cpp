@@ -52,8 +52,8 @@ ChartData runtime_chart(const Report& r) {
 ChartData accuracy_chart(const Report& r) {
   ChartData c;
   c.name = "accuracy";
-  c.ylabel = "test accuracy (%)";
-  c.title = "Test accuracy per rung";
+  c.ylabel = metric_measure(r.set.metric) + " (%)";
+  c.title = "Test " + r.set.metric + " per rung";
   std::ostringstream csv;
   csv << "rung,ours,ours_low,ours_high,article\n";
   for (const auto& row : r.rungs) {

@@ -109,7 +109,7 @@ std::map<std::string, double> run_counters(const RunRecord& run) {
 
 namespace {
 
-// The log spread (or points, for accuracy) this machine's noise gives a
+// The log spread (or points, for the task's metric) this machine's noise gives a
 // rung's measure: the rung's own where measured, else the machine's.
 std::optional<std::pair<double, int>> noise_of(const Json& noise, const std::string& rung, const std::string& measure) {
   if (!noise.is_object()) return std::nullopt;
@@ -119,7 +119,7 @@ std::optional<std::pair<double, int>> noise_of(const Json& noise, const std::str
     if (sd && runs && std::isfinite(*sd) && *sd >= 0) {
       // Never narrower than the floor, whatever the file says (a rung's
       // copies spread 0; files made before the floor hold that).
-      const double floored = measure == "test accuracy" ? *sd : std::max(*sd, kNoiseFloorLog);
+      const double floored = measure.rfind("test ", 0) == 0 ? *sd : std::max(*sd, kNoiseFloorLog);
       return std::make_pair(floored, int(bounded_int(*runs, 1, 1 << 20)));
     }
   }
@@ -129,6 +129,7 @@ std::optional<std::pair<double, int>> noise_of(const Json& noise, const std::str
 }  // namespace
 
 Json measure_noise(const ResultSet& set) {
+  const std::string metric = metric_measure(set.metric);  // in points, not a log
   Json rungs = Json::object();
   std::map<std::string, std::vector<double>> per_measure;
   std::map<std::string, int> runs_of;
@@ -144,7 +145,7 @@ Json measure_noise(const ResultSet& set) {
       if (!run.peak_memory_bytes.empty()) {
         v["peak memory"].push_back(std::log(*std::max_element(run.peak_memory_bytes.begin(), run.peak_memory_bytes.end())));
       }
-      if (run.test_acc) v["test accuracy"].push_back(*run.test_acc * 100);
+      if (run.test_acc) v[metric].push_back(*run.test_acc * 100);
     }
     if (ok < 3) continue;
     ++measured;
@@ -170,7 +171,7 @@ Json measure_noise(const ResultSet& set) {
     // Repeats that time alike to the digit measure the clock, not the
     // machine: a zero spread would give one-run compares zero-width
     // intervals. Times and memory keep at least kNoiseFloorLog.
-    if (measure != "test accuracy" && sd < kNoiseFloorLog) {
+    if (measure != metric && sd < kNoiseFloorLog) {
       m["measured_sd"] = sd;
       m["floored"] = true;
       warnings.push_back(measure + ": the repeats spread " + format_double("%.2g", sd) +
@@ -182,13 +183,13 @@ Json measure_noise(const ResultSet& set) {
     // The smallest change a compare resolves at this spread, per runs a side.
     for (int n : {1, 3, 5}) {
       m["resolves_with_" + std::to_string(n)] =
-          measure == "test accuracy" ? stats::smallest_resolved_difference(sd, n)  // points
-                                     : stats::smallest_resolved_change(sd, n);
+          measure == metric ? stats::smallest_resolved_difference(sd, n)  // points
+                            : stats::smallest_resolved_change(sd, n);
     }
     machine[measure] = m;
   }
   return {{"set", set.dir.string()}, {"machine_id", set.machine_id}, {"suite", set.suite},
-          {"scale", "sd: of the log for times and memory, of percentage points for test accuracy"},
+          {"scale", "sd: of the log for times and memory, of percentage points for " + metric},
           {"rungs", rungs}, {"machine", machine}, {"warnings", warnings}};
 }
 
@@ -227,7 +228,7 @@ struct Side {
   stats::Sample step_ms, train_s, mem_bytes;
   std::vector<double> accs;
   double test_samples = 0;  // per run (the smallest), 0 when unknown
-  // Time to the suite's target validation accuracy, of the ok runs that
+  // Time to the suite's target validation metric, of the ok runs that
   // reached it (epoch by epoch), and how many did not.
   stats::Sample to_target;
   int missed_target = 0;
@@ -391,10 +392,12 @@ MeasureRow ratio_row(const std::string& rung, const std::string& measure, const 
   return r;
 }
 
+// The task's metric on the test split (accuracy for classification), in
+// points, by the difference of two proportions.
 MeasureRow accuracy_row(const std::string& rung, const Side& b, const Side& o, const CompareBounds& bounds) {
   MeasureRow r;
   r.rung = rung;
-  r.measure = "test accuracy";
+  r.measure = metric_measure(b.ok.front()->metric);
   r.unit = "%";
   r.difference = true;
   auto mean = [](const std::vector<double>& v) -> OptNum {
@@ -476,7 +479,7 @@ std::string judge(const Side& b, const Side& o, const CompareBounds& bounds, Com
     missing.push_back("training or step time (--fail-slower)");
   }
   if ((bounds.acc_drop_points || bounds.acc_band_points) && !delta) {
-    missing.push_back("test accuracy (--fail-accuracy-drop/--accuracy-band)");
+    missing.push_back(metric_measure(b.ok.front()->metric) + " (--fail-accuracy-drop/--accuracy-band)");
   }
   if (bounds.memory_growth_pct && !mr) missing.push_back("peak memory (--fail-memory-growth)");
   if (bounds.fail_counters &&
@@ -533,7 +536,7 @@ std::string judge(const Side& b, const Side& o, const CompareBounds& bounds, Com
     const std::string what = r.measure + " " + change_text(r);
     if (r.verdict == "slower" || r.verdict == "less accurate" || r.verdict == "outside band" ||
         r.verdict == "larger") {
-      const double bnd = r.measure == "test accuracy"
+      const double bnd = r.difference  // the task's metric, in points
                              ? bounds.acc_drop_points.value_or(bounds.acc_band_points.value_or(0))
                          : r.measure == "peak memory" ? bounds.memory_growth_pct.value_or(0)
                                                       : bounds.slower_pct.value_or(0);

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "accel/models/catalog.h"
+#include "accel/plan/accelerator.h"
 #include "accel/results/compare.h"
 #include "accel/util/json_doc.h"
 
@@ -128,11 +129,14 @@ void describe_config(RungRow& row, const RungRuns& r) {
   for (const auto& run : r.repeats) {
     if (!run.config.is_object()) continue;
     const int threads = int_at(run.env, "threads", int_at(run.config, "runtime/threads", 0));
-    const auto accel = clean_text(str_at(run.config, "runtime/accelerator", "cpu"), 200);
+    // The accelerator the run resolved (its plan's, else its device's row):
+    // a host's ranks are billed by node, a device's by device.
+    const auto accel = clean_text(run.accelerator, 200);
+    const auto* row_of = plan::find_accelerator(run.accelerator);
+    const bool host = row_of == nullptr || row_of->host;
     row.devices_threads = std::to_string(run.world_size) + " " + accel;
-    if (accel == "cpu") row.devices_threads += " x " + (threads > 0 ? std::to_string(threads) : "?") + " thr";
-    row.billed_units = accel == "cuda" ? run.world_size
-                                       : int_at(run.config, "runtime/num_nodes", 1, 1);
+    if (host) row.devices_threads += " x " + (threads > 0 ? std::to_string(threads) : "?") + " thr";
+    row.billed_units = host ? int_at(run.config, "runtime/num_nodes", 1, 1) : run.world_size;
     row.precision = clean_text(str_at(run.config, "runtime/precision", "?"), 200);
     row.strategy = run.strategy.empty() ? "?" : run.strategy;  // as the run resolved it
     row.epochs = num_at(run.config, "train/epochs");
@@ -228,7 +232,7 @@ RungRow make_row(const RungRuns& r, const ResultSet& set, const PeakTable& peaks
   for (const auto& per_rank : mem) row.mem_per_rank.push_back(*stat_of(per_rank).median);
   // The spread of each measure over the repeats (and one run's step time
   // over its own steps).
-  auto add = [&](const char* measure, const char* unit, const std::vector<double>& v, double scale) {
+  auto add = [&](const std::string& measure, const char* unit, const std::vector<double>& v, double scale) {
     std::vector<double> scaled;
     for (double x : v) scaled.push_back(x * scale);
     if (auto sum = stats::summarize(scaled)) row.spread.push_back({measure, unit, *sum, std::nullopt});
@@ -240,7 +244,7 @@ RungRow make_row(const RungRuns& r, const ResultSet& set, const PeakTable& peaks
   add("samples/s", "1/s", total, 1);
   add("training time", "s", time, 1);
   add("time to target", "s", ttt, 1);
-  add("test accuracy", "%", acc, 100);
+  add(metric_measure(set.metric), "%", acc, 100);
   add("peak memory", "GB", mem_max, 1);
   reference_figures(row, set.reference);
   return row;

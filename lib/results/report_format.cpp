@@ -122,14 +122,14 @@ std::string target_markdown(const ResultSet& set, const std::vector<TargetScore>
   if (!scorable) {
     int reached = 0, runs = 0;
     for (const auto& s : scores) reached += s.reached, runs += s.runs;
-    md << "\nTime to " << fmt_pct(set.target_accuracy) << " validation accuracy: " << reached << " of " << runs
+    md << "\nTime to " << fmt_pct(set.target_accuracy) << " validation " << set.metric << ": " << reached << " of " << runs
        << " runs reached it (the main table's time to target); no MLPerf score, which needs 3 or more runs a rung "
           "(`sweep --runs 5 --to-target`).\n";
     return md.str();
   }
   const std::string ref = set.convergence_reference;
   md << "\n## Time to target, MLPerf-scored\n\nTo " << fmt_pct(set.target_accuracy)
-     << " validation accuracy (test accuracy never stops a run), over each rung's ok runs as MLPerf "
+     << " validation " << set.metric << " (test " << set.metric << " never stops a run), over each rung's ok runs as MLPerf "
         "Training scores them: the fastest and the slowest dropped and the rest averaged; a run that "
         "missed the target counts as the slowest, two misses invalidate the rung, and fewer than 3 "
         "runs give no score (`sweep --runs 5 --to-target`). Time is training with its validations up "
@@ -247,7 +247,7 @@ std::string report_markdown(const Report& r) {
           "on this machine (95% interval, power 0.8), by runs a side.\n\n"
        << "| measure | repeats measured | 1 run | 3 runs | 5 runs |\n|---|---|---|---|---|\n";
     for (const auto& [measure, m] : r.noise["machine"].items()) {
-      const bool points = measure == "test accuracy";
+      const bool points = measure.rfind("test ", 0) == 0;  // the task's metric, in points
       md << "| " << escape_md(measure) << " | " << fmt_num(num_at(m, "runs"), "%.0f");
       for (const char* n : {"resolves_with_1", "resolves_with_3", "resolves_with_5"}) {
         const auto v = num_at(m, n);
@@ -268,7 +268,7 @@ std::string report_markdown(const Report& r) {
     std::vector<std::pair<std::string, std::string>> measures;
     for (const auto& m : std::vector<std::pair<std::string, std::string>>{
              {"step time", "ms"}, {"samples/s", "1/s"}, {"training time", "s"}, {"time to target", "s"},
-             {"test accuracy", "%"}, {"peak memory", "GB"}}) {
+             {metric_measure(r.set.metric), "%"}, {"peak memory", "GB"}}) {
       for (const auto& row : r.rungs) {
         const bool has = std::any_of(row.spread.begin(), row.spread.end(), [&](const RungRow::Spread& sp) {
           return sp.measure == m.first && sp.unit == m.second;
@@ -312,8 +312,8 @@ std::string report_markdown(const Report& r) {
   if (r.price_per_hour) {
     md << "\n## Cost\n\nAt " << fmt_num(r.price_per_hour, "%.4g") << " an hour for each billed unit ("
        << escape_md(r.price_note) << "; a GPU run is billed by its GPUs, a CPU run by its machines). Cost per "
-          "point: the run's cost over its test accuracy in percentage points.\n\n"
-       << "| rung | devices | train time | billed units | cost | cost per accuracy point |\n"
+          "point: the run's cost over its test " << r.set.metric << " in percentage points.\n\n"
+       << "| rung | devices | train time | billed units | cost | cost per " << r.set.metric << " point |\n"
           "|---|---|---|---|---|---|\n";
     for (const auto& row : r.rungs) {
       md << "| " << escape_md(row.id) << " | "

@@ -254,7 +254,7 @@ std::string run_html(const RunRecord& run, const std::string& name) {
       {"steps", std::to_string(run.steps)},
       {"training time", fmt_time(run.train_time_s)},
       {"step time (median)", fmt_num(run.step_ms_median, "%.2f ms")},
-      {"test accuracy", fmt_pct(run.test_acc)},
+      {metric_measure(run.metric), fmt_pct(run.test_acc)},
       {"samples/s", fmt_num(run.samples_per_s, "%.1f")},
       {"started", run.started_at.empty() ? "n/a" : run.started_at},
       {"finished", run.finished_at.empty() ? "n/a" : run.finished_at}};

@@ -151,6 +151,18 @@ void scan_plain(ResultSet& s) {
   }
 }
 
+// The metric of the set's first present run (rungs, then upstream).
+std::string set_metric(const ResultSet& s) {
+  for (const auto* rungs : {&s.rungs, &s.upstream}) {
+    for (const auto& r : *rungs) {
+      for (const auto& run : r.repeats) {
+        if (run.present) return run.metric;
+      }
+    }
+  }
+  return "accuracy";
+}
+
 }  // namespace
 
 ResultSet load_result_set(const fs::path& dir) {
@@ -178,6 +190,7 @@ ResultSet load_result_set(const fs::path& dir) {
         (up ? s.upstream : s.rungs).push_back(rung_from_manifest(dir, entry, up));
       }
     }
+    s.metric = set_metric(s);
     return s;
   }
   // Names from folders, as text (a folder name need not be UTF-8).
@@ -188,6 +201,7 @@ ResultSet load_result_set(const fs::path& dir) {
     throw ConfigError(dir.string() + ": not a result set (no sweep.json and no run folders "
                       "with result.json)");
   }
+  s.metric = set_metric(s);
   return s;
 }
 

@@ -9,6 +9,7 @@
 #include "accel/machine/peaks.h"
 #include "accel/machine/predict.h"
 #include "accel/plan/run_plan.h"
+#include "accel/precision/catalog.h"
 #include "accel/results/report.h"
 #include "accel/util/errors.h"
 
@@ -25,6 +26,14 @@ namespace {
 std::string model_key(const RunRecord& r) {
   return str_at(r.config, "model/arch") + "/" + str_at(r.config, "model/preset") + "/" +
          (r.batch_size ? std::to_string(*r.batch_size) : "?");
+}
+
+// A run's precision row by its canonical name ("bf16" and "bf16-mixed" are
+// one row); an unknown name stands for itself.
+std::string precision_of(const RunRecord& r) {
+  const std::string name = str_at(r.config, "runtime/precision");
+  const auto* row = precision::find_precision(name);
+  return row != nullptr ? row->name : name;
 }
 
 const RunRecord* first_ok(const RungRuns& r) {
@@ -58,10 +67,7 @@ std::vector<ScalingLine> predict_scaling(const ResultSet& set, const Json& calib
     for (size_t j = i; j-- > 0;) {
       const auto* b = first_ok(set.rungs[j]);
       if (b == nullptr || b->world_size != 1 || !b->config.is_object()) continue;
-      if (model_key(*b) != model_key(*run) ||
-          str_at(b->config, "runtime/precision") != str_at(run->config, "runtime/precision")) {
-        continue;
-      }
+      if (model_key(*b) != model_key(*run) || precision_of(*b) != precision_of(*run)) continue;
       const bool same_device = b->threads == rank_threads;
       if (base == nullptr || same_device) {
         base = b;

@@ -11,6 +11,7 @@
 #include "accel/util/input_file.h"
 #include "accel/util/json_doc.h"
 #include "accel/plan/accelerator.h"
+#include "accel/train/task.h"
 
 namespace accel::train {
 namespace {
@@ -188,6 +189,20 @@ RunRecord run_record_of(const json& doc, const std::filesystem::path& dir) {
   // The accelerator it resolved: its plan's, else its device's row.
   const auto* device_row = plan::accelerator_of_device(r.device);
   r.accelerator = text(r.plan, "accelerator", device_row != nullptr ? device_row->kind : "cpu");
+  r.metric = text(object_or_null(r.plan, "task"), "metric", "");
+  if (r.metric.empty()) {
+    const std::string task = text(object_or_null(r.config, "train"), "task", "classification");
+    for (const auto& info : train::task_catalog()) {
+      if (info.name == task) r.metric = info.metric;
+    }
+    if (r.metric.empty()) r.metric = "accuracy";
+  }
+  // A name the report prints in headings: short, printable, no markup.
+  const bool plain = r.metric.size() <= 64 && std::all_of(r.metric.begin(), r.metric.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == ' ' || c == '-' ||
+           c == '.';
+  });
+  if (!plain) r.metric = "metric";
   r.data_kind = text(doc, "data_kind", "image");
   r.precision_support = text(doc, "precision_support", "native");
   if (const Opt w = number(doc, "world_size")) {

@@ -402,23 +402,23 @@ void Run::finish() {
     result_.test_acc_last = test.acc;
     result_.best_val = best_json();
     if (!best_weights_.empty() && best_step_ != step_) {
-      say("Test accuracy of the last weights (step " + std::to_string(step_) + ") " +
+      say("Test " + task_->info.metric + " of the last weights (step " + std::to_string(step_) + ") " +
           percent_or_na(test.acc));
       load_weights(best_weights_);
       test = evaluate(*test_loader_, test_count_);
     }
     if (best_acc_) {
-      say("Test accuracy of the best-validation weights (epoch " + std::to_string(best_epoch_) +
+      say("Test " + task_->info.metric + " of the best-validation weights (epoch " + std::to_string(best_epoch_) +
           ", step " + std::to_string(best_step_) + ", val " + percent_or_na(best_acc_) + ") " +
           percent_or_na(test.acc));
     } else {
-      say("Test accuracy " + percent_or_na(test.acc) + " (no validation ran: the last weights)");
+      say("Test " + task_->info.metric + " " + percent_or_na(test.acc) + " (no validation ran: the last weights)");
     }
   } else if (stopped_at_target_) {
-    say("Test accuracy " + percent_or_na(test.acc) + " (the weights that reached the target, step " +
+    say("Test " + task_->info.metric + " " + percent_or_na(test.acc) + " (the weights that reached the target, step " +
         std::to_string(target_step_) + ")");
   } else {
-    say("Test accuracy " + percent_or_na(test.acc));
+    say("Test " + task_->info.metric + " " + percent_or_na(test.acc));
   }
   // The slowest rank's time for each step (one element-wise max over ranks).
   std::vector<double> slowest = step_ms_;

@@ -150,6 +150,38 @@ TEST_CASE("compare: an accuracy drop beyond --fail-accuracy-drop is a regression
   CHECK(has(small.markdown, "seeds a side resolve a change of its size"));
 }
 
+TEST_CASE("report and compare: a set of another task names its metric where a classification set says accuracy") {
+  accel_test::TempDir tmp;
+  const Json plan = {{"task", {{"name", "toy-regression"}, {"metric", "within half a unit"}}}};
+  auto task_run = [&](double acc) {
+    FakeRun r = timed();
+    r.acc = acc;
+    r.plan = plan;
+    r.config_patch = {{"train", {{"task", "toy-regression"}}}};
+    return r;
+  };
+  SetBuilder(tmp.path / "base").rung("a", "00", {task_run(0.80)}).write();
+  SetBuilder(tmp.path / "other").rung("a", "00", {task_run(0.70)}).write();
+  const auto base = load_result_set(tmp.path / "base");
+  CHECK(base.metric == "within half a unit");
+  CHECK(base.rungs.at(0).repeats.at(0).metric == "within half a unit");
+  const auto md = report_markdown(build_report(base, PeakTable{}));
+  INFO(md);
+  CHECK(has(md, "test within half a unit (%)"));
+  CHECK_FALSE(has(md, "test accuracy"));
+  const auto out = compare_sets(base, load_result_set(tmp.path / "other"), all_bounds());
+  INFO(out.markdown);
+  CHECK(has(out.markdown, "less accurate: test within half a unit -10.00 ["));
+  // A record without a plan: its config's task row, else accuracy; a
+  // record's metric that is not a plain name is not printed.
+  SetBuilder(tmp.path / "plain").rung("a", "00", {timed()}).write();
+  CHECK(load_result_set(tmp.path / "plain").metric == "accuracy");
+  FakeRun odd = timed();
+  odd.plan = {{"task", {{"metric", "<b>x</b>|y"}}}};
+  SetBuilder(tmp.path / "odd").rung("a", "00", {odd}).write();
+  CHECK(load_result_set(tmp.path / "odd").metric == "metric");
+}
+
 TEST_CASE("compare: --accuracy-band fails either way beyond the band") {
   FakeRun b = timed(), better = timed();
   better.acc = 0.90;

@@ -37,6 +37,7 @@ struct FakeRun {
   std::string finished_at;  // when set, the run's end (UTC, ISO 8601)
   Json target;              // result.json's "target" (train.target) when set
   int64_t steps_run = 0;    // result.json's "steps" (training steps) when > 0
+  Json plan;                // result.json's "plan" when set (its task names the metric)
 };
 
 // n step times around `ms`, spread +-rel, deterministic (no two alike).
@@ -91,6 +92,7 @@ inline Json fake_result(const FakeRun& f) {
   if (!f.finished_at.empty()) r["finished_at"] = f.finished_at;
   if (f.steps_run > 0) r["steps"] = f.steps_run;
   if (!f.target.is_null()) r["target"] = f.target;
+  if (!f.plan.is_null()) r["plan"] = f.plan;
   if (f.test_samples > 0) r["work"] = {{"test", {{"samples", f.test_samples}, {"passes", 1}}}};
   r["epochs"] = Json::array();
   for (size_t i = 0; i < f.epoch_time.size(); ++i) {

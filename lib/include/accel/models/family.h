@@ -115,4 +115,10 @@ const std::vector<ModelFamily>& model_families();
 // ConfigError "model.arch: unknown ..." listing the families.
 const ModelFamily& model_family(const std::string& arch);
 
+// The model a resolved config builds on data of these facts (a result's
+// "data_facts": kind, classes, channels, image_size, max_length,
+// vocab_size), as layout_json: what predict --article reads of a rung it
+// never ran. Built from seed 0; ConfigError for a config the schema refuses.
+nlohmann::json layout_of_config(const nlohmann::json& resolved, const nlohmann::json& data_facts);
+
 }  // namespace accel::models

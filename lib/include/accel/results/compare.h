@@ -64,7 +64,7 @@ std::string config_difference(const Json& a, const Json& b, size_t limit = 3);
 // One rung's measure, both sides, and what its interval says.
 struct MeasureRow {
   std::string rung;
-  std::string measure;   // "step time", "training time", "test accuracy", "peak memory"
+  std::string measure;   // "step time", "training time", "test accuracy" (the task's metric), "peak memory"
   std::string unit;      // of base/other: "ms", "s", "%", "GB"
   OptNum base, other;    // the sides' medians (accuracy: means), in `unit`
   int base_runs = 0, other_runs = 0;

@@ -143,6 +143,9 @@ struct RunRecord {
   std::string strategy;            // as the run resolved it ("auto" -> "single", ...)
   std::string device = "cpu";      // "cpu", "cuda:0"
   std::string accelerator = "cpu";  // its accelerator row's kind: the plan's, else the device's
+  // The task's metric that val_acc, test_acc and the target hold (plan's,
+  // else its config's task row's, else "accuracy": records before tasks).
+  std::string metric = "accuracy";
   std::string data_kind = "image";  // schema 3's data_kind; earlier sets are all images
   std::string precision_support = "native";  // "emulated": the CPU has no kernels for it
   int world_size = 1;
