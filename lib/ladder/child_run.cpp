@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "accel/config/run_config.h"
+#include "accel/util/errors.h"
 
 namespace accel::ladder {
 
@@ -13,7 +14,16 @@ Earlier earlier_run(const fs::path& dir, const Json& resolved, bool resume, bool
   if (!resume) return Earlier::None;
   const auto prior = train::read_run_record(dir);
   if (prior_out != nullptr) *prior_out = prior;
-  if (!prior.present || config::config_hash(prior.config) != config::config_hash(resolved)) return Earlier::None;
+  if (!prior.present) return Earlier::None;
+  // The recorded config resolved again by today's schema: a run made before
+  // a field was added (which takes its default) is the same config; one
+  // today's schema refuses is compared as recorded.
+  Json prior_today = prior.config;
+  try {
+    prior_today = config::resolve_config(prior.config, dir);
+  } catch (const ConfigError&) {
+  }
+  if (config::config_hash(prior_today) != config::config_hash(resolved)) return Earlier::None;
   const bool checkpoint = fs::exists(dir / "checkpoint.ckpt");
   if (prior.ok() && (!need_checkpoint || checkpoint)) return Earlier::Reuse;
   // A run a signal stopped continues from its checkpoint.

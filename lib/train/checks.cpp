@@ -306,13 +306,21 @@ std::vector<std::string> resume_incompatibilities(const nlohmann::json& saved,
                                      "/train/seed", "/train/batch_size", "/train/loop",
                                      "/train/grad_clip", "/train/accumulate",
                                      "/runtime/precision"};
+  // A checkpoint written before a field was added is read through today's
+  // schema first (the field takes its default, as compare and the sweep read
+  // older configs); one today's schema refuses is compared as saved.
+  nlohmann::json saved_today = saved;
+  try {
+    saved_today = config::resolve_config(saved, ".");
+  } catch (const ConfigError&) {
+  }
   std::vector<std::string> differ;
   for (const char* ptr : kMustMatch) {
     const nlohmann::json::json_pointer p(ptr);
     const auto none = nlohmann::json();
     std::string path = std::string(ptr).substr(1);
     std::replace(path.begin(), path.end(), '/', '.');
-    diff_paths(saved.contains(p) ? saved.at(p) : none, current.contains(p) ? current.at(p) : none,
+    diff_paths(saved_today.contains(p) ? saved_today.at(p) : none, current.contains(p) ? current.at(p) : none,
                path, differ);
   }
   return differ;

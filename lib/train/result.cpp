@@ -202,7 +202,9 @@ RunRecord run_record_of(const json& doc, const std::filesystem::path& dir) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == ' ' || c == '-' ||
            c == '.';
   });
-  if (!plain) r.metric = "metric";
+  const bool trimmed = !r.metric.empty() && r.metric.front() != ' ' && r.metric.back() != ' ' &&
+                       r.metric.find("  ") == std::string::npos;
+  if (!plain || !trimmed) r.metric = "metric";
   r.data_kind = text(doc, "data_kind", "image");
   r.precision_support = text(doc, "precision_support", "native");
   if (const Opt w = number(doc, "world_size")) {

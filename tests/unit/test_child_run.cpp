@@ -47,3 +47,16 @@ TEST_CASE("child runs: an ok run of the same config is reused, an interrupted on
   std::ofstream(dir / "checkpoint.ckpt") << "x";
   CHECK(earlier_run(dir, resolved, true) == Earlier::None);
 }
+
+TEST_CASE("child runs: a run recorded before a field was added is reused as the same config under --resume") {
+  accel_test::TempDir tmp;
+  const Json resolved = accel::config::resolve_config(Json::object(), ".");
+  Json recorded = resolved;
+  recorded["train"].erase("task");  // as a run made before train.task existed records it
+  const auto dir = tmp / "run";
+  write_result(dir, recorded, "ok");
+  CHECK(earlier_run(dir, resolved, true) == Earlier::Reuse);
+  recorded["train"]["epochs"] = 7;  // a value that differs still differs
+  write_result(dir, recorded, "ok");
+  CHECK(earlier_run(dir, resolved, true) == Earlier::None);
+}

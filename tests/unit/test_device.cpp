@@ -944,3 +944,16 @@ TEST_CASE("gpu cuda graphs rung follows the eager rung's losses and records cuda
     CHECK(res["step_time_ms"]["count"].get<int64_t>() > 0);
   }
 }
+
+TEST_CASE("resume: a checkpoint written before a field was added resumes where the field holds its default, and a changed value is named") {
+  const accel::Json current = accel::config::resolve_config(
+      accel::Json{{"model", {{"preset", "bert_tiny"}, {"init", "random"}}}, {"data", {{"dataset", "rotten-tomatoes"}}}}, ".");
+  REQUIRE(current["data"]["tokenizer"] == "wordpiece");
+  accel::Json saved = current;
+  saved["data"].erase("tokenizer");  // as a checkpoint made before data.tokenizer existed holds it
+  CHECK(train::resume_incompatibilities(saved, current).empty());
+  saved["data"]["max_length"] = 64;
+  const auto differ = train::resume_incompatibilities(saved, current);
+  REQUIRE(differ.size() == 1);
+  CHECK(differ[0].rfind("data.max_length (64 in the checkpoint, 128 now)", 0) == 0);
+}

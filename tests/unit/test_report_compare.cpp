@@ -180,6 +180,19 @@ TEST_CASE("report and compare: a set of another task names its metric where a cl
   odd.plan = {{"task", {{"metric", "<b>x</b>|y"}}}};
   SetBuilder(tmp.path / "odd").rung("a", "00", {odd}).write();
   CHECK(load_result_set(tmp.path / "odd").metric == "metric");
+  odd.plan = {{"task", {{"metric", "accuracy "}}}};  // would be a measure no noise file names
+  SetBuilder(tmp.path / "spaced").rung("a", "00", {odd}).write();
+  CHECK(load_result_set(tmp.path / "spaced").metric == "metric");
+}
+
+TEST_CASE("compare: a config recorded before train.task and data.tokenizer existed hashes as one recording their first values") {
+  Json before = report_test::base_config();
+  Json after = before;
+  after["train"]["task"] = "classification";
+  after["data"]["tokenizer"] = "wordpiece";
+  CHECK(comparable_config(before) == comparable_config(after));  // history's stored hashes still match
+  after["train"]["task"] = "toy-regression";
+  CHECK(comparable_config(before) != comparable_config(after));
 }
 
 TEST_CASE("compare: --accuracy-band fails either way beyond the band") {
