@@ -161,4 +161,12 @@ RunConfig to_run_config(const nlohmann::json& resolved) {
 
 std::string config_hash(const nlohmann::json& resolved) { return util::fnv1a_hex(resolved.dump()); }
 
+void drop_added_defaults(nlohmann::json& config) {
+  for (const auto& f : detail::schema()) {
+    if (!f.added_later || !config.is_object() || !config.contains(f.section)) continue;
+    auto& section = config[f.section];
+    if (section.is_object() && section.contains(f.key) && section[f.key] == f.def) section.erase(f.key);
+  }
+}
+
 }  // namespace accel::config

@@ -143,7 +143,7 @@ std::vector<Field> build_table() {
         "uncased vocab)").only({"rotten-tomatoes", "imdb", "text-csv"}),
       s("data.tokenizer", "wordpiece",
         "what turns the texts into ids, a row of the tokenizer registry (over data.vocab)")
-          .one_of(text::tokenizer_choices()).only({"rotten-tomatoes", "imdb", "text-csv"}),
+          .one_of(text::tokenizer_choices()).only({"rotten-tomatoes", "imdb", "text-csv"}).since_results(),
       i("data.max_length", 128,
         "tokens per text with [CLS] and [SEP]; longer texts are truncated (the blog: 512)")
           .at_least(2).at_most(65536).kind(IntKind::I64).only({"text"}),
@@ -211,7 +211,7 @@ std::vector<Field> build_table() {
       s("train.task", "classification",
         "what the run learns, a row of the task registry: its loss, the metric the loop logs, "
         "validates and picks the best weights by, and the model's head")
-          .one_of(train::task_choices()),
+          .one_of(train::task_choices()).since_results(),
       s("train.test_weights", "last",
         "the weights the test pass uses: last = the last step's (a plain loop); best_val = "
         "those with the best validation accuracy so far (Lightning's ModelCheckpoint(monitor="

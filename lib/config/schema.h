@@ -42,6 +42,9 @@ struct Field {
   std::vector<std::string> tags;
   // Defaults that differ by tag (the first whose tag is active wins).
   std::vector<std::pair<std::string, nlohmann::json>> tag_defaults;
+  // Added after result sets were first recorded, its default what every run
+  // before it did (config::drop_added_defaults).
+  bool added_later = false;
 
   Field& at_least(double v) { min = v; min_open = false; return *this; }
   Field& above(double v) { min = v; min_open = true; return *this; }
@@ -54,6 +57,7 @@ struct Field {
   }
   Field& kind(IntKind k) { int_kind = k; return *this; }
   Field& no_duplicates() { unique = true; return *this; }
+  Field& since_results() { added_later = true; return *this; }
   Field& not_empty() { nonempty = true; return *this; }
   Field& or_word(std::string w) { words.push_back(std::move(w)); return *this; }
   Field& only(std::vector<std::string> t) { tags = std::move(t); return *this; }

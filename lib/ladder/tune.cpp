@@ -759,11 +759,8 @@ void Tuner::prune() {
   if (o_.confirm < 0) throw ConfigError("--confirm: 0 or more");
   base_ = config::load_config(o_.config, o_.sets);
   // The metric the base's task validates by (accuracy for classification).
-  const std::string task = base_.contains("train") ? base_["train"].value("task", std::string("classification"))
-                                                   : std::string("classification");
-  for (const auto& info : train::task_catalog()) {
-    if (info.name == task) metric_ = info.metric;
-  }
+  metric_ = train::task_metric(base_.contains("train") ? base_["train"].value("task", std::string("classification"))
+                                                        : std::string("classification"));
   const Json machine = machine::this_machine();
   machine_ = this_tune_machine(base_, plan::facts_from_env(machine["env"]));
   const Json space = o_.space.empty() ? Json() : read_json_file(o_.space);

@@ -5,7 +5,6 @@
 #include <map>
 #include <set>
 #include <sstream>
-#include <tuple>
 #include <vector>
 
 #include "accel/config/run_config.h"
@@ -29,15 +28,7 @@ Json comparable_config(const Json& config) {
                                      std::pair{"train", "inject_delay"}}) {
     if (c.contains(section) && c[section].is_object()) c[section].erase(key);
   }
-  // Fields added since results were first recorded, at the value every run
-  // before them had: dropped, so a config hash stored then (history's) still
-  // matches a run that records the field.
-  for (const auto& [section, key, value] : {std::tuple{"train", "task", "classification"},
-                                            std::tuple{"data", "tokenizer", "wordpiece"}}) {
-    if (c.contains(section) && c[section].is_object() && c[section].value(key, Json()) == Json(value)) {
-      c[section].erase(key);
-    }
-  }
+  config::drop_added_defaults(c);  // history's stored hashes predate them
   return c;
 }
 

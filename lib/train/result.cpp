@@ -191,11 +191,7 @@ RunRecord run_record_of(const json& doc, const std::filesystem::path& dir) {
   r.accelerator = text(r.plan, "accelerator", device_row != nullptr ? device_row->kind : "cpu");
   r.metric = text(object_or_null(r.plan, "task"), "metric", "");
   if (r.metric.empty()) {
-    const std::string task = text(object_or_null(r.config, "train"), "task", "classification");
-    for (const auto& info : train::task_catalog()) {
-      if (info.name == task) r.metric = info.metric;
-    }
-    if (r.metric.empty()) r.metric = "accuracy";
+    r.metric = train::task_metric(text(object_or_null(r.config, "train"), "task", "classification"));
   }
   // A name the report prints in headings: short, printable, no markup.
   const bool plain = r.metric.size() <= 64 && std::all_of(r.metric.begin(), r.metric.end(), [](char c) {

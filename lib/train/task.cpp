@@ -46,6 +46,13 @@ std::vector<std::string> task_choices() {
   return out;
 }
 
+std::string task_metric(const std::string& name) {
+  for (const auto& r : rows()) {
+    if (r.info.name == name) return r.info.metric;
+  }
+  return "accuracy";
+}
+
 void add_task(TaskRow row) {
   const auto& name = row.info.name;
   const bool taken = std::any_of(rows().begin(), rows().end(), [&](const TaskRow& r) { return r.info.name == name; });

@@ -146,6 +146,11 @@ struct RunConfig {
 nlohmann::json load_config(const std::filesystem::path& file,
                            const std::vector<std::string>& sets = {});
 
+// Removes from a resolved config the fields the schema added after results
+// were first recorded where they hold their default (what every run before
+// them did): a config hash stored then still matches a run that records them.
+void drop_added_defaults(nlohmann::json& config);
+
 // Same, from an in-memory document (its "extends" resolved against base_dir).
 nlohmann::json resolve_config(const nlohmann::json& doc,
                               const std::filesystem::path& base_dir,

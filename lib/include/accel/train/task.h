@@ -27,5 +27,8 @@ struct TaskInfo {
 std::vector<TaskInfo> task_catalog();
 // train.task's choices.
 std::vector<std::string> task_choices();
+// The metric of the task row NAME; "accuracy" (classification's) for a name
+// no row has (a record older than the rows, or one a test added).
+std::string task_metric(const std::string& name);
 
 }  // namespace accel::train
