@@ -362,6 +362,16 @@ MeasureRow ratio_row(const std::string& rung, const std::string& measure, const 
     r.note = "one run a side and no spread: run with --repeats 3 (or more)";
     return r;
   }
+  // One run a side and this machine's noise unmeasured: the interval is the
+  // runs' own steps, which says how steady each run was, not where a second
+  // run would land (unchanged code on an unchanged config once read 1.38x
+  // "slower" between two sweeps of a 2-core machine). Shown, never judged.
+  if (b.values.size() == 1 && o.values.size() == 1 && !b.noise_sd_log) {
+    r.verdict = "unresolved";
+    r.note = "one run a side: within-run interval only, no run-to-run noise; run with --repeats 3, or give "
+             "this machine's noise (calibrate --noise; compare --noise FILE)";
+    return r;
+  }
   switch (stats::judge_higher_is_worse(*r.change, bound)) {
     case stats::Verdict::worse: r.verdict = worse; break;
     case stats::Verdict::better: r.verdict = better; break;

@@ -551,18 +551,26 @@ TEST_CASE("compare: exit 0 within bounds, 1 on a regression, 4 unresolved, throu
     tmp.write(std::string(set) + "/00-scratch/metrics.csv", steps(ms));
   }
   tmp.write("bare/00-scratch/result.json", result(600, 0.8));  // no steps: no spread
+  // One run a side: judged only under this machine's measured noise (as
+  // calibrate --noise writes it; 1% sd of the log over 8 repeats).
+  tmp.write("noise.json", R"({"noise": {"machine": {"step time": {"sd": 0.01, "runs": 8}}}})");
+  const std::string gate = " --fail-slower 10 --noise " + (tmp / "noise.json").string();
   const auto base = (tmp / "base").string();
-  auto r = run_cli("compare " + base + " " + (tmp / "same").string() + " --fail-slower 10");
+  auto r = run_cli("compare " + base + " " + (tmp / "same").string() + gate);
   INFO(r.output);
   CHECK(r.code == 0);
-  r = run_cli("compare " + base + " " + (tmp / "slow").string() + " --fail-slower 10");
+  r = run_cli("compare " + base + " " + (tmp / "slow").string() + gate);
   CHECK(r.code == 1);
   CHECK(has(r.output, "REGRESSION: slower: step time 1.500x ["));
-  r = run_cli("compare " + base + " " + (tmp / "bare").string() + " --fail-slower 10 --format md");
+  // Without the noise, the runs' own steps alone decide nothing.
+  r = run_cli("compare " + base + " " + (tmp / "slow").string() + " --fail-slower 10");
+  CHECK(r.code == 4);
+  CHECK(has(r.output, "within-run interval only, no run-to-run noise"));
+  r = run_cli("compare " + base + " " + (tmp / "bare").string() + gate + " --format md");
   CHECK(r.code == 4);
   CHECK(r.output.rfind("**UNRESOLVED**", 0) == 0);
-  r = run_cli("compare " + base + " " + (tmp / "slow").string() + " " + (tmp / "same").string() +
-              " --fail-slower 10 --format json");
+  r = run_cli("compare " + base + " " + (tmp / "slow").string() + " " + (tmp / "same").string() + gate +
+              " --format json");
   CHECK(r.code == 1);
   const Json doc = Json::parse(r.output);
   CHECK(doc["exit_status"] == 1);

@@ -73,6 +73,17 @@ CompareBounds all_bounds() {
   return b;
 }
 
+// This machine's measured run-to-run noise of the step time, as calibrate
+// --noise writes it: 1% (sd of the log) over 8 unchanged repeats.
+Json step_noise() { return {{"machine", {{"step time", {{"sd", 0.01}, {"runs", 8}}}}}}; }
+
+// all_bounds() with that noise: a one-run side's step time is judged.
+CompareBounds measured_bounds() {
+  auto b = all_bounds();
+  b.noise = step_noise();
+  return b;
+}
+
 }  // namespace
 
 TEST_CASE("compare: within every bound is ok, with the ratios and the delta shown") {
@@ -80,7 +91,7 @@ TEST_CASE("compare: within every bound is ok, with the ratios and the delta show
   o.time_s = 630;  // 5% slower
   o.acc = 0.795;   // 0.5 points down
   o.mem = {1.1e9};
-  auto bounds = all_bounds();
+  auto bounds = measured_bounds();
   bounds.memory_growth_pct.reset();  // one run a side has no memory spread (see the memory test)
   const auto out = compare_one(b, o, bounds);
   INFO(out.markdown);
@@ -93,21 +104,55 @@ TEST_CASE("compare: within every bound is ok, with the ratios and the delta show
   CHECK(out.unresolved == 0);
   // Each measure with its interval: step time from each run's own steps.
   CHECK(has(out.markdown, "| 01-finetune | step time (ms) | 100.0 | 105.0 | 1 / 1 | 1.050x ["));
-  // 5% slower beyond doubt (its own steps say so), inside the 10% bound: same, and said.
-  CHECK(has(out.markdown, "| same: slower beyond doubt, within 10% | one run a side: within-run intervals only "
-                          "(no run-to-run noise) |"));
+  // 5% slower beyond doubt (this machine's noise says so), inside the 10% bound: same, and said.
+  CHECK(has(out.markdown, "| same: slower beyond doubt, within 10% | one run a side: this machine's measured "
+                          "noise (8 repeats) |"));
   CHECK(has(out.markdown, "| training time (s) |"));
   CHECK(has(out.markdown, "not judged: one run a side and no spread; judged by step time"));
 }
 
 TEST_CASE("compare: slower beyond --fail-slower is a regression") {
   FakeRun b = timed(), o = timed(117);
-  const auto out = compare_one(b, o, all_bounds());
+  const auto out = compare_one(b, o, measured_bounds());
   INFO(out.markdown);
   CHECK(out.regressions == 1);
   CHECK(has(out.markdown, "REGRESSION: slower: step time 1.170x ["));
   CHECK(has(out.markdown, "] (> 10%)"));
   CHECK(compare_one(b, o, CompareBounds{}).regressions == 0);  // no bound, no failure
+}
+
+TEST_CASE("compare: one run a side claims no more than this machine's noise shows") {
+  // 17% slower by each run's own steps: beyond a 10% bound within the runs,
+  // yet one run a side says nothing of where a second run lands.
+  FakeRun b = timed(), o = timed(117);
+  auto out = compare_one(b, o, all_bounds());
+  INFO(out.markdown);
+  CHECK(out.regressions == 0);
+  CHECK(out.unresolved == 1);
+  REQUIRE(!out.rows.empty());
+  CHECK(out.rows[0].measure == "step time");
+  CHECK(out.rows[0].verdict == "unresolved");
+  CHECK(has(out.rows[0].note, "within-run interval only, no run-to-run noise; run with --repeats 3"));
+  CHECK(has(out.markdown, "UNRESOLVED: step time 1.170x ["));
+  // Under a noise file (1% sd of the log over 8 repeats) the interval is the
+  // noise's: 1.17 * exp(+-t(0.975, 7) * 0.01 * sqrt(2)), and it is judged.
+  out = compare_one(b, o, measured_bounds());
+  REQUIRE(!out.rows.empty());
+  const auto& c = *out.rows[0].change;
+  const double half = accel::results::stats::t_quantile(0.975, 7) * 0.01 * std::sqrt(2.0);
+  CHECK(c.point == doctest::Approx(1.17).epsilon(1e-6));
+  CHECK(c.low == doctest::Approx(1.17 * std::exp(-half)).epsilon(1e-6));
+  CHECK(c.high == doctest::Approx(1.17 * std::exp(half)).epsilon(1e-6));
+  CHECK(c.method == "one run a side: this machine's measured noise (8 repeats)");
+  CHECK(out.rows[0].verdict == "slower");
+  CHECK(out.regressions == 1);
+  // A noise below the floor is taken at the floor (0.5%), never narrower.
+  auto quiet = all_bounds();
+  quiet.noise = {{"machine", {{"step time", {{"sd", 0.0}, {"runs", 8}}}}}};
+  out = compare_one(b, o, quiet);
+  REQUIRE(!out.rows.empty());
+  const double floor_half = accel::results::stats::t_quantile(0.975, 7) * kNoiseFloorLog * std::sqrt(2.0);
+  CHECK(out.rows[0].change->low == doctest::Approx(1.17 * std::exp(-floor_half)).epsilon(1e-6));
 }
 
 TEST_CASE("compare: a text set is gated as a vision set is and its report counts samples and tokens") {
@@ -116,7 +161,7 @@ TEST_CASE("compare: a text set is gated as a vision set is and its report counts
   b.config_patch = o.config_patch = {{"model", {{"arch", "bert"}, {"preset", "minilm_l6_h384"}}},
                                      {"data", {{"dataset", "rotten-tomatoes"}}}};
   o.acc = 0.75;
-  const auto out = compare_one(b, o, all_bounds());
+  const auto out = compare_one(b, o, measured_bounds());
   INFO(out.markdown);
   CHECK(out.compared == 1);
   CHECK(out.regressions == 1);
@@ -274,6 +319,7 @@ TEST_CASE("compare: a bound whose measure a side lacks is a failure, not a pass"
   CHECK(has(out.markdown, "peak memory (--fail-memory-growth)"));
   CompareBounds time_only;
   time_only.slower_pct = 10;
+  time_only.noise = step_noise();
   FakeRun with_steps = timed();
   FakeRun no_mem = with_steps;
   no_mem.mem = {};
@@ -455,7 +501,7 @@ TEST_CASE("compare: fault injection is named on the verdict line and does not ma
 
 TEST_CASE("compare: the CI markdown says the verdict first and the JSON carries every row") {
   FakeRun b = timed(), o = timed(117);
-  const auto out = compare_one(b, o, all_bounds());
+  const auto out = compare_one(b, o, measured_bounds());
   const auto md = compare_ci_markdown({out});
   CHECK(md.rfind("**FAIL**", 0) == 0);
   CHECK(has(md, "| test-cpu-2c-lt1.13.0 -> other-machine | 01-finetune | step time (ms) | 100.0 | 117.0 | 1.170x ["));
@@ -469,7 +515,7 @@ TEST_CASE("compare: the CI markdown says the verdict first and the JSON carries 
   CHECK(rows[0]["change"]["low"].get<double>() > 1.1);
   CHECK(rows[0]["change"]["confidence"] == 0.95);
   // Same inputs, same text: the bootstrap is seeded.
-  CHECK(compare_ci_markdown({compare_one(b, o, all_bounds())}) == md);
+  CHECK(compare_ci_markdown({compare_one(b, o, measured_bounds())}) == md);
 }
 
 TEST_CASE("compare: config_difference names the differing paths") {
