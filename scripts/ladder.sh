@@ -19,6 +19,11 @@
 # scaling), and `accel-bench report --html` writes report.md, report.csv,
 # report.html (one self-contained page) and charts/ (runtime, accuracy and
 # speedup: CSV, SVG, PNG) beside each set and prints its table.
+# After every rung's full run, LADDER_TIMING_RUNS (2) short timing runs of
+# each rung's config (its warm-up and 12 steps, one evaluation batch), round-
+# robin across the rungs, give every speedup between-run samples of both
+# rungs' speed (`sweep --timing-runs`; within the budget); with --repeats or
+# --seeds the repeats are those samples and no timing runs are made.
 # Extra arguments go to the sweep (e.g. --resume, --repeats 3).
 # LADDER_OUT overrides the output root; LADDER_SUITE runs one suite file
 # alone; LADDER_BUDGET_MIN=0 runs the ladders as configured whatever they take.
@@ -42,6 +47,9 @@ args=()
 for suite in "${suites[@]}"; do args+=(--suite "$suite"); done
 args+=(--out "$out" --peaks "$peaks")
 [ "$budget" != 0 ] && args+=(--budget "$budget")
+timing=${LADDER_TIMING_RUNS:-2}
+for a in "$@"; do case "$a" in --repeats|--repeats=*|--seeds|--seeds=*) timing=0 ;; esac; done
+[ "$timing" != 0 ] && args+=(--timing-runs "$timing")
 # What runs here and about how long it takes. Where bf16 is emulated the
 # suites' where_emulated settings cut the bf16 rungs short and run the rungs
 # not about bf16 in 32-true; the plan marks them.

@@ -649,6 +649,11 @@ void add_ladder_commands(CLI::App& app, LadderArgs& a) {
                     "Runs per rung (default 1, or one per seed); with a target, 3 or more give each rung an "
                     "MLPerf score (the fastest and slowest dropped)")
       ->check(CLI::Range(1, 1000));
+  sweep->add_option("--timing-runs", a.sweep.timing_runs,
+                    "With one run a rung: after the full runs, N short runs of each rung's config "
+                    "(its warm-up and 12 steps, one evaluation batch), round-robin, whose speed "
+                    "gives the report's and compare's speedups between-run intervals (default 0)")
+      ->check(CLI::Range(0, 100));
   sweep->add_option("--seeds", a.seeds, "Comma-separated train.seed per repeat, e.g. 1,2,3");
   sweep->add_flag("--to-target", a.sweep.to_target,
                   "Train every rung to the suite's target_accuracy and stop there (train.target, "

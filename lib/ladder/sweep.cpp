@@ -95,6 +95,7 @@ class Sweep {
     const SuiteRung* rung = nullptr;
     Json* entry = nullptr;  // into manifest_, whose arrays never change size while jobs live
     std::vector<std::string> sets;
+    std::vector<std::string> timing;  // a timing run's sets beyond `sets`; empty: none
     bool upstream = false;
     bool all_ok = true;
   };
@@ -103,6 +104,8 @@ class Sweep {
   std::optional<Job> start_rung(const SuiteRung& r, Json& entry, bool upstream);
   // The rung's repeat i (0-based); false when a signal stopped the sweep.
   bool run_repeat(Job& job, int i);
+  // The rung's timing run i (0-based); false when a signal stopped the sweep.
+  bool run_timing(Job& job, int i);
   // An upstream run committed with the suite: copied in when its config matches.
   bool use_committed(const SuiteRung& r, const Json& resolved, Json& entry);
   // One run: reuse it (--resume, same config) or spawn it. Returns its record.
@@ -242,6 +245,18 @@ bool Sweep::committed_matches(const SuiteRung& r, const Json& resolved, std::str
   return true;
 }
 
+std::vector<std::string> timing_sets(const Json& resolved, int64_t steps) {
+  const auto& t = resolved["train"];
+  const int64_t warmup = t.value("warmup_steps", int64_t(5));
+  const int64_t accumulate = std::max<int64_t>(1, t.value("accumulate", int64_t(1)));
+  int64_t capped = std::min<int64_t>(steps, warmup + kTimingSteps);
+  capped = (capped + accumulate - 1) / accumulate * accumulate;  // max_steps: whole optimizer steps
+  if (capped > steps || capped - warmup < 4) return {};  // too few timed steps to say a speed
+  return {"train.max_steps=" + std::to_string(capped), "train.limit_eval_batches=1",
+          "train.val_every_steps=0", "train.checkpoint_every=0", "train.save_checkpoint=false",
+          "train.target=0", "train.stop_at_target=false"};
+}
+
 int Sweep::repeats_of(bool upstream) const {
   if (upstream) return 1;
   return opts_.repeats > 0 ? opts_.repeats : std::max<int>(1, int(opts_.seeds.size()));
@@ -326,15 +341,38 @@ Json Sweep::plan_rung(const SuiteRung& r, const Prepared& prepared, bool upstrea
                    {"test_samples_per_pass", w.test_samples_per_pass},
                    {"forward_units", w.forward_units()}};
     out["estimate_s"] = nullptr;
+    std::optional<Estimate> est;
     if (estimator_) {
       std::string from;
-      if (const std::optional<Estimate> est = estimator_->estimate(shape, &from); est.has_value()) {
-        const Estimate e = est.value();
+      est = estimator_->estimate(shape, &from);
+      if (est) {
+        const Estimate e = *est;
         out["estimate_from"] = from;
         out["estimate_s"] = e.seconds(w);
         out["estimate"] = {{"fixed_s", e.fixed_s},
                            {"train_s", e.train_s(w)},
                            {"eval_s", e.seconds(w) - e.fixed_s - e.train_s(w)}};
+      }
+    }
+    // Its timing runs: the same config, the steps capped (between-run
+    // samples of its speed); none for a rung cut short where emulated.
+    const bool comparable = p.emulated.is_null() || p.emulated.value("comparable", true);
+    if (opts_.timing_runs > 0 && !upstream && comparable) {
+      const auto all = p.run_sets({});
+      const auto capped = timing_sets(config::load_config(r.config.string(), all), w.steps);
+      if (!capped.empty()) {
+        auto with = all;
+        with.insert(with.end(), capped.begin(), capped.end());
+        const auto wt = train::plan_work(config::to_run_config(config::load_config(r.config.string(), with)),
+                                         sizes, world);
+        Json t = {{"runs", opts_.timing_runs}, {"set", capped}, {"steps", wt.steps}, {"estimate_s", nullptr}};
+        if (est) {
+          t["estimate_s"] = est->seconds(wt);
+          t["estimate"] = {{"fixed_s", est->fixed_s},
+                           {"train_s", est->train_s(wt)},
+                           {"eval_s", est->seconds(wt) - est->fixed_s - est->train_s(wt)}};
+        }
+        out["timing"] = t;
       }
     }
   } catch (const std::exception& e) {  // data missing or unreadable: the run will say so
@@ -478,6 +516,9 @@ std::optional<Sweep::Job> Sweep::start_rung(const SuiteRung& r, Json& entry, boo
   job.entry = &entry;
   job.sets = p.run_sets(init);
   job.upstream = upstream;
+  if (!upstream && entry.contains("planned") && entry["planned"].contains("timing")) {
+    for (const auto& v : entry["planned"]["timing"]["set"]) job.timing.push_back(v.get<std::string>());
+  }
   return job;
 }
 
@@ -519,6 +560,35 @@ bool Sweep::run_repeat(Job& job, int i) {
   return true;
 }
 
+bool Sweep::run_timing(Job& job, int i) {
+  const SuiteRung& r = *job.rung;
+  Json& entry = *job.entry;
+  auto sets = job.sets;
+  if (!opts_.seeds.empty()) sets.push_back("train.seed=" + std::to_string(opts_.seeds.front()));
+  sets.insert(sets.end(), job.timing.begin(), job.timing.end());
+  const std::string rel = r.id + "/timing/t" + std::to_string(i + 1);
+  const std::string label = r.id + " t" + std::to_string(i + 1);
+  Json rec;
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    rec = run_one(r, sets, rel, label, false);
+  } catch (const std::exception& e) {
+    rec = {{"dir", rel}, {"status", "failed"}, {"error", e.what()}};
+    ++summary_.failed;
+    progress_.note(label + ": FAILED: " + e.what());
+  }
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  eta_.done(eta_label(label), rec["status"] == "ok" ? std::optional<double>(took) : std::nullopt);
+  if (!entry.contains("timing_runs")) entry["timing_runs"] = Json::array();
+  entry["timing_runs"].push_back(rec);
+  save();
+  if (summary_.stop_signal != 0) return false;
+  if (eta_.total() > 1) {
+    progress_.note(eta_.line(std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count()));
+  }
+  return true;
+}
+
 bool Sweep::excluded(const SuiteRung& r) const {
   return !opts_.only.empty() &&
          std::find(opts_.only.begin(), opts_.only.end(), r.id) == opts_.only.end();
@@ -552,6 +622,21 @@ SweepPlan Sweep::make_plan(double fraction) {
         ++out.runs;
         if (est) {
           *out.total_s += *est;
+        } else {
+          ++out.unestimated;
+        }
+      }
+      if (!pl.contains("timing")) continue;
+      const auto& t = pl["timing"];
+      for (int i = 0; i < t.value("runs", 0); ++i) {
+        const auto est = t["estimate_s"].is_number() ? std::optional<double>(t["estimate_s"].get<double>())
+                                                      : std::nullopt;
+        eta_.plan(eta_label(r.id + " t" + std::to_string(i + 1)), est, pl.value("emulated", false));
+        ++out.runs;
+        ++out.timing_runs;
+        if (est) {
+          *out.total_s += *est;
+          out.timing_s += *est;
         } else {
           ++out.unestimated;
         }
@@ -631,6 +716,13 @@ SweepSummary Sweep::run(const SweepPlan& planned, std::chrono::steady_clock::tim
       if (!run_repeat(job, k)) break;
     }
   }
+  // Then the timing runs, round-robin too, of every rung whose full run ended ok.
+  for (int k = 0; k < opts_.timing_runs && summary_.stop_signal == 0; ++k) {
+    for (auto& job : jobs) {
+      if (job.timing.empty() || !job.all_ok) continue;
+      if (!run_timing(job, k)) break;
+    }
+  }
   // A signal stopped the sweep mid-round: a rung with some of its runs is
   // interrupted (sweep --resume runs the rest); one not reached stays pending.
   for (auto& job : jobs) {
@@ -706,6 +798,11 @@ class Sweeps {
   Sweeps(const SweepOptions& o, const std::vector<fs::path>& suites)
       : opts_(o), progress_(o.log ? *o.log : null_, o.terminal) {
     if (opts_.repeats < 0) throw ConfigError("--repeats: must be at least 1");
+    if (opts_.timing_runs < 0) throw ConfigError("--timing-runs: must be 0 or more");
+    if (opts_.timing_runs > 0 && std::max<int>(opts_.repeats, int(opts_.seeds.size())) > 1) {
+      throw ConfigError("--timing-runs: with several runs a rung (--repeats, --seeds) the runs are the "
+                        "between-run samples; give one or the other");
+    }
     if (!(opts_.budget_minutes >= 0)) throw ConfigError("--budget: minutes must be a number > 0");
     if (!(opts_.run_timeout_s >= 0 && opts_.run_timeout_s <= util::kMaxTimeoutS)) {
       throw ConfigError("--run-timeout: seconds must be a number from 0 (none) to " +
@@ -735,6 +832,12 @@ class Sweeps {
           c.eval_s = r["estimate"].value("eval_s", 0.0);
           c.scalable = r.value("scalable", false);
           for (int i = 0; i < r.value("runs", 1); ++i) costs.push_back(c);
+          // Timing runs: their steps are capped, so the budget cannot scale them.
+          if (r.contains("timing") && r["timing"].contains("estimate")) {
+            const auto& e = r["timing"]["estimate"];
+            const RunCost t{e.value("fixed_s", 0.0), e.value("train_s", 0.0), e.value("eval_s", 0.0), false};
+            for (int i = 0; i < r["timing"].value("runs", 0); ++i) costs.push_back(t);
+          }
         }
       }
       const double f = budget_fraction(costs, plans.budget_s, kBudgetFloor);
@@ -910,6 +1013,20 @@ std::string plan_text(const SweepPlan& p) {
   }
   if (most_runs > 1) {
     out << "  the " << most_runs << " runs of each rung go round-robin: every rung's r1, then every rung's r2, ...\n";
+  }
+  if (p.timing_runs > 0) {
+    int rungs = 0, per = 0;
+    int64_t steps = 0;
+    for (const auto& r : p.rungs) {
+      if (!r.contains("timing")) continue;
+      ++rungs;
+      per = r["timing"].value("runs", 0);
+      steps = std::max<int64_t>(steps, r["timing"].value("steps", int64_t(0)));
+    }
+    out << "  then " << per << " timing run" << (per == 1 ? "" : "s") << " of each of " << rungs
+        << " rungs, round-robin (the rung's config, at most " << steps
+        << " steps, one evaluation batch): between-run samples of its speed"
+        << (p.timing_s > 0 ? ", about " + duration_text(p.timing_s) + " in all" : std::string()) << "\n";
   }
   out << "  " << plan_summary(p) << "\n";
   return out.str();

@@ -233,6 +233,7 @@ struct Side {
   // reached it (epoch by epoch), and how many did not.
   stats::Sample to_target;
   int missed_target = 0;
+  int timing = 0;  // timing runs among step_ms's and train_s's samples (timing_factors)
   std::string status() const {
     if (rung == nullptr) return "missing";
     if (!rung->needs.empty() && rung->repeats.empty()) return "needs " + rung->needs;
@@ -279,6 +280,13 @@ Side side_of(const ResultSet& set, const std::string& id, OptNum target) {
   s.train_s.values = t;
   s.mem_bytes.values = m;
   s.accs = a;
+  // One run and its timing runs: their speeds are the between-run samples.
+  if (s.ok.size() == 1) {
+    const auto factors = timing_factors(*s.rung);
+    s.timing = int(factors.size());
+    s.train_s.values = with_timing(s.train_s.values, factors);
+    s.step_ms.values = with_timing(s.step_ms.values, factors);
+  }
   if (s.ok.size() == 1 && s.step_ms.values.size() == 1) {
     // One run: its own steps after warm-up give its step time an interval.
     if (const auto iv = stats::block_bootstrap_median(step_times_after_warmup(*s.ok.front()));
@@ -316,6 +324,11 @@ std::string uncompared(const std::string& why, const CompareBounds& bounds, Comp
     return "FAIL: " + why;
   }
   return why;
+}
+
+// A side's samples: "3", or with timing runs "1+2t".
+std::string runs_cell(int samples, int timing) {
+  return timing > 0 ? std::to_string(samples - timing) + "+" + std::to_string(timing) + "t" : std::to_string(samples);
 }
 
 bool has_spread(const stats::Interval& iv) { return iv.low < iv.high || iv.method != "one run a side: no spread"; }
@@ -508,6 +521,14 @@ std::string judge(const Side& b, const Side& o, const CompareBounds& bounds, Com
                            "faster", false, bounds.noise));
   rows.push_back(ratio_row(id, "training time", "s", 1, b.train_s, o.train_s, bounds.slower_pct, "slower",
                            "faster", false, bounds.noise));
+  for (auto* r : {&rows[0], &rows[1]}) {
+    r->base_timing = std::min(b.timing, std::max(0, r->base_runs - 1));
+    r->other_timing = std::min(o.timing, std::max(0, r->other_runs - 1));
+    if (r->change && (r->base_timing > 0 || r->other_timing > 0)) {
+      r->change->method += " (timing runs: base " + std::to_string(r->base_timing) + ", other " +
+                           std::to_string(r->other_timing) + ")";
+    }
+  }
   // Time to the suite's target, shown with its interval, not gated: epoch
   // by epoch it moves in whole epochs (a gate on it belongs to a score over
   // several runs).
@@ -696,7 +717,8 @@ CompareOutcome compare_sets(const ResultSet& base, const ResultSet& other,
     for (const auto& r : out.rows) {
       const char* f = r.unit == "ms" ? "%.1f" : r.unit == "s" ? "%.1f" : "%.2f";
       md << "| " << r.rung << " | " << r.measure << " (" << r.unit << ") | " << fmt_num(r.base, f) << " | "
-         << fmt_num(r.other, f) << " | " << r.base_runs << " / " << r.other_runs << " | " << change_text(r)
+         << fmt_num(r.other, f) << " | " << runs_cell(r.base_runs, r.base_timing) << " / "
+         << runs_cell(r.other_runs, r.other_timing) << " | " << change_text(r)
          << " | " << (r.verdict.empty() ? "-" : r.verdict) << (r.note.empty() ? "" : ": " + r.note) << " | "
          << (r.change ? r.change->method : "") << " |\n";
     }
@@ -805,7 +827,8 @@ Json compare_json(const std::vector<CompareOutcome>& outcomes, const HistoryOutc
     for (const auto& r : o.rows) {
       Json row = {{"rung", r.rung},          {"measure", r.measure},   {"unit", r.unit},
                   {"base", num(r.base)},     {"other", num(r.other)},  {"base_runs", r.base_runs},
-                  {"other_runs", r.other_runs}, {"kind", r.difference ? "difference" : "ratio"},
+                  {"other_runs", r.other_runs},  {"base_timing_runs", r.base_timing},
+                  {"other_timing_runs", r.other_timing}, {"kind", r.difference ? "difference" : "ratio"},
                   {"verdict", r.verdict},    {"note", r.note},         {"gated", r.gated},
                   {"repeats_needed", r.repeats_needed ? Json(*r.repeats_needed) : Json()}};
       if (r.change) {

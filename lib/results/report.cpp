@@ -219,9 +219,19 @@ RungRow make_row(const RungRuns& r, const ResultSet& set, const PeakTable& peaks
     }
   }
   row.status = status_of(r, row.ok_runs);
-  row.speed_values = time;
   row.time_s = stat_of(time);
   row.speed = row.time_s.median;
+  // One ok run and its timing runs: each timing run's speed against the full
+  // run's over the same steps scales the full run's figures (the same
+  // config, the same batches): between-run samples for the speedups.
+  if (row.ok_runs == 1) row.timing_factors = timing_factors(r);
+  row.speed_values = with_timing(time, row.timing_factors);
+  if (!r.timing.empty() && row.ok_runs == 1) {  // each rung says its samples
+    const size_t used = row.timing_factors.size();
+    row.status += " + " + (used == r.timing.size() ? std::to_string(used)
+                                                   : std::to_string(used) + "/" + std::to_string(r.timing.size())) +
+                  " timing run" + (r.timing.size() == 1 ? "" : "s");
+  }
   row.acc = stat_of(acc);
   row.ips_total = stat_of(total);
   row.ips_device = stat_of(device);
@@ -382,7 +392,7 @@ void choose_speed_measure(Report& rep) {
   if (rungs == 0) return;
   rep.speed_measure = kSpeedSteadyStep;
   for (auto& r : rep.rungs) {
-    r.speed_values = r.steady_values;
+    r.speed_values = with_timing(r.steady_values, r.timing_factors);
     r.speed = stat_of(r.steady_values).median;
   }
 }
@@ -427,9 +437,14 @@ Report build_report(const ResultSet& set, const PeakTable& peaks) {
   }
   add_speedup_intervals(rep);
   {
-    int fewest = 0, most = 0;
-    int64_t steps = 0;
+    int fewest = 0, most = 0, timed = 0, timing_fewest = 0, timing_most = 0;
+    int64_t steps = 0, timing_steps = 0;
     std::set<std::string> families;
+    for (const auto& r : set.rungs) {
+      for (const auto& t : r.timing) {
+        if (t.ok()) timing_steps = std::max<int64_t>(timing_steps, t.steps);
+      }
+    }
     for (const auto& r : rep.rungs) {
       if (!r.family.empty() && r.ok_runs > 0) families.insert(r.family);
       if (r.speed_values.empty()) continue;
@@ -437,14 +452,40 @@ Report build_report(const ResultSet& set, const PeakTable& peaks) {
       fewest = fewest == 0 ? n : std::min(fewest, n);
       most = std::max(most, n);
       if (r.comparable) steps = std::max(steps, r.most_steps);  // the rungs choose_speed_measure read
+      if (!r.timing_factors.empty()) {
+        const int t = int(r.timing_factors.size());
+        ++timed;
+        timing_fewest = timing_fewest == 0 ? t : std::min(timing_fewest, t);
+        timing_most = std::max(timing_most, t);
+      }
     }
+    auto range = [](int lo, int hi) {
+      return lo == hi ? std::to_string(hi) : std::to_string(lo) + " to " + std::to_string(hi);
+    };
     const bool steady = rep.speed_measure == kSpeedSteadyStep;
-    if (most > 0) {
+    const std::string what = steady ? "steady steps per sample (each run's median step after warm-up over its "
+                                      "batch and ranks)"
+                                    : "training times";
+    if (timed > 0) {
+      rep.notes.push_back(
+          "Speedups: the ratio of the rungs' " + what + ", each rung's full run, with a 95% interval from " +
+          range(fewest, most) + " between-run samples a rung (the status column's \"ok + N timing runs\"): the full run's and, "
+          "for each of its " + range(timing_fewest, timing_most) +
+          " timing runs (`sweep --timing-runs`: the same config, at most " + std::to_string(timing_steps) +
+          " steps with the warm-up, one evaluation batch, run after every rung's full run, round-robin), that "
+          "figure scaled by the timing run's median step over the full run's median over the same steps (the same "
+          "batches). Welch's t on the logs" +
+          (rep.noise.is_object() ? std::string(", pooled with this machine's measured noise (calibrate --noise)")
+                                 : std::string()) +
+          "; *same within noise* where the interval holds 1, *faster* or *slower* where it lies beyond. A rung "
+          "without timing runs has its runs alone. Accuracy (its binomial interval), memory and the time columns "
+          "are the full runs' alone.");
+    } else if (most > 0) {
       rep.notes.push_back(
           std::string(steady ? "Speedups: the ratio of the rungs' steady steps per sample (each run's median step "
                                "after warm-up over its batch and ranks; the median of "
                              : "Speedups: the ratio of training times (the median of ") +
-          (fewest == most ? std::to_string(most) : std::to_string(fewest) + " to " + std::to_string(most)) +
+          range(fewest, most) +
           " ok run(s) a rung) with its 95% interval: Welch's t on the logs where both rungs have 2 or more runs, "
           "the other's spread where one has a single run, and with one run each " +
           (rep.noise.is_object() ? std::string("this machine's measured noise (calibrate --noise)")

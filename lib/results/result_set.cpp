@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "accel/results/stats.h"
 #include "accel/util/errors.h"
 #include "accel/util/input_file.h"
 #include "accel/util/json_doc.h"
@@ -40,6 +41,34 @@ std::vector<double> step_times_after_warmup(const RunRecord& run) {
     if (stop != line.c_str() + comma + 1 && std::isfinite(ms) && ms > 0) out.push_back(ms);
   }
   return out;
+}
+
+std::vector<double> timing_factors(const RungRuns& r) {
+  std::vector<double> out;
+  const RunRecord* full = nullptr;
+  for (const auto& run : r.repeats) {
+    if (!run.ok()) continue;
+    if (full != nullptr) return out;  // repeats: they are the between-run samples
+    full = &run;
+  }
+  if (full == nullptr || r.timing.empty()) return out;
+  const auto steps = step_times_after_warmup(*full);
+  for (const auto& t : r.timing) {
+    if (!t.ok()) continue;
+    const auto own = step_times_after_warmup(t);
+    if (own.size() < 4 || own.size() > steps.size()) continue;
+    const double window = stats::median(std::vector<double>(steps.begin(), steps.begin() + long(own.size())));
+    const double mine = stats::median(own);
+    if (window > 0 && mine > 0 && std::isfinite(mine / window)) out.push_back(mine / window);
+  }
+  return out;
+}
+
+std::vector<double> with_timing(std::vector<double> values, const std::vector<double>& factors) {
+  if (values.size() != 1) return values;
+  const double full = values.front();
+  for (const double f : factors) values.push_back(full * f);
+  return values;
 }
 
 const RungRuns* ResultSet::find(const std::string& id) const {
@@ -109,6 +138,11 @@ RungRuns rung_from_manifest(const fs::path& set, const Json& entry, bool upstrea
   if (entry.contains("runs") && entry["runs"].is_array()) {
     for (const auto& run : entry["runs"]) {
       r.repeats.push_back(read_run(set / run_dir(set, run, r.id)));
+    }
+  }
+  if (entry.contains("timing_runs") && entry["timing_runs"].is_array()) {
+    for (const auto& run : entry["timing_runs"]) {
+      r.timing.push_back(read_run(set / run_dir(set, run, r.id)));
     }
   }
   return r;

@@ -320,6 +320,51 @@ TEST_CASE("sweep: repeats with seeds land in r1, r2, run round-robin across the 
   CHECK(std::stod(value("train_time_s_max")) == 90.0);
 }
 
+TEST_CASE("sweep: timing runs follow every rung's full run round-robin and give the report between-run samples") {
+  accel_test::TempDir tmp;
+  tmp.write("s/tiny.json", kTiny);
+  const auto suite = tmp.write("s/suite.json", R"({"suite": "tiny", "rungs": [
+      {"id": "00-scratch", "article": "00", "config": "tiny.json"},
+      {"id": "01-again", "article": "01", "config": "tiny.json"}]})");
+  const auto out = tmp / "out";
+  // 16 steps a run (8 batches, 2 epochs, no warm-up): a timing run takes 12.
+  const std::string args = " --suite " + suite.string() + " --set train.limit_train_batches=8 --timing-runs 2";
+  auto r = run_cli("sweep --plan" + args);
+  INFO(r.output);
+  CHECK(r.code == 0);
+  CHECK(has(r.output, "then 2 timing runs of each of 2 rungs, round-robin (the rung's config, at most 12 steps"));
+  r = run_cli("sweep --out " + out.string() + args);
+  REQUIRE(r.code == 0);
+  // Every full run first, then every rung's t1, then every rung's t2.
+  std::vector<size_t> at;
+  for (const char* label : {"sweep: 00-scratch: started", "sweep: 01-again: started", "sweep: 00-scratch t1: started",
+                            "sweep: 01-again t1: started", "sweep: 00-scratch t2: started",
+                            "sweep: 01-again t2: started"}) {
+    at.push_back(r.output.find(label));
+    CHECK_MESSAGE(at.back() != std::string::npos, label);
+  }
+  CHECK(std::is_sorted(at.begin(), at.end()));
+  const auto set = the_set(out);
+  const auto t1 = read(set / "00-scratch/timing/t1/result.json");
+  CHECK(t1["status"] == "ok");
+  CHECK(t1["config"]["train"]["max_steps"] == 12);
+  CHECK(t1["config"]["train"]["limit_eval_batches"] == 1);
+  CHECK(t1["steps"] == 12);
+  const auto manifest = read(set / "sweep.json");
+  REQUIRE(manifest["rungs"][1]["timing_runs"].size() == 2);
+  CHECK(manifest["rungs"][1]["timing_runs"][1]["dir"] == "01-again/timing/t2");
+  CHECK(manifest["rungs"][1]["runs"].size() == 1);  // timing runs are not repeats
+  r = run_cli("report " + set.string());
+  CHECK(r.code == 0);
+  CHECK(has(r.output, "| ok + 2 timing runs |"));
+  const auto md = accel_test::read_text(set / "report.md");
+  CHECK(has(md, "3 between-run samples a rung"));
+  // Repeats are between-run samples already: the two together are refused.
+  r = run_cli("sweep --plan" + args + " --repeats 3");
+  CHECK(r.code == 2);
+  CHECK(has(r.output, "--timing-runs: with several runs a rung"));
+}
+
 TEST_CASE("sweep: a committed upstream run with the same config is used and its rungs start from its safetensors") {
   accel_test::TempDir tmp;
   tmp.write("s/tiny.json", kTiny);

@@ -155,6 +155,67 @@ TEST_CASE("compare: one run a side claims no more than this machine's noise show
   CHECK(out.rows[0].change->low == doctest::Approx(1.17 * std::exp(-floor_half)).epsilon(1e-6));
 }
 
+TEST_CASE("report and compare: one run and its timing runs give each speedup between-run samples and say how many") {
+  // Each timing run's steps after warm-up are the full run's first 12 times
+  // k: its factor is k, and the full run's figures scaled by it are samples.
+  auto timing = [](double ms, std::vector<double> ks, bool fail_last = false) {
+    std::vector<FakeRun> v;
+    for (const double k : ks) {
+      FakeRun f;
+      f.steps = report_test::steady_steps(ms * k, 17);
+      v.push_back(f);
+    }
+    if (fail_last) v.back().status = "failed";
+    return v;
+  };
+  FakeRun scratch = timed(100), fast = timed(50);
+  fast.time_s = 300;
+  accel_test::TempDir tmp;
+  SetBuilder(tmp / "set")
+      .rung("00-scratch", "00", {scratch})
+      .timing("00-scratch", timing(100, {1.03, 0.97, 1.01}))
+      .rung("01-fast", "01", {fast})
+      .timing("01-fast", timing(50, {1.02, 0.99, 1.0, 1.0}, true))
+      .write();
+  const auto set = load_result_set(tmp / "set");
+  REQUIRE(set.find("00-scratch") != nullptr);
+  const auto f = timing_factors(*set.find("00-scratch"));
+  REQUIRE(f.size() == 3);
+  CHECK(f[0] == doctest::Approx(1.03));
+  CHECK(f[1] == doctest::Approx(0.97));
+  CHECK(f[2] == doctest::Approx(1.01));
+  CHECK(with_timing({600}, f) == std::vector<double>{600, 600 * f[0], 600 * f[1], 600 * f[2]});
+  CHECK(with_timing({600, 610}, f).size() == 2);  // repeats are the samples themselves
+  const auto rep = build_report(set, PeakTable{});
+  REQUIRE(rep.rungs.size() == 2);
+  CHECK(rep.rungs[0].speed_values.size() == 4);
+  CHECK(*rep.rungs[0].speed == 600);  // the full run's time, not the samples' median
+  CHECK(rep.rungs[0].status == "ok + 3 timing runs");
+  CHECK(rep.rungs[1].status == "ok + 3/4 timing runs");  // the failed one is no sample
+  REQUIRE(rep.rungs[1].speedup_scratch_iv.has_value());
+  const auto& iv = rep.rungs[1].speedup_scratch_iv->iv;
+  CHECK(iv.method.rfind("Welch t on logs, 4 and 4 runs", 0) == 0);
+  CHECK(iv.low < 2.0);
+  CHECK(iv.high > 2.0);
+  CHECK(iv.low > 1.8);
+  CHECK(rep.rungs[1].speedup_scratch_iv->verdict == "faster");
+  const auto md = report_markdown(rep);
+  CHECK(has(md, "4 between-run samples a rung"));
+  CHECK(has(md, "for each of its 3 timing runs"));
+  CHECK(has(md, "| ok + 3 timing runs |"));
+  // compare: the same samples, each side's count said as runs plus timing runs.
+  CompareBounds b;
+  b.slower_pct = 10;
+  const auto out = compare_sets(set, set, b);
+  INFO(out.markdown);
+  CHECK(out.regressions == 0);
+  CHECK(out.unresolved == 0);
+  CHECK(has(out.markdown, "| 00-scratch | step time (ms) | 100.5 | 100.5 | 1+3t / 1+3t | 1.000x ["));
+  CHECK(has(out.markdown, "Welch t on logs, 4 and 4 runs (timing runs: base 3, other 3)"));
+  const auto doc = compare_json({out});
+  CHECK(doc["comparisons"][0]["rows"][0]["base_timing_runs"] == 3);
+}
+
 TEST_CASE("compare: a text set is gated as a vision set is and its report counts samples and tokens") {
   FakeRun b = timed(), o = timed(117);
   b.text = o.text = true;

@@ -139,19 +139,30 @@ struct SetBuilder {
     for (size_t i = 0; i < repeats.size(); ++i) {
       const std::string rel = repeats.size() > 1 ? id + "/r" + std::to_string(i + 1) : id;
       e["runs"].push_back({{"dir", rel}});
-      if (!missing) {
-        write_json(dir / rel / "result.json", fake_result(repeats[i]));
-        if (!repeats[i].steps.empty()) {
-          std::ofstream csv(dir / rel / "metrics.csv");
-          csv << "kind,step,epoch,loss,train_acc,val_acc,step_time_ms\n";
-          for (size_t k = 0; k < repeats[i].steps.size(); ++k) {
-            csv << "step," << k << ",1,0.5,,," << repeats[i].steps[k] << "\n";
-          }
-        }
-      }
+      if (!missing) write_run(rel, repeats[i]);
     }
     manifest[key].push_back(e);
     return *this;
+  }
+  // Timing runs (sweep --timing-runs) of the rung `id` added last: <id>/timing/t1, t2, ...
+  SetBuilder& timing(const std::string& id, const std::vector<FakeRun>& runs) {
+    for (auto& e : manifest["rungs"]) {
+      if (e["id"] != id) continue;
+      e["timing_runs"] = Json::array();
+      for (size_t i = 0; i < runs.size(); ++i) {
+        const std::string rel = id + "/timing/t" + std::to_string(i + 1);
+        e["timing_runs"].push_back({{"dir", rel}, {"status", runs[i].status}});
+        write_run(rel, runs[i]);
+      }
+    }
+    return *this;
+  }
+  void write_run(const std::string& rel, const FakeRun& run) const {
+    write_json(dir / rel / "result.json", fake_result(run));
+    if (run.steps.empty()) return;
+    std::ofstream csv(dir / rel / "metrics.csv");
+    csv << "kind,step,epoch,loss,train_acc,val_acc,step_time_ms\n";
+    for (size_t k = 0; k < run.steps.size(); ++k) csv << "step," << k << ",1,0.5,,," << run.steps[k] << "\n";
   }
   SetBuilder& needs(const std::string& id, const std::string& article, const std::string& what) {
     manifest["rungs"].push_back({{"id", id}, {"article", article}, {"changes", "x"},

@@ -21,6 +21,13 @@ namespace accel::ladder {
 struct SweepOptions {
   std::filesystem::path suite;
   int repeats = 0;                // 0: one, or one per seed
+  // > 0 (with one run a rung): after every rung's full run, this many short
+  // timing runs of each comparable rung (its config, steps capped to its
+  // warm-up and kTimingSteps more, one evaluation batch, no checkpoint), run
+  // round-robin into <rung>/timing/t<i>/ and recorded in sweep.json's
+  // "timing_runs": between-run samples of its speed, for the report's and
+  // compare's intervals (results::timing_factors).
+  int timing_runs = 0;
   std::vector<uint64_t> seeds;    // repeat i runs with seeds[i % n] (train.seed)
   std::filesystem::path out = "runs/sweep";
   bool resume = false;            // reuse ok runs whose resolved config is unchanged
@@ -45,6 +52,10 @@ struct SweepOptions {
   bool terminal = false;          // progress bars instead of log lines
 };
 
+// The steps a timing run times after its warm-up (fewer where the full run
+// has fewer).
+inline constexpr int kTimingSteps = 12;
+
 struct SweepSummary {
   std::filesystem::path set_dir;
   int ok = 0, reused = 0, failed = 0, skipped = 0;
@@ -65,8 +76,10 @@ struct SweepPlan {
   std::string suite, machine_id;
   std::string basis;  // where the estimate comes from, or ""
   std::vector<Json> rungs;
-  int runs = 0, unestimated = 0;
+  int runs = 0, unestimated = 0;  // runs: timing runs included
   std::optional<double> total_s;  // the estimated runs' seconds; nullopt: none estimated
+  int timing_runs = 0;            // the timing runs planned, in all (within `runs`)
+  double timing_s = 0;            // their estimated seconds (within total_s)
   // The command's budget (SweepOptions::budget_minutes): the seconds, the
   // share of its training batches each scalable run keeps, and every suite's
   // runs before scaling.

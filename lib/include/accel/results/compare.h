@@ -67,7 +67,8 @@ struct MeasureRow {
   std::string measure;   // "step time", "training time", "test accuracy" (the task's metric), "peak memory"
   std::string unit;      // of base/other: "ms", "s", "%", "GB"
   OptNum base, other;    // the sides' medians (accuracy: means), in `unit`
-  int base_runs = 0, other_runs = 0;
+  int base_runs = 0, other_runs = 0;  // the samples of each side: its runs and timing runs
+  int base_timing = 0, other_timing = 0;  // of those, timing runs (results::timing_factors)
   bool difference = false;  // change is OTHER - BASE in points (accuracy), else OTHER / BASE
   std::optional<stats::Interval> change;
   // slower / faster / same / unresolved (time); less accurate / more accurate /

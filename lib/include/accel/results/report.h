@@ -81,9 +81,13 @@ struct RungRow {
   // ranks) / 1000; empty where a run has no step median or batch size.
   std::vector<double> steady_values;
   // The values the speedups divide (Report::speed_measure): each ok
-  // repeat's training time (s), or steady_values; and their median.
+  // repeat's training time (s), or steady_values; with one ok run and
+  // timing runs, that run's and, per timing factor, it scaled by the factor
+  // (between-run samples of its speed). `speed` is the ok runs' median alone.
   std::vector<double> speed_values;
   OptNum speed;
+  // One ok run's timing factors (results::timing_factors); empty otherwise.
+  std::vector<double> timing_factors;
   // The rungs "vs scratch" and "vs prev" are taken against ("" when none).
   std::string scratch_id, prev_id;
   // Each speedup's 95% interval (base speed / this rung's, from the runs'

@@ -4,6 +4,7 @@
 //   SET/<upstream>/result.json     upstream runs (pretrain), once
 //   SET/<rung>/result.json         one repeat, or
 //   SET/<rung>/r1/result.json ...  several repeats
+//   SET/<rung>/timing/t1/result.json ... timing runs (sweep --timing-runs)
 // Reading is defensive: a field that is missing or null is "n/a"
 // (std::nullopt), never 0, so result.json files of older or newer schemas
 // and failed runs still load.
@@ -47,7 +48,21 @@ struct RungRuns {
   bool comparable = true;  // false: the where_emulated settings cut it short
   std::string committed;  // upstream: the committed run folder it came from
   std::vector<RunRecord> repeats;
+  // Timing runs (sweep --timing-runs): short runs of the rung's config after
+  // its full run, read for their speed alone (timing_factors), never as repeats.
+  std::vector<RunRecord> timing;
 };
+
+// A rung of one ok run and timing runs: for each ok timing run, its median
+// step over its timed steps divided by the full run's median over the same
+// steps (one config, one seed: the same batches), the factor by which that
+// run's speed differed from the full run's. Empty unless the rung has exactly
+// one ok run whose step series covers a timing run's steps (4 or more).
+std::vector<double> timing_factors(const RungRuns& r);
+
+// A rung's samples of a time: `values` (its ok runs') and, where that is
+// one run, that run's value scaled by each timing factor.
+std::vector<double> with_timing(std::vector<double> values, const std::vector<double>& factors);
 
 struct ResultSet {
   std::filesystem::path dir;
