@@ -364,6 +364,7 @@ struct LadderArgs {
   std::vector<std::string> suites;
   bool plan = false, plan_json = false;
   std::string seeds;
+  std::string repeats;  // sweep --repeats: N or "auto"
   std::string compare_format = "text";
   std::string compare_history;  // --history FILE
   int compare_window = 5;
@@ -400,6 +401,16 @@ int cmd_sweep(LadderArgs& a) {
   }
   if (a.suites.empty()) throw accel::ConfigError("sweep: --suite FILE is required");
   if (!a.seeds.empty()) a.sweep.seeds = accel::ladder::parse_seeds(a.seeds);
+  if (a.repeats == "auto") {
+    a.sweep.adaptive = true;
+  } else if (!a.repeats.empty()) {
+    char* end = nullptr;
+    const long n = std::strtol(a.repeats.c_str(), &end, 10);
+    if (end == a.repeats.c_str() || *end != '\0' || n < 1 || n > 1000) {
+      throw accel::ConfigError("--repeats: a whole number from 1 to 1000, or auto (got \"" + a.repeats + "\")");
+    }
+    a.sweep.repeats = int(n);
+  }
   const std::vector<std::filesystem::path> suites(a.suites.begin(), a.suites.end());
   if (a.plan) {
     const auto plans = accel::ladder::plan_sweeps(a.sweep, suites);
@@ -645,10 +656,21 @@ int cmd_predict(LadderArgs& a) {
 void add_ladder_commands(CLI::App& app, LadderArgs& a) {
   auto* sweep = app.add_subcommand("sweep", "Run a suite's rungs (each as a child run) into OUT/<suite>/<machine-id>/");
   sweep->add_option("--suite", a.suites, "Suite file (JSON); several run one after the other");
-  sweep->add_option("--repeats,--runs", a.sweep.repeats,
+  sweep->add_option("--repeats,--runs", a.repeats,
                     "Runs per rung (default 1, or one per seed); with a target, 3 or more give each rung an "
-                    "MLPerf score (the fastest and slowest dropped)")
-      ->check(CLI::Range(1, 1000));
+                    "MLPerf score (the fastest and slowest dropped). auto (with --against BASE): 2 runs a rung, "
+                    "then one more round by round of each rung whose time against BASE is unresolved at "
+                    "--fail-slower, until each resolves or --max-repeats / --max-minutes");
+  sweep->add_option("--against", a.sweep.against, "--repeats auto: BASE, the result set to resolve against");
+  sweep->add_option("--fail-slower", a.sweep.against_slower_pct,
+                    "--repeats auto: the bound (percent) a rung's time verdict is resolved against (default 7)");
+  sweep->add_option("--max-repeats", a.sweep.max_repeats, "--repeats auto: runs a rung at most (default 6)")
+      ->check(CLI::Range(2, 1000));
+  sweep->add_option("--max-minutes", a.sweep.max_minutes,
+                    "--repeats auto: start no extra round after this many minutes of them (default 0: no cap)");
+  sweep->add_option("--noise", a.sweep.noise,
+                    "--repeats auto: this machine's noise (calibrate --noise), as compare --noise; by default "
+                    "BASE's machine's calibration where the sets are of one machine");
   sweep->add_option("--timing-runs", a.sweep.timing_runs,
                     "With one run a rung: after the full runs, N short runs of each rung's config "
                     "(its warm-up and 12 steps, one evaluation batch), round-robin, whose speed "

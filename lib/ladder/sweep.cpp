@@ -17,7 +17,10 @@
 #include "accel/ladder/estimate.h"
 #include "accel/machine/machine.h"
 #include "accel/machine/peaks.h"
+#include "accel/machine/predict.h"
 #include "accel/plan/accelerator.h"
+#include "accel/results/compare.h"
+#include "accel/results/compare_run.h"
 #include "accel/plan/run_plan.h"
 #include "accel/ladder/progress.h"
 #include "accel/ladder/suite.h"
@@ -106,6 +109,8 @@ class Sweep {
   bool run_repeat(Job& job, int i);
   // The rung's timing run i (0-based); false when a signal stopped the sweep.
   bool run_timing(Job& job, int i);
+  // Adaptive repeats after the first round-robin (SweepOptions::adaptive).
+  void run_adaptive(std::vector<Job>& jobs);
   // An upstream run committed with the suite: copied in when its config matches.
   bool use_committed(const SuiteRung& r, const Json& resolved, Json& entry);
   // One run: reuse it (--resume, same config) or spawn it. Returns its record.
@@ -259,6 +264,7 @@ std::vector<std::string> timing_sets(const Json& resolved, int64_t steps) {
 
 int Sweep::repeats_of(bool upstream) const {
   if (upstream) return 1;
+  if (opts_.adaptive) return kAdaptiveFirstRuns;
   return opts_.repeats > 0 ? opts_.repeats : std::max<int>(1, int(opts_.seeds.size()));
 }
 
@@ -552,7 +558,7 @@ bool Sweep::run_repeat(Job& job, int i) {
     save();
     return false;
   }
-  if (i + 1 == repeats) entry["status"] = job.all_ok ? "ok" : "failed";
+  if (i + 1 >= repeats) entry["status"] = job.all_ok ? "ok" : "failed";  // adaptive repeats go beyond
   save();
   if (eta_.total() > 1) {
     progress_.note(eta_.line(std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count()));
@@ -589,6 +595,98 @@ bool Sweep::run_timing(Job& job, int i) {
   return true;
 }
 
+void Sweep::run_adaptive(std::vector<Job>& jobs) {
+  const auto base = results::load_result_set(results::single_result_set(opts_.against));
+  results::CompareBounds bounds;
+  bounds.slower_pct = opts_.against_slower_pct;
+  bounds.allow_uncompared = true;  // a rung BASE lacks is not ours to resolve
+  const auto started = std::chrono::steady_clock::now();
+  auto minutes = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count() / 60;
+  };
+  auto ids = [](const std::vector<results::AdaptiveRound::Open>& v) {
+    std::string s;
+    for (const auto& o : v) {
+      s += (s.empty() ? "" : ", ") + o.rung + " (" + std::to_string(o.runs) + " runs" +
+           (o.repeats_needed ? ", about " + std::to_string(*o.repeats_needed) + " a side resolve it" : "") + ")";
+    }
+    return s;
+  };
+  const std::string against = "against " + base.dir.string() + " at " +
+                              machine::format_double("%g%%", opts_.against_slower_pct);
+  Json record = {{"against", base.dir.string()},         {"fail_slower_pct", opts_.against_slower_pct},
+                 {"first_runs", kAdaptiveFirstRuns},     {"max_repeats", opts_.max_repeats},
+                 {"max_minutes", opts_.max_minutes},     {"rounds", Json::array()}};
+  int extra = 0;
+  results::AdaptiveRound open;
+  std::string stopped_by = "every rung resolved";
+  for (int k = kAdaptiveFirstRuns;; ++k) {
+    save();
+    const auto current = results::load_result_set(set_dir_);
+    open = results::adaptive_round(
+        results::compare_sets(base, current, [&] {
+          auto b = bounds;
+          b.noise = results::compare_noise(opts_.noise.string(), base, current);
+          return b;
+        }()),
+        opts_.max_repeats);
+    if (open.run.empty()) {
+      if (!open.at_cap.empty()) stopped_by = "the cap of " + std::to_string(opts_.max_repeats) + " runs a rung";
+      break;
+    }
+    if (opts_.max_minutes > 0 && minutes() >= opts_.max_minutes) {
+      stopped_by = "the cap of " + machine::format_double("%g", opts_.max_minutes) + " minutes";
+      break;
+    }
+    if (summary_.stop_signal != 0) {
+      stopped_by = "a signal";
+      break;
+    }
+    progress_.note("adaptive repeats: unresolved " + against + ": " + ids(open.run) + "; run " +
+                   std::to_string(k + 1) + " of each");
+    Json round = {{"run", Json::array()}};
+    for (const auto& o : open.run) round["run"].push_back(o.rung);
+    record["rounds"].push_back(round);
+    bool stopped = false;
+    int ran = 0;
+    for (auto& job : jobs) {
+      const bool wanted = std::any_of(open.run.begin(), open.run.end(),
+                                      [&](const auto& o) { return o.rung == job.rung->id; });
+      if (!wanted || !job.all_ok) continue;  // a rung with a failed run is not run again
+      ++extra;
+      ++ran;
+      if (!run_repeat(job, k)) {
+        stopped = true;
+        break;
+      }
+    }
+    if (stopped) {
+      stopped_by = "a signal";
+      break;
+    }
+    if (ran == 0) {
+      stopped_by = "failed runs (the open rungs have one)";
+      break;
+    }
+  }
+  record["extra_runs"] = extra;
+  record["extra_minutes"] = minutes();
+  record["stopped_by"] = stopped_by;
+  Json left = Json::array();
+  for (const auto* v : {&open.run, &open.at_cap}) {
+    for (const auto& o : *v) left.push_back({{"rung", o.rung}, {"runs", o.runs},
+                                             {"repeats_needed", o.repeats_needed ? Json(*o.repeats_needed) : Json()}});
+  }
+  record["unresolved"] = left;
+  manifest_["adaptive"] = record;
+  save();
+  progress_.note("adaptive repeats " + against + ": " + std::to_string(extra) + " extra runs, " +
+                 duration_text(minutes() * 60) + "; stopped by " + stopped_by +
+                 (left.empty() ? std::string() : "; still unresolved: " + ids(open.run) +
+                                                     (open.run.empty() || open.at_cap.empty() ? "" : ", ") +
+                                                     ids(open.at_cap)));
+}
+
 bool Sweep::excluded(const SuiteRung& r) const {
   return !opts_.only.empty() &&
          std::find(opts_.only.begin(), opts_.only.end(), r.id) == opts_.only.end();
@@ -600,6 +698,15 @@ SweepPlan Sweep::make_plan(double fraction) {
   SweepPlan out;
   out.suite = suite_.name;
   out.machine_id = machine_["id"].get<std::string>();
+  if (opts_.adaptive) {
+    out.adaptive = "then, round by round, one more run of each rung whose time against " + opts_.against.string() +
+                   " is unresolved at " + machine::format_double("%g%%", opts_.against_slower_pct) + ", to " +
+                   std::to_string(opts_.max_repeats) + " runs a rung" +
+                   (opts_.max_minutes > 0 ? " or " + machine::format_double("%g", opts_.max_minutes) +
+                                                " minutes of extra rounds"
+                                          : std::string()) +
+                   " (not in the estimate)";
+  }
   if (!estimator_) estimator_.emplace(suite_.results, opts_.peaks, out.machine_id);
   out.basis = estimator_->basis();
   out.total_s = 0.0;
@@ -716,6 +823,7 @@ SweepSummary Sweep::run(const SweepPlan& planned, std::chrono::steady_clock::tim
       if (!run_repeat(job, k)) break;
     }
   }
+  if (opts_.adaptive && summary_.stop_signal == 0) run_adaptive(jobs);
   // Then the timing runs, round-robin too, of every rung whose full run ended ok.
   for (int k = 0; k < opts_.timing_runs && summary_.stop_signal == 0; ++k) {
     for (auto& job : jobs) {
@@ -799,6 +907,26 @@ class Sweeps {
       : opts_(o), progress_(o.log ? *o.log : null_, o.terminal) {
     if (opts_.repeats < 0) throw ConfigError("--repeats: must be at least 1");
     if (opts_.timing_runs < 0) throw ConfigError("--timing-runs: must be 0 or more");
+    if (opts_.adaptive) {
+      if (opts_.against.empty()) throw ConfigError("--repeats auto: give --against BASE_SET, the set to resolve against");
+      if (suites.size() != 1) throw ConfigError("--repeats auto: one --suite (BASE is one suite's set)");
+      if (!opts_.seeds.empty()) throw ConfigError("--repeats auto: give no --seeds (every repeat runs the same seed)");
+      if (opts_.timing_runs > 0) {
+        throw ConfigError("--timing-runs: with --repeats auto the repeats are the between-run samples");
+      }
+      if (opts_.max_repeats < kAdaptiveFirstRuns) {
+        throw ConfigError("--max-repeats: at least " + std::to_string(kAdaptiveFirstRuns));
+      }
+      if (!(opts_.against_slower_pct >= 0 && std::isfinite(opts_.against_slower_pct))) {
+        throw ConfigError("--fail-slower: must be a finite number >= 0");
+      }
+      if (!(opts_.max_minutes >= 0 && std::isfinite(opts_.max_minutes))) {
+        throw ConfigError("--max-minutes: must be a finite number >= 0 (0: no cap)");
+      }
+      results::load_result_set(results::single_result_set(opts_.against));  // there and readable
+    } else if (!opts_.against.empty()) {
+      throw ConfigError("--against: only with --repeats auto");
+    }
     if (opts_.timing_runs > 0 && std::max<int>(opts_.repeats, int(opts_.seeds.size())) > 1) {
       throw ConfigError("--timing-runs: with several runs a rung (--repeats, --seeds) the runs are the "
                         "between-run samples; give one or the other");
@@ -1014,6 +1142,7 @@ std::string plan_text(const SweepPlan& p) {
   if (most_runs > 1) {
     out << "  the " << most_runs << " runs of each rung go round-robin: every rung's r1, then every rung's r2, ...\n";
   }
+  if (!p.adaptive.empty()) out << "  " << p.adaptive << "\n";
   if (p.timing_runs > 0) {
     int rungs = 0, per = 0;
     int64_t steps = 0;

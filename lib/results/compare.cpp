@@ -129,6 +129,34 @@ std::optional<std::pair<double, int>> noise_of(const Json& noise, const std::str
 
 }  // namespace
 
+AdaptiveRound adaptive_round(const CompareOutcome& outcome, int max_runs) {
+  // Per rung, in the outcome's order: open while a gated time row is
+  // unresolved and no gated row of the rung failed its bound.
+  std::vector<std::string> order;
+  std::map<std::string, AdaptiveRound::Open> open;
+  std::set<std::string> settled;
+  for (const auto& r : outcome.rows) {
+    if (!r.gated) continue;
+    const bool failed = r.verdict == "slower" || r.verdict == "less accurate" || r.verdict == "outside band" ||
+                        r.verdict == "larger";
+    if (failed) settled.insert(r.rung);
+    if (r.verdict != "unresolved" || (r.measure != "step time" && r.measure != "training time")) continue;
+    auto [it, fresh] = open.try_emplace(r.rung);
+    if (fresh) order.push_back(r.rung);
+    auto& o = it->second;
+    o.rung = r.rung;
+    o.runs = std::max(o.runs, r.other_runs);
+    if (r.repeats_needed) o.repeats_needed = std::max(o.repeats_needed.value_or(0), *r.repeats_needed);
+  }
+  AdaptiveRound out;
+  for (const auto& id : order) {
+    if (settled.count(id)) continue;
+    const auto& o = open[id];
+    (o.runs < max_runs ? out.run : out.at_cap).push_back(o);
+  }
+  return out;
+}
+
 Json measure_noise(const ResultSet& set) {
   const std::string metric = metric_measure(set.metric);  // in points, not a log
   Json rungs = Json::object();

@@ -365,6 +365,71 @@ TEST_CASE("sweep: timing runs follow every rung's full run round-robin and give 
   CHECK(has(r.output, "--timing-runs: with several runs a rung"));
 }
 
+TEST_CASE("sweep: adaptive repeats run unresolved rungs again until they resolve or reach the cap and say what they spent") {
+  accel_test::TempDir tmp;
+  tmp.write("s/tiny.json", kTiny);
+  const auto suite = tmp.write("s/suite.json", R"({"suite": "tiny", "rungs": [
+      {"id": "00-scratch", "article": "00", "config": "tiny.json"}]})");
+  const std::string sweep = "sweep --suite " + suite.string() + " --set train.epochs=1";
+  auto r = run_cli(sweep + " --out " + (tmp / "base").string() + " --repeats 3");
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  const auto base = the_set(tmp / "base");
+  // BASE's times set by hand: the verdicts no longer hang on this machine's noise.
+  auto set_base = [&](const std::vector<double>& scale) {
+    for (size_t i = 0; i < scale.size(); ++i) {
+      const auto f = base / "00-scratch" / ("r" + std::to_string(i + 1)) / "result.json";
+      auto doc = read(f);
+      doc["train_time_s"] = 100 * scale[i];
+      doc["step_time_ms"]["median"] = 1000 * scale[i];
+      std::ofstream(f) << doc.dump(2);
+    }
+  };
+  // BASE far slower: the first two runs resolve it (faster), nothing more runs.
+  set_base({1, 1.01, 0.99});
+  const std::string against = " --repeats auto --against " + base.string() + " --fail-slower 7 --max-repeats 3";
+  r = run_cli(sweep + " --plan" + against);
+  CHECK(r.code == 0);
+  CHECK(has(r.output, "the 2 runs of each rung go round-robin"));
+  CHECK(has(r.output, "then, round by round, one more run of each rung whose time against " + base.string() +
+                          " is unresolved at 7%, to 3 runs a rung (not in the estimate)"));
+  r = run_cli(sweep + " --out " + (tmp / "fast").string() + against);
+  REQUIRE(r.code == 0);
+  CHECK(has(r.output, "adaptive repeats against " + base.string() + " at 7%: 0 extra runs"));
+  CHECK(has(r.output, "stopped by every rung resolved"));
+  auto manifest = read(the_set(tmp / "fast") / "sweep.json");
+  CHECK(manifest["rungs"][0]["runs"].size() == 2);
+  CHECK(manifest["adaptive"]["extra_runs"] == 0);
+  CHECK(manifest["adaptive"]["unresolved"].empty());
+  // BASE's runs scattered a hundredfold: no run count resolves it; the rung
+  // runs to the cap (one more) and is reported open.
+  set_base({0.01, 1, 100});
+  r = run_cli(sweep + " --out " + (tmp / "open").string() + against);
+  REQUIRE(r.code == 0);
+  CHECK(has(r.output, "adaptive repeats: unresolved against " + base.string() + " at 7%: 00-scratch (2 runs"));
+  CHECK(has(r.output, "1 extra runs"));
+  CHECK(has(r.output, "stopped by the cap of 3 runs a rung; still unresolved: 00-scratch (3 runs"));
+  const auto open = the_set(tmp / "open");
+  manifest = read(open / "sweep.json");
+  CHECK(manifest["rungs"][0]["runs"].size() == 3);
+  CHECK(manifest["rungs"][0]["runs"][2]["dir"] == "00-scratch/r3");
+  CHECK(manifest["rungs"][0]["status"] == "ok");
+  CHECK(manifest["adaptive"]["extra_runs"] == 1);
+  CHECK(manifest["adaptive"]["rounds"].size() == 1);
+  CHECK(manifest["adaptive"]["unresolved"][0]["rung"] == "00-scratch");
+  CHECK(read(open / "00-scratch/r3/result.json")["status"] == "ok");
+  // What it needs, said at once.
+  r = run_cli(sweep + " --out " + (tmp / "x").string() + " --repeats auto");
+  CHECK(r.code == 2);
+  CHECK(has(r.output, "--repeats auto: give --against BASE_SET"));
+  r = run_cli(sweep + " --out " + (tmp / "x").string() + " --against " + base.string());
+  CHECK(r.code == 2);
+  CHECK(has(r.output, "--against: only with --repeats auto"));
+  r = run_cli(sweep + " --out " + (tmp / "x").string() + " --repeats often");
+  CHECK(r.code == 2);
+  CHECK(has(r.output, "--repeats: a whole number from 1 to 1000, or auto (got \"often\")"));
+}
+
 TEST_CASE("sweep: a committed upstream run with the same config is used and its rungs start from its safetensors") {
   accel_test::TempDir tmp;
   tmp.write("s/tiny.json", kTiny);

@@ -216,6 +216,54 @@ TEST_CASE("report and compare: one run and its timing runs give each speedup bet
   CHECK(doc["comparisons"][0]["rows"][0]["base_timing_runs"] == 3);
 }
 
+TEST_CASE("adaptive repeats: a rung resolves after two more runs and a rung whose runs scatter stops at the cap") {
+  // BASE: 5 runs a rung within 1%. OTHER's runs in the order a sweep would
+  // make them; rung "a" settles near BASE, rung "b" scatters 30%.
+  const std::vector<double> base = {100, 101, 99, 100.5, 99.5};
+  const std::vector<double> a = {100, 104, 105, 101, 100, 102};
+  const std::vector<double> b = {70, 130, 80, 125, 75, 120};
+  CompareBounds bounds;
+  bounds.slower_pct = 7;
+  auto round_at = [&](size_t n) {
+    accel_test::TempDir tmp;
+    SetBuilder(tmp / "base").rung("a", "00", runs(base)).rung("b", "01", runs(base)).write();
+    SetBuilder(tmp / "other")
+        .rung("a", "00", runs({a.begin(), a.begin() + long(n)}))
+        .rung("b", "01", runs({b.begin(), b.begin() + long(n)}))
+        .write();
+    return adaptive_round(compare_sets(load_result_set(tmp / "base"), load_result_set(tmp / "other"), bounds), 6);
+  };
+  auto names = [](const std::vector<AdaptiveRound::Open>& v) {
+    std::vector<std::string> out;
+    for (const auto& o : v) out.push_back(o.rung);
+    return out;
+  };
+  // After the first two runs a rung both straddle 7%: one more run each.
+  auto r = round_at(2);
+  CHECK(names(r.run) == std::vector<std::string>{"a", "b"});
+  CHECK(r.at_cap.empty());
+  CHECK(r.run[0].runs == 2);
+  REQUIRE(r.run[0].repeats_needed.has_value());
+  CHECK(*r.run[0].repeats_needed >= 2);
+  CHECK(names(round_at(3).run) == std::vector<std::string>{"a", "b"});
+  // Two runs more and "a" is resolved (same within 7%); "b" is not.
+  r = round_at(4);
+  CHECK(names(r.run) == std::vector<std::string>{"b"});
+  CHECK(names(round_at(5).run) == std::vector<std::string>{"b"});
+  // At the cap "b" is still open: reported, not run again.
+  r = round_at(6);
+  CHECK(r.run.empty());
+  CHECK(names(r.at_cap) == std::vector<std::string>{"b"});
+  CHECK(r.at_cap[0].runs == 6);
+  // A rung beyond its bound is settled: more runs cannot clear it.
+  accel_test::TempDir tmp;
+  SetBuilder(tmp / "base").rung("a", "00", runs(base)).write();
+  SetBuilder(tmp / "slow").rung("a", "00", runs({150, 151})).write();
+  const auto slow = compare_sets(load_result_set(tmp / "base"), load_result_set(tmp / "slow"), bounds);
+  CHECK(slow.regressions == 1);
+  CHECK(adaptive_round(slow, 6).run.empty());
+}
+
 TEST_CASE("compare: a text set is gated as a vision set is and its report counts samples and tokens") {
   FakeRun b = timed(), o = timed(117);
   b.text = o.text = true;

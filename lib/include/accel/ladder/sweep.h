@@ -28,6 +28,18 @@ struct SweepOptions {
   // "timing_runs": between-run samples of its speed, for the report's and
   // compare's intervals (results::timing_factors).
   int timing_runs = 0;
+  // Adaptive repeats (sweep --repeats auto --against BASE): every rung runs
+  // kAdaptiveFirstRuns times round-robin; then, round by round, one more run
+  // of each rung whose time verdict against BASE under --fail-slower
+  // (results::adaptive_round) is still unresolved, until none is, a rung has
+  // max_repeats runs, or max_minutes have gone by since the first extra
+  // round; sweep.json's "adaptive" says what it spent and what stayed open.
+  bool adaptive = false;
+  std::filesystem::path against;   // BASE: a result set of the same suite
+  double against_slower_pct = 7;   // the bound a verdict is resolved against
+  int max_repeats = 6;             // runs a rung at most
+  double max_minutes = 0;          // > 0: no extra round starts after this many minutes
+  std::filesystem::path noise;     // this machine's noise (calibrate --noise); "": BASE's calibration
   std::vector<uint64_t> seeds;    // repeat i runs with seeds[i % n] (train.seed)
   std::filesystem::path out = "runs/sweep";
   bool resume = false;            // reuse ok runs whose resolved config is unchanged
@@ -56,6 +68,9 @@ struct SweepOptions {
 // has fewer).
 inline constexpr int kTimingSteps = 12;
 
+// Adaptive repeats' first round-robin: two runs a rung give each a spread of its own.
+inline constexpr int kAdaptiveFirstRuns = 2;
+
 struct SweepSummary {
   std::filesystem::path set_dir;
   int ok = 0, reused = 0, failed = 0, skipped = 0;
@@ -80,6 +95,7 @@ struct SweepPlan {
   std::optional<double> total_s;  // the estimated runs' seconds; nullopt: none estimated
   int timing_runs = 0;            // the timing runs planned, in all (within `runs`)
   double timing_s = 0;            // their estimated seconds (within total_s)
+  std::string adaptive;           // --repeats auto: what may run beyond the first runs, or ""
   // The command's budget (SweepOptions::budget_minutes): the seconds, the
   // share of its training batches each scalable run keeps, and every suite's
   // runs before scaling.

@@ -112,6 +112,22 @@ struct CompareOutcome {
 CompareOutcome compare_sets(const ResultSet& base, const ResultSet& other,
                             const CompareBounds& bounds);
 
+// Adaptive repeats (sweep --repeats auto --against BASE): from a compare of
+// BASE with the set being made, the rungs whose time gate (step or training
+// time) is still unresolved, none of their gated measures beyond a bound.
+// `run`: those with fewer than `max_runs` ok runs, to run once more each;
+// `at_cap`: those that have `max_runs` already. More runs of a rung that is
+// resolved, failed or not comparable cannot change what compare says of it.
+struct AdaptiveRound {
+  struct Open {
+    std::string rung;
+    int runs = 0;                       // the set's samples of its time now
+    std::optional<int> repeats_needed;  // per side, as compare estimates from the spread so far
+  };
+  std::vector<Open> run, at_cap;
+};
+AdaptiveRound adaptive_round(const CompareOutcome& outcome, int max_runs);
+
 // A machine's noise from a set whose rungs ran unchanged several times
 // (`sweep --repeats K`): per rung and measure (step time, training time,
 // peak memory: the standard deviation of the log; test accuracy: of the
