@@ -48,7 +48,7 @@ for suite in "${suites[@]}"; do args+=(--suite "$suite"); done
 args+=(--out "$out" --peaks "$peaks")
 [ "$budget" != 0 ] && args+=(--budget "$budget")
 timing=${LADDER_TIMING_RUNS:-2}
-for a in "$@"; do case "$a" in --repeats|--repeats=*|--seeds|--seeds=*) timing=0 ;; esac; done
+for a in "$@"; do case "$a" in --repeats|--repeats=*|--runs|--runs=*|--seeds|--seeds=*) timing=0 ;; esac; done
 [ "$timing" != 0 ] && args+=(--timing-runs "$timing")
 # What runs here and about how long it takes. Where bf16 is emulated the
 # suites' where_emulated settings cut the bf16 rungs short and run the rungs

@@ -129,6 +129,16 @@ std::optional<std::pair<double, int>> noise_of(const Json& noise, const std::str
 
 }  // namespace
 
+namespace {
+
+// A gated row's verdict that fails its bound.
+bool beyond_bound(const MeasureRow& r) {
+  return r.verdict == "slower" || r.verdict == "less accurate" || r.verdict == "outside band" ||
+         r.verdict == "larger";
+}
+
+}  // namespace
+
 AdaptiveRound adaptive_round(const CompareOutcome& outcome, int max_runs) {
   // Per rung, in the outcome's order: open while a gated time row is
   // unresolved and no gated row of the rung failed its bound.
@@ -137,9 +147,7 @@ AdaptiveRound adaptive_round(const CompareOutcome& outcome, int max_runs) {
   std::set<std::string> settled;
   for (const auto& r : outcome.rows) {
     if (!r.gated) continue;
-    const bool failed = r.verdict == "slower" || r.verdict == "less accurate" || r.verdict == "outside band" ||
-                        r.verdict == "larger";
-    if (failed) settled.insert(r.rung);
+    if (beyond_bound(r)) settled.insert(r.rung);
     if (r.verdict != "unresolved" || (r.measure != "step time" && r.measure != "training time")) continue;
     auto [it, fresh] = open.try_emplace(r.rung);
     if (fresh) order.push_back(r.rung);
@@ -594,8 +602,7 @@ std::string judge(const Side& b, const Side& o, const CompareBounds& bounds, Com
   for (const auto& r : rows) {
     if (!r.gated) continue;
     const std::string what = r.measure + " " + change_text(r);
-    if (r.verdict == "slower" || r.verdict == "less accurate" || r.verdict == "outside band" ||
-        r.verdict == "larger") {
+    if (beyond_bound(r)) {
       const double bnd = r.difference  // the task's metric, in points
                              ? bounds.acc_drop_points.value_or(bounds.acc_band_points.value_or(0))
                          : r.measure == "peak memory" ? bounds.memory_growth_pct.value_or(0)

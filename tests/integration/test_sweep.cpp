@@ -51,6 +51,16 @@ Json read(const fs::path& f) {
   return Json::parse(in);
 }
 
+// Each label is in the sweep's output, in the order given.
+void check_started_in_order(const std::string& output, const std::vector<const char*>& labels) {
+  std::vector<size_t> at;
+  for (const char* label : labels) {
+    at.push_back(output.find(label));
+    CHECK_MESSAGE(at.back() != std::string::npos, label);
+  }
+  CHECK(std::is_sorted(at.begin(), at.end()));
+}
+
 // A ViT of one block on 64 synthetic images, two batches per epoch.
 const char* kTiny = R"({
   "name": "tiny",
@@ -266,13 +276,8 @@ TEST_CASE("sweep: repeats with seeds land in r1, r2, run round-robin across the 
   CHECK(read(set / "00-scratch/r1/result.json")["config"]["train"]["seed"] == 1);
   CHECK(read(set / "00-scratch/r2/result.json")["config"]["train"]["seed"] == 2);
   // Every rung's run 1, then every rung's run 2: drift falls on both alike.
-  std::vector<size_t> at;
-  for (const char* label : {"sweep: 00-scratch r1: started", "sweep: 01-again r1: started",
-                            "sweep: 00-scratch r2: started", "sweep: 01-again r2: started"}) {
-    at.push_back(r.output.find(label));
-    CHECK_MESSAGE(at.back() != std::string::npos, label);
-  }
-  CHECK(std::is_sorted(at.begin(), at.end()));
+  check_started_in_order(r.output, {"sweep: 00-scratch r1: started", "sweep: 01-again r1: started",
+                                     "sweep: 00-scratch r2: started", "sweep: 01-again r2: started"});
   // The record keeps each rung's runs in repeat order.
   const auto manifest = read(set / "sweep.json");
   CHECK(manifest["rungs"][1]["runs"][0]["dir"] == "01-again/r1");
@@ -336,14 +341,9 @@ TEST_CASE("sweep: timing runs follow every rung's full run round-robin and give 
   r = run_cli("sweep --out " + out.string() + args);
   REQUIRE(r.code == 0);
   // Every full run first, then every rung's t1, then every rung's t2.
-  std::vector<size_t> at;
-  for (const char* label : {"sweep: 00-scratch: started", "sweep: 01-again: started", "sweep: 00-scratch t1: started",
-                            "sweep: 01-again t1: started", "sweep: 00-scratch t2: started",
-                            "sweep: 01-again t2: started"}) {
-    at.push_back(r.output.find(label));
-    CHECK_MESSAGE(at.back() != std::string::npos, label);
-  }
-  CHECK(std::is_sorted(at.begin(), at.end()));
+  check_started_in_order(r.output, {"sweep: 00-scratch: started", "sweep: 01-again: started",
+                                     "sweep: 00-scratch t1: started", "sweep: 01-again t1: started",
+                                     "sweep: 00-scratch t2: started", "sweep: 01-again t2: started"});
   const auto set = the_set(out);
   const auto t1 = read(set / "00-scratch/timing/t1/result.json");
   CHECK(t1["status"] == "ok");
