@@ -658,14 +658,15 @@ void add_ladder_commands(CLI::App& app, LadderArgs& a) {
   sweep->add_option("--suite", a.suites, "Suite file (JSON); several run one after the other");
   sweep->add_option("--repeats,--runs", a.repeats,
                     "Runs per rung (default 1, or one per seed); with a target, 3 or more give each rung an "
-                    "MLPerf score (the fastest and slowest dropped). auto (with --against BASE): 2 runs a rung, "
+                    "MLPerf score (the fastest and slowest dropped). auto (with --against BASE): 3 runs a rung, "
                     "then one more round by round of each rung whose time against BASE is unresolved at "
-                    "--fail-slower, until each resolves or --max-repeats / --max-minutes");
+                    "--fail-slower, until each resolves or --max-repeats / --max-minutes; each look at 95% "
+                    "split over the looks --max-repeats allows");
   sweep->add_option("--against", a.sweep.against, "--repeats auto: BASE, the result set to resolve against");
   sweep->add_option("--fail-slower", a.sweep.against_slower_pct,
                     "--repeats auto: the bound (percent) a rung's time verdict is resolved against (default 7)");
   sweep->add_option("--max-repeats", a.sweep.max_repeats, "--repeats auto: runs a rung at most (default 6)")
-      ->check(CLI::Range(2, 1000));
+      ->check(CLI::Range(accel::ladder::kAdaptiveFirstRuns, 1000));
   sweep->add_option("--max-minutes", a.sweep.max_minutes,
                     "--repeats auto: start no extra round after this many minutes of them (default 0: no cap)");
   sweep->add_option("--noise", a.sweep.noise,
@@ -738,7 +739,7 @@ void add_ladder_commands(CLI::App& app, LadderArgs& a) {
                    "no script, opens from disk)");
   auto* compare = app.add_subcommand(
       "compare",
-      "Compare result sets rung by rung, each change with its 95% interval; exit 1 on a regression "
+      "Compare result sets rung by rung, each change with its 95% interval (--confidence); exit 1 on a regression "
       "(a whole interval beyond a bound), 4 when a gate is unresolved (an interval straddles a bound)");
   compare->add_option("--format", a.compare_format,
                       "text (default: the full tables), md (the verdict first and one table, for a CI "
@@ -758,6 +759,9 @@ void add_ladder_commands(CLI::App& app, LadderArgs& a) {
   compare->add_option("--noise", a.compare_noise,
                       "A calibration file with this machine's noise (calibrate --noise); by default "
                       "results/peaks/<machine-id>.json where both sets are of one machine and it has one");
+  compare->add_option("--confidence", a.bounds.confidence,
+                      "The intervals' two-sided level (default 0.95; a set made by --repeats auto is judged at "
+                      "the level of its looks where that is higher)");
   compare->add_flag("--require-same-config", a.bounds.require_same_config, "Fail on rungs whose configs differ");
   compare->add_flag("--fail-counters", a.bounds.fail_counters,
                     "Fail on any change in a rung's exact work counters (op calls by op, counted FLOPs, "

@@ -600,6 +600,9 @@ void Sweep::run_adaptive(std::vector<Job>& jobs) {
   results::CompareBounds bounds;
   bounds.slower_pct = opts_.against_slower_pct;
   bounds.allow_uncompared = true;  // a rung BASE lacks is not ours to resolve
+  // Each look at its share of the error: a verdict from any look holds at 95%.
+  const int looks = results::adaptive_looks(kAdaptiveFirstRuns, opts_.max_repeats);
+  bounds.confidence = results::adaptive_confidence(kAdaptiveFirstRuns, opts_.max_repeats);
   const auto started = std::chrono::steady_clock::now();
   auto minutes = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count() / 60;
@@ -613,14 +616,19 @@ void Sweep::run_adaptive(std::vector<Job>& jobs) {
     return s;
   };
   const std::string against = "against " + base.dir.string() + " at " +
-                              machine::format_double("%g%%", opts_.against_slower_pct);
+                              machine::format_double("%g%%", opts_.against_slower_pct) + " (" +
+                              results::confidence_text(bounds.confidence) + " intervals)";
   Json record = {{"against", base.dir.string()},         {"fail_slower_pct", opts_.against_slower_pct},
                  {"first_runs", kAdaptiveFirstRuns},     {"max_repeats", opts_.max_repeats},
-                 {"max_minutes", opts_.max_minutes},     {"rounds", Json::array()}};
+                 {"max_minutes", opts_.max_minutes},     {"looks", looks},
+                 {"confidence", bounds.confidence},      {"rounds", Json::array()}};
+  // Said before the first look, so that a set cut short is judged at its level too.
+  manifest_["adaptive"] = record;
   int extra = 0;
   results::AdaptiveRound open;
   std::string stopped_by = "every rung resolved";
   for (int k = kAdaptiveFirstRuns;; ++k) {
+    manifest_["adaptive"] = record;
     save();
     const auto current = results::load_result_set(set_dir_);
     open = results::adaptive_round(
@@ -705,7 +713,10 @@ SweepPlan Sweep::make_plan(double fraction) {
                    (opts_.max_minutes > 0 ? " or " + machine::format_double("%g", opts_.max_minutes) +
                                                 " minutes of extra rounds"
                                           : std::string()) +
-                   " (not in the estimate)";
+                   " (not in the estimate); each look at " +
+                   results::confidence_text(results::adaptive_confidence(kAdaptiveFirstRuns, opts_.max_repeats)) +
+                   " (" + results::confidence_text(results::stats::kConfidence) + " split over " +
+                   std::to_string(results::adaptive_looks(kAdaptiveFirstRuns, opts_.max_repeats)) + " looks)";
   }
   if (!estimator_) estimator_.emplace(suite_.results, opts_.peaks, out.machine_id);
   out.basis = estimator_->basis();
@@ -923,7 +934,8 @@ class Sweeps {
       if (!(opts_.max_minutes >= 0 && std::isfinite(opts_.max_minutes))) {
         throw ConfigError("--max-minutes: must be a finite number >= 0 (0: no cap)");
       }
-      results::load_result_set(results::single_result_set(opts_.against));  // there and readable
+      // There and readable, its sweep.json included, before any run is spent.
+      results::adaptive_level(results::load_result_set(results::single_result_set(opts_.against)));
     } else if (!opts_.against.empty()) {
       throw ConfigError("--against: only with --repeats auto");
     }

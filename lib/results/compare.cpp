@@ -139,6 +139,35 @@ bool beyond_bound(const MeasureRow& r) {
 
 }  // namespace
 
+int adaptive_looks(int first_runs, int max_runs) { return std::max(1, max_runs - first_runs + 1); }
+
+double adaptive_confidence(int first_runs, int max_runs) {
+  return 1 - (1 - stats::kConfidence) / adaptive_looks(first_runs, max_runs);
+}
+
+std::optional<double> adaptive_level(const ResultSet& set) {
+  if (!set.manifest.is_object() || !set.manifest.contains("adaptive")) return std::nullopt;
+  const auto file = (set.dir / "sweep.json").string();
+  const Json& a = set.manifest["adaptive"];
+  if (!a.is_object()) throw ConfigError(file + ": \"adaptive\" must be an object");
+  if (a.contains("confidence")) {
+    const auto c = num_at(set.manifest, "adaptive/confidence");
+    if (!c || !(*c >= stats::kConfidence && *c < 1)) {
+      throw ConfigError(file + ": adaptive.confidence must be a number from " +
+                        format_double("%g", stats::kConfidence) + " to below 1");
+    }
+    return *c;
+  }
+  // Made before the looks were split: their level from the looks it allowed.
+  const auto first = num_at(set.manifest, "adaptive/first_runs"), cap = num_at(set.manifest, "adaptive/max_repeats");
+  if (first && cap && *first >= 1 && *cap >= *first && *cap <= 1000) {
+    return adaptive_confidence(int(*first), int(*cap));
+  }
+  throw ConfigError(file + ": adaptive has neither confidence nor first_runs and max_repeats");
+}
+
+std::string confidence_text(double confidence) { return format_double("%.4g%%", confidence * 100); }
+
 AdaptiveRound adaptive_round(const CompareOutcome& outcome, int max_runs) {
   // Per rung, in the outcome's order: open while a gated time row is
   // unresolved and no gated row of the rung failed its bound.
@@ -383,7 +412,7 @@ std::string change_text(const MeasureRow& r) {
 MeasureRow ratio_row(const std::string& rung, const std::string& measure, const std::string& unit,
                      double scale, stats::Sample b, stats::Sample o,
                      const std::optional<double>& bound_pct, const char* worse, const char* better,
-                     bool judge_point, const Json& noise) {
+                     bool judge_point, const Json& noise, double confidence) {
   // This machine's measured noise: the spread of a one-run side, and more
   // degrees of freedom for the sides' own (stats::ratio_interval).
   if (const auto n = noise_of(noise, rung, measure)) {
@@ -402,7 +431,7 @@ MeasureRow ratio_row(const std::string& rung, const std::string& measure, const 
   r.other = med(o);
   r.base_runs = int(b.values.size());
   r.other_runs = int(o.values.size());
-  r.change = stats::ratio_interval(b, o);
+  r.change = stats::ratio_interval(b, o, confidence);
   if (!bound_pct || !r.change) return r;
   r.gated = true;
   const double bound = *bound_pct / 100;
@@ -439,7 +468,7 @@ MeasureRow ratio_row(const std::string& rung, const std::string& measure, const 
       auto sd = stats::log_spread(b, o);
       if (!sd && b.noise_sd_log) sd = b.noise_sd_log;
       if (sd) {
-        r.repeats_needed = stats::repeats_needed(*sd, std::log1p(bound));
+        r.repeats_needed = stats::repeats_needed(*sd, std::log1p(bound), confidence);
         r.note = "straddles " + format_double("%g%%", *bound_pct) + "; " +
                  std::to_string(*r.repeats_needed) + " runs a side resolve a change of that size";
       } else {
@@ -468,7 +497,7 @@ MeasureRow accuracy_row(const std::string& rung, const Side& b, const Side& o, c
   r.other = mean(o.accs);
   r.base_runs = int(b.accs.size());
   r.other_runs = int(o.accs.size());
-  r.change = stats::accuracy_difference(b.accs, b.test_samples, o.accs, o.test_samples);
+  r.change = stats::accuracy_difference(b.accs, b.test_samples, o.accs, o.test_samples, bounds.confidence);
   if (!r.change || !(bounds.acc_drop_points || bounds.acc_band_points)) return r;
   r.gated = true;
   if (r.change->method == "no spread") {
@@ -508,7 +537,7 @@ MeasureRow accuracy_row(const std::string& rung, const Side& b, const Side& o, c
     r.verdict = worse.front();
   } else if (unresolved) {
     r.verdict = "unresolved";
-    if (sd && resolve_at) r.repeats_needed = stats::repeats_needed(*sd, *resolve_at);
+    if (sd && resolve_at) r.repeats_needed = stats::repeats_needed(*sd, *resolve_at, bounds.confidence);
     r.note = "straddles the bound" + (r.repeats_needed ? "; " + std::to_string(*r.repeats_needed) +
                                                              " seeds a side resolve a change of its size"
                                                        : std::string());
@@ -554,9 +583,9 @@ std::string judge(const Side& b, const Side& o, const CompareBounds& bounds, Com
   ++out.compared;
   std::vector<MeasureRow> rows;
   rows.push_back(ratio_row(id, "step time", "ms", 1, b.step_ms, o.step_ms, bounds.slower_pct, "slower",
-                           "faster", false, bounds.noise));
+                           "faster", false, bounds.noise, bounds.confidence));
   rows.push_back(ratio_row(id, "training time", "s", 1, b.train_s, o.train_s, bounds.slower_pct, "slower",
-                           "faster", false, bounds.noise));
+                           "faster", false, bounds.noise, bounds.confidence));
   for (auto* r : {&rows[0], &rows[1]}) {
     r->base_timing = std::min(b.timing, std::max(0, r->base_runs - 1));
     r->other_timing = std::min(o.timing, std::max(0, r->other_runs - 1));
@@ -570,7 +599,7 @@ std::string judge(const Side& b, const Side& o, const CompareBounds& bounds, Com
   // several runs).
   if (!b.to_target.values.empty() && !o.to_target.values.empty()) {
     auto r = ratio_row(id, "time to target", "s", 1, b.to_target, o.to_target, std::nullopt, "slower",
-                       "faster", false, Json());
+                       "faster", false, Json(), bounds.confidence);
     if (b.missed_target + o.missed_target > 0) {
       r.note = "runs that missed the target: base " + std::to_string(b.missed_target) + ", other " +
                std::to_string(o.missed_target);
@@ -581,7 +610,7 @@ std::string judge(const Side& b, const Side& o, const CompareBounds& bounds, Com
   // Peak memory needs a spread too: a CPU run's peak RSS moved 2-9% (sd of
   // the log) between unchanged runs on a 2-core machine.
   rows.push_back(ratio_row(id, "peak memory", "GB", 1e-9, b.mem_bytes, o.mem_bytes, bounds.memory_growth_pct,
-                           "larger", "smaller", false, bounds.noise));
+                           "larger", "smaller", false, bounds.noise, bounds.confidence));
   // The speed gate: judged by the time measures that have an interval; a
   // measure with one run a side and no spread is left to the other.
   auto* step = &rows[0];
@@ -645,8 +674,21 @@ std::string judge(const Side& b, const Side& o, const CompareBounds& bounds, Com
 }  // namespace
 
 CompareOutcome compare_sets(const ResultSet& base, const ResultSet& other,
-                            const CompareBounds& bounds) {
+                            const CompareBounds& asked) {
   CompareOutcome out;
+  CompareBounds bounds = asked;
+  // OTHER made by adaptive repeats (against BASE, as a gate runs them):
+  // judged at the level its looks were. BASE's own looks were against
+  // another set; they do not lower what this comparison may claim.
+  adaptive_level(base);  // readable, or an error that names the file
+  std::string level_note;
+  if (const auto c = adaptive_level(other); c && *c > bounds.confidence) {
+    bounds.confidence = *c;
+    level_note = "NOTE: other was made by adaptive repeats: every interval here is " + confidence_text(*c) +
+                 ", the level each of its looks was judged at (" + confidence_text(stats::kConfidence) +
+                 " split over them). ";
+  }
+  out.confidence = bounds.confidence;
   out.base_dir = base.dir.string();
   out.other_dir = other.dir.string();
   out.base_machine = base.machine_id;
@@ -737,6 +779,7 @@ CompareOutcome compare_sets(const ResultSet& base, const ResultSet& other,
     note << "NOTE: the sets are of different suites (" << markdown_text(base.suite) << ", "
          << markdown_text(other.suite) << "): only rungs of one id are compared. ";
   }
+  note << level_note;
   for (const auto& [role, delays] : injected) {
     note << "NOTE: " << role << "'s runs carry fault injection (train.inject_delay";
     for (const double d : delays) note << " " << format_double("%g", d);
@@ -747,7 +790,8 @@ CompareOutcome compare_sets(const ResultSet& base, const ResultSet& other,
       << out.regressions << " regressions, " << out.unresolved << " unresolved.";
   out.summary = sum.str();
   if (!out.rows.empty()) {
-    md << "\n| rung | measure | base | other | runs | change [95% interval] | verdict | how |\n"
+    md << "\n| rung | measure | base | other | runs | change [" << confidence_text(out.confidence)
+       << " interval] | verdict | how |\n"
        << "|---|---|---|---|---|---|---|---|\n";
     for (const auto& r : out.rows) {
       const char* f = r.unit == "ms" ? "%.1f" : r.unit == "s" ? "%.1f" : "%.2f";
@@ -806,7 +850,11 @@ std::string compare_ci_markdown(const std::vector<CompareOutcome>& outcomes, con
   // escaped where it was put in (escaping twice would undo it: "\\[").
   for (const auto& o : outcomes) md << " " << o.summary;
   if (history != nullptr) md << " " << history_head(*history) << ".";
-  md << "\n\n| base -> other | rung | measure | base | other | change [95% interval] | verdict |\n"
+  // One level for every comparison, else each one's named in the note below.
+  std::set<std::string> levels;
+  for (const auto& o : outcomes) levels.insert(confidence_text(o.confidence));
+  const std::string level = levels.size() == 1 ? *levels.begin() + " " : std::string();
+  md << "\n\n| base -> other | rung | measure | base | other | change [" << level << "interval] | verdict |\n"
      << "|---|---|---|---|---|---|---|\n";
   for (const auto& o : outcomes) {
     const std::string pair = markdown_text(o.base_machine + " -> " + o.other_machine);
@@ -817,7 +865,10 @@ std::string compare_ci_markdown(const std::vector<CompareOutcome>& outcomes, con
          << (r.verdict.empty() ? "-" : r.verdict) << " |\n";
     }
   }
-  md << "\nVerdicts come from the 95% interval, not the point: *slower* / *less accurate* / *larger* "
+  std::string all;
+  for (const auto& l : levels) all += (all.empty() ? "" : " or ") + l;
+  md << "\nVerdicts come from the " << (levels.empty() ? confidence_text(stats::kConfidence) : all)
+     << " interval, not the point: *slower* / *less accurate* / *larger* "
         "when the whole interval lies beyond the bound, *unresolved* when it straddles it (exit "
      << kUnresolvedExitCode << "), *same* / *faster* otherwise.\n";
   if (history != nullptr) md << "\n" << history->markdown;
@@ -858,7 +909,7 @@ Json compare_json(const std::vector<CompareOutcome>& outcomes, const HistoryOutc
               {"summary", o.summary},         {"compared", o.compared},
               {"not_comparable", o.not_comparable}, {"uncompared", o.uncompared},
               {"regressions", o.regressions}, {"unresolved", o.unresolved},
-              {"rows", Json::array()}};
+              {"confidence", o.confidence}, {"rows", Json::array()}};
     for (const auto& r : o.rows) {
       Json row = {{"rung", r.rung},          {"measure", r.measure},   {"unit", r.unit},
                   {"base", num(r.base)},     {"other", num(r.other)},  {"base_runs", r.base_runs},
@@ -868,7 +919,7 @@ Json compare_json(const std::vector<CompareOutcome>& outcomes, const HistoryOutc
                   {"repeats_needed", r.repeats_needed ? Json(*r.repeats_needed) : Json()}};
       if (r.change) {
         row["change"] = {{"point", r.change->point}, {"low", r.change->low}, {"high", r.change->high},
-                         {"confidence", stats::kConfidence}, {"method", r.change->method}};
+                         {"confidence", r.change->confidence}, {"method", r.change->method}};
       }
       c["rows"].push_back(row);
     }

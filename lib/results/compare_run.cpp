@@ -37,6 +37,10 @@ CompareRun run_compare(const CompareRequest& q) {
                         machine::format_double("%g", *b) + ")");
     }
   }
+  if (!(q.bounds.confidence >= 0.5 && q.bounds.confidence < 1)) {
+    throw ConfigError("--confidence: a level from 0.5 to below 1, as 0.99 (got " +
+                      machine::format_double("%g", q.bounds.confidence) + ")");
+  }
   if (q.sets.size() < 2) throw ConfigError("compare: give BASE and at least one OTHER");
   const auto base = load_result_set(single_result_set(q.sets.front()));
   CompareRun out;

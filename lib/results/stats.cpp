@@ -48,7 +48,7 @@ std::vector<double> logs_of(const std::vector<double>& v) {
   return out;
 }
 
-double two_sided() { return 1 - (1 - kConfidence) / 2; }
+double two_sided(double confidence = kConfidence) { return 1 - (1 - confidence) / 2; }
 
 }  // namespace
 
@@ -116,12 +116,13 @@ std::optional<double> log_spread(const Sample& base, const Sample& other) {
   return sd;
 }
 
-std::optional<Interval> ratio_interval(const Sample& base, const Sample& other) {
+std::optional<Interval> ratio_interval(const Sample& base, const Sample& other, double confidence) {
   const auto lb = logs_of(base.values), lo = logs_of(other.values);
   if (lb.empty() || lo.empty()) return std::nullopt;
   const double nb = double(lb.size()), no = double(lo.size());
   const double d = mean_of(lo) - mean_of(lb);
   Interval out;
+  out.confidence = confidence;
   out.point = std::exp(d);
   double se = -1, q = 0;
   if (nb >= 2 && no >= 2 && base.noise_sd_log && other.noise_sd_log &&
@@ -134,7 +135,7 @@ std::optional<Interval> ratio_interval(const Sample& base, const Sample& other) 
     const double sides = ((nb - 1) * variance_of(lb) + (no - 1) * variance_of(lo)) / (nb + no - 2);
     const double pooled = ((nb + no - 2) * sides + (k - 1) * noise * noise) / (nb + no + k - 3);
     se = std::sqrt(std::max(pooled, sides) * (1 / nb + 1 / no));
-    q = t_quantile(two_sided(), nb + no + k - 3);
+    q = t_quantile(two_sided(confidence), nb + no + k - 3);
     char m[128];
     std::snprintf(m, sizeof(m), "pooled t on logs, %d and %d runs with this machine's noise (%d repeats)",
                   int(nb), int(no), int(k));
@@ -144,27 +145,27 @@ std::optional<Interval> ratio_interval(const Sample& base, const Sample& other) 
     se = std::sqrt(vb + vo);
     const double den = vb * vb / (nb - 1) + vo * vo / (no - 1);
     const double dof = den > 0 ? (vb + vo) * (vb + vo) / den : nb + no - 2;
-    q = t_quantile(two_sided(), dof);
+    q = t_quantile(two_sided(confidence), dof);
     char m[96];
     std::snprintf(m, sizeof(m), "Welch t on logs, %d and %d runs", int(nb), int(no));
     out.method = m;
   } else if (nb >= 2 || no >= 2) {
     const auto& many = nb >= 2 ? lb : lo;
     se = std::sqrt(variance_of(many)) * std::sqrt(1 / nb + 1 / no);
-    q = t_quantile(two_sided(), double(many.size()) - 1);
+    q = t_quantile(two_sided(confidence), double(many.size()) - 1);
     out.method = "t on logs, the " + std::to_string(many.size()) + " runs' spread for both sides";
   } else if (base.noise_sd_log && other.noise_sd_log) {
     const double sd = std::max(*base.noise_sd_log, *other.noise_sd_log);
     se = sd * std::sqrt(1 / nb + 1 / no);
     const int runs = std::max(2, std::min(base.noise_runs, other.noise_runs));
-    q = t_quantile(two_sided(), double(runs - 1));
+    q = t_quantile(two_sided(confidence), double(runs - 1));
     out.method = !base.noise_source.empty()
                      ? "one run a side: " + base.noise_source
                      : "one run a side: this machine's measured noise (" + std::to_string(runs) + " repeats)";
   } else if (base.within_run_se_log && other.within_run_se_log) {
     se = std::sqrt(*base.within_run_se_log * *base.within_run_se_log +
                    *other.within_run_se_log * *other.within_run_se_log);
-    q = normal_quantile(two_sided());
+    q = normal_quantile(two_sided(confidence));
     out.method = "one run a side: within-run intervals only (no run-to-run noise)";
   }
   if (se < 0) {
@@ -178,11 +179,13 @@ std::optional<Interval> ratio_interval(const Sample& base, const Sample& other) 
 }
 
 std::optional<Interval> accuracy_difference(const std::vector<double>& base, double base_test_samples,
-                                            const std::vector<double>& other, double other_test_samples) {
+                                            const std::vector<double>& other, double other_test_samples,
+                                            double confidence) {
   if (base.empty() || other.empty()) return std::nullopt;
   const double pb = mean_of(base), po = mean_of(other);
   const double nb = double(base.size()), no = double(other.size());
   Interval out;
+  out.confidence = confidence;
   out.point = (po - pb) * 100;
   double se = -1, q = 0;
   if (nb >= 2 && no >= 2) {
@@ -190,14 +193,14 @@ std::optional<Interval> accuracy_difference(const std::vector<double>& base, dou
     se = std::sqrt(vb + vo) * 100;
     const double den = vb * vb / (nb - 1) + vo * vo / (no - 1);
     const double dof = den > 0 ? (vb + vo) * (vb + vo) / den : nb + no - 2;
-    q = t_quantile(two_sided(), dof);
+    q = t_quantile(two_sided(confidence), dof);
     char m[96];
     std::snprintf(m, sizeof(m), "Welch t over seeds, %d and %d runs", int(nb), int(no));
     out.method = m;
   } else if (base_test_samples > 0 && other_test_samples > 0) {
     // Each side's accuracy is a proportion of its test samples (over its runs).
     se = std::sqrt(pb * (1 - pb) / (base_test_samples * nb) + po * (1 - po) / (other_test_samples * no)) * 100;
-    q = normal_quantile(two_sided());
+    q = normal_quantile(two_sided(confidence));
     out.method = "binomial, the test sets' sampling noise";
   }
   if (se < 0) {
@@ -210,9 +213,9 @@ std::optional<Interval> accuracy_difference(const std::vector<double>& base, dou
   return out;
 }
 
-int repeats_needed(double sd, double effect) {
+int repeats_needed(double sd, double effect, double confidence) {
   if (!(effect > 0) || !(sd >= 0)) return 2;
-  const double z = normal_quantile(two_sided()) + normal_quantile(kPower);
+  const double z = normal_quantile(two_sided(confidence)) + normal_quantile(kPower);
   const double n = 2 * z * z * sd * sd / (effect * effect);
   return std::max(2, int(std::ceil(n - 1e-9)));
 }

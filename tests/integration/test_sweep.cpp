@@ -385,39 +385,51 @@ TEST_CASE("sweep: adaptive repeats run unresolved rungs again until they resolve
       std::ofstream(f) << doc.dump(2);
     }
   };
-  // BASE far slower: the first two runs resolve it (faster), nothing more runs.
+  // BASE far slower: the first three runs resolve it (faster), nothing more runs.
   set_base({1, 1.01, 0.99});
-  const std::string against = " --repeats auto --against " + base.string() + " --fail-slower 7 --max-repeats 3";
+  const std::string against = " --repeats auto --against " + base.string() + " --fail-slower 7 --max-repeats 4";
   r = run_cli(sweep + " --plan" + against);
   CHECK(r.code == 0);
-  CHECK(has(r.output, "the 2 runs of each rung go round-robin"));
+  CHECK(has(r.output, "the 3 runs of each rung go round-robin"));
   CHECK(has(r.output, "then, round by round, one more run of each rung whose time against " + base.string() +
-                          " is unresolved at 7%, to 3 runs a rung (not in the estimate)"));
+                          " is unresolved at 7%, to 4 runs a rung (not in the estimate); each look at 97.5% (95% split "
+                          "over 2 looks)"));
   r = run_cli(sweep + " --out " + (tmp / "fast").string() + against);
   REQUIRE(r.code == 0);
-  CHECK(has(r.output, "adaptive repeats against " + base.string() + " at 7%: 0 extra runs"));
+  CHECK(has(r.output, "adaptive repeats against " + base.string() + " at 7% (97.5% intervals): 0 extra runs"));
   CHECK(has(r.output, "stopped by every rung resolved"));
   auto manifest = read(the_set(tmp / "fast") / "sweep.json");
-  CHECK(manifest["rungs"][0]["runs"].size() == 2);
+  CHECK(manifest["rungs"][0]["runs"].size() == 3);
   CHECK(manifest["adaptive"]["extra_runs"] == 0);
+  CHECK(manifest["adaptive"]["looks"] == 2);
+  CHECK(manifest["adaptive"]["confidence"].get<double>() == doctest::Approx(0.975));
   CHECK(manifest["adaptive"]["unresolved"].empty());
   // BASE's runs scattered a hundredfold: no run count resolves it; the rung
   // runs to the cap (one more) and is reported open.
   set_base({0.01, 1, 100});
   r = run_cli(sweep + " --out " + (tmp / "open").string() + against);
   REQUIRE(r.code == 0);
-  CHECK(has(r.output, "adaptive repeats: unresolved against " + base.string() + " at 7%: 00-scratch (2 runs"));
+  CHECK(has(r.output, "adaptive repeats: unresolved against " + base.string() +
+                          " at 7% (97.5% intervals): 00-scratch (3 runs"));
   CHECK(has(r.output, "1 extra runs"));
-  CHECK(has(r.output, "stopped by the cap of 3 runs a rung; still unresolved: 00-scratch (3 runs"));
+  CHECK(has(r.output, "stopped by the cap of 4 runs a rung; still unresolved: 00-scratch (4 runs"));
   const auto open = the_set(tmp / "open");
   manifest = read(open / "sweep.json");
-  CHECK(manifest["rungs"][0]["runs"].size() == 3);
-  CHECK(manifest["rungs"][0]["runs"][2]["dir"] == "00-scratch/r3");
+  CHECK(manifest["rungs"][0]["runs"].size() == 4);
+  CHECK(manifest["rungs"][0]["runs"][3]["dir"] == "00-scratch/r4");
   CHECK(manifest["rungs"][0]["status"] == "ok");
   CHECK(manifest["adaptive"]["extra_runs"] == 1);
   CHECK(manifest["adaptive"]["rounds"].size() == 1);
   CHECK(manifest["adaptive"]["unresolved"][0]["rung"] == "00-scratch");
-  CHECK(read(open / "00-scratch/r3/result.json")["status"] == "ok");
+  CHECK(read(open / "00-scratch/r4/result.json")["status"] == "ok");
+  // compare judges the set at the level its looks were judged at, and says so.
+  r = run_cli("compare " + base.string() + " " + open.string() + " --fail-slower 7");
+  CHECK(r.code == 4);
+  CHECK(has(r.output, "every interval here is 97.5%"));
+  CHECK(has(r.output, "| change [97.5% interval] |"));
+  r = run_cli("compare " + base.string() + " " + open.string() + " --confidence 1");
+  CHECK(r.code == 2);
+  CHECK(has(r.output, "--confidence: a level from 0.5 to below 1, as 0.99 (got 1)"));
   // What it needs, said at once.
   r = run_cli(sweep + " --out " + (tmp / "x").string() + " --repeats auto");
   CHECK(r.code == 2);

@@ -216,7 +216,13 @@ TEST_CASE("report and compare: one run and its timing runs give each speedup bet
   CHECK(doc["comparisons"][0]["rows"][0]["base_timing_runs"] == 3);
 }
 
-TEST_CASE("adaptive repeats: a rung resolves after two more runs and a rung whose runs scatter stops at the cap") {
+TEST_CASE("adaptive repeats: each look at 95% split over the looks and a rung resolves after two more runs while one whose runs scatter stops at the cap") {
+  // 3 to 6 runs: 4 looks, each at 98.75% (Bonferroni); one look: 95%.
+  CHECK(adaptive_confidence(3, 6) == doctest::Approx(0.9875));
+  CHECK(adaptive_confidence(3, 3) == doctest::Approx(0.95));
+  CHECK(adaptive_confidence(3, 8) == doctest::Approx(1 - 0.05 / 6));
+  CHECK(confidence_text(0.9875) == "98.75%");
+  CHECK(confidence_text(0.95) == "95%");
   // BASE: 5 runs a rung within 1%. OTHER's runs in the order a sweep would
   // make them; rung "a" settles near BASE, rung "b" scatters 30%.
   const std::vector<double> base = {100, 101, 99, 100.5, 99.5};
@@ -224,34 +230,40 @@ TEST_CASE("adaptive repeats: a rung resolves after two more runs and a rung whos
   const std::vector<double> b = {70, 130, 80, 125, 75, 120};
   CompareBounds bounds;
   bounds.slower_pct = 7;
-  auto round_at = [&](size_t n) {
+  bounds.confidence = adaptive_confidence(3, 6);
+  auto round_at = [&](size_t n, const CompareBounds& bnd) {
     accel_test::TempDir tmp;
     SetBuilder(tmp / "base").rung("a", "00", runs(base)).rung("b", "01", runs(base)).write();
     SetBuilder(tmp / "other")
         .rung("a", "00", runs({a.begin(), a.begin() + long(n)}))
         .rung("b", "01", runs({b.begin(), b.begin() + long(n)}))
         .write();
-    return adaptive_round(compare_sets(load_result_set(tmp / "base"), load_result_set(tmp / "other"), bounds), 6);
+    return adaptive_round(compare_sets(load_result_set(tmp / "base"), load_result_set(tmp / "other"), bnd), 6);
   };
   auto names = [](const std::vector<AdaptiveRound::Open>& v) {
     std::vector<std::string> out;
     for (const auto& o : v) out.push_back(o.rung);
     return out;
   };
-  // After the first two runs a rung both straddle 7%: one more run each.
-  auto r = round_at(2);
+  // After the first three runs a rung both straddle 7%: one more run each.
+  auto r = round_at(3, bounds);
   CHECK(names(r.run) == std::vector<std::string>{"a", "b"});
   CHECK(r.at_cap.empty());
-  CHECK(r.run[0].runs == 2);
+  CHECK(r.run[0].runs == 3);
   REQUIRE(r.run[0].repeats_needed.has_value());
   CHECK(*r.run[0].repeats_needed >= 2);
-  CHECK(names(round_at(3).run) == std::vector<std::string>{"a", "b"});
+  // At 4 runs one look at 95% would call "a" the same; at its share of the
+  // error it still straddles 7% (98.75% interval 0.968-1.085): looking more
+  // than once costs a run here.
+  CompareBounds once = bounds;
+  once.confidence = 0.95;
+  CHECK(names(round_at(4, once).run) == std::vector<std::string>{"b"});
+  CHECK(names(round_at(4, bounds).run) == std::vector<std::string>{"a", "b"});
   // Two runs more and "a" is resolved (same within 7%); "b" is not.
-  r = round_at(4);
+  r = round_at(5, bounds);
   CHECK(names(r.run) == std::vector<std::string>{"b"});
-  CHECK(names(round_at(5).run) == std::vector<std::string>{"b"});
   // At the cap "b" is still open: reported, not run again.
-  r = round_at(6);
+  r = round_at(6, bounds);
   CHECK(r.run.empty());
   CHECK(names(r.at_cap) == std::vector<std::string>{"b"});
   CHECK(r.at_cap[0].runs == 6);
@@ -262,6 +274,74 @@ TEST_CASE("adaptive repeats: a rung resolves after two more runs and a rung whos
   const auto slow = compare_sets(load_result_set(tmp / "base"), load_result_set(tmp / "slow"), bounds);
   CHECK(slow.regressions == 1);
   CHECK(adaptive_round(slow, 6).run.empty());
+}
+
+TEST_CASE("compare: --confidence sets every interval's level and a set made by adaptive repeats is judged at its looks' level") {
+  // 12% slower (training time, 5 runs a side, Welch): beyond an 8% bound at
+  // 95% (0.95 interval 1.087-1.157), straddling it at 98.75% (1.071-1.175).
+  const std::vector<double> base = {100, 101, 99, 100.5, 99.5};
+  const std::vector<double> slow = {112, 116, 109, 114, 110};
+  accel_test::TempDir tmp;
+  SetBuilder(tmp / "base").rung("a", "00", runs(base)).write();
+  SetBuilder(tmp / "other").rung("a", "00", runs(slow)).write();
+  CompareBounds bounds;
+  bounds.slower_pct = 8;
+  auto train_row = [](const CompareOutcome& o) {
+    for (const auto& r : o.rows) {
+      if (r.measure == "training time") return r;
+    }
+    FAIL("no training time row");
+    return MeasureRow{};
+  };
+  const auto at95 = compare_sets(load_result_set(tmp / "base"), load_result_set(tmp / "other"), bounds);
+  INFO(at95.markdown);
+  CHECK(at95.regressions == 1);
+  CHECK(at95.confidence == doctest::Approx(0.95));
+  CHECK(has(at95.markdown, "| change [95% interval] |"));
+  bounds.confidence = 0.9875;
+  const auto strict = compare_sets(load_result_set(tmp / "base"), load_result_set(tmp / "other"), bounds);
+  INFO(strict.markdown);
+  CHECK(strict.regressions == 0);
+  CHECK(strict.unresolved == 1);
+  CHECK(has(strict.markdown, "| change [98.75% interval] |"));
+  const auto w = train_row(at95), s = train_row(strict);
+  CHECK(w.change->point == doctest::Approx(s.change->point));
+  CHECK(s.change->low < w.change->low);
+  CHECK(s.change->high > w.change->high);
+  CHECK(compare_json({strict})["comparisons"][0]["confidence"] == 0.9875);
+  CHECK(has(compare_ci_markdown({strict}, nullptr), "Verdicts come from the 98.75% interval"));
+  // The same runs, made by a sweep with adaptive repeats at 98.75% a look:
+  // judged at that level without being asked, and said.
+  SetBuilder adaptive(tmp / "adaptive");
+  adaptive.rung("a", "00", runs(slow));
+  adaptive.manifest["adaptive"] = {{"confidence", 0.9875}, {"looks", 4}};
+  adaptive.write();
+  bounds.confidence = 0.95;
+  const auto judged = compare_sets(load_result_set(tmp / "base"), load_result_set(tmp / "adaptive"), bounds);
+  INFO(judged.markdown);
+  CHECK(judged.confidence == doctest::Approx(0.9875));
+  CHECK(judged.unresolved == 1);
+  CHECK(has(judged.summary, "NOTE: other was made by adaptive repeats: every interval here is 98.75%"));
+  // As BASE, its looks were against another set: this comparison's level is its own.
+  const auto as_base = compare_sets(load_result_set(tmp / "adaptive"), load_result_set(tmp / "other"), bounds);
+  CHECK(as_base.confidence == doctest::Approx(0.95));
+  CHECK(!has(as_base.summary, "adaptive repeats"));
+  // A set made before the looks were split: the level its first runs and cap allowed (2 to 5: 4 looks).
+  adaptive.manifest["adaptive"] = {{"first_runs", 2}, {"max_repeats", 5}};
+  adaptive.write();
+  CHECK(compare_sets(load_result_set(tmp / "base"), load_result_set(tmp / "adaptive"), bounds).confidence ==
+        doctest::Approx(0.9875));
+  // A level the set cannot have had is an error that names the file.
+  adaptive.manifest["adaptive"] = {{"confidence", 1.5}};
+  adaptive.write();
+  CHECK_THROWS_WITH_AS(compare_sets(load_result_set(tmp / "base"), load_result_set(tmp / "adaptive"), bounds),
+                       doctest::Contains("sweep.json: adaptive.confidence must be a number from 0.95 to below 1"),
+                       accel::ConfigError);
+  adaptive.manifest["adaptive"] = {{"rounds", Json::array()}};
+  adaptive.write();
+  CHECK_THROWS_WITH_AS(compare_sets(load_result_set(tmp / "base"), load_result_set(tmp / "adaptive"), bounds),
+                       doctest::Contains("adaptive has neither confidence nor first_runs and max_repeats"),
+                       accel::ConfigError);
 }
 
 TEST_CASE("compare: a text set is gated as a vision set is and its report counts samples and tokens") {

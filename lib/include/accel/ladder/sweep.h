@@ -33,7 +33,9 @@ struct SweepOptions {
   // of each rung whose time verdict against BASE under --fail-slower
   // (results::adaptive_round) is still unresolved, until none is, a rung has
   // max_repeats runs, or max_minutes have gone by since the first extra
-  // round; sweep.json's "adaptive" says what it spent and what stayed open.
+  // round; sweep.json's "adaptive" says what it spent, what stayed open and
+  // the level every look was judged at (its "confidence": 95% split over the
+  // looks, so that a verdict from any of them holds at 95%).
   bool adaptive = false;
   std::filesystem::path against;   // BASE: a result set of the same suite
   double against_slower_pct = 7;   // the bound a verdict is resolved against
@@ -68,8 +70,13 @@ struct SweepOptions {
 // has fewer).
 inline constexpr int kTimingSteps = 12;
 
-// Adaptive repeats' first round-robin: two runs a rung give each a spread of its own.
-inline constexpr int kAdaptiveFirstRuns = 2;
+// Adaptive repeats' first round-robin: three runs a rung before the first
+// look. Two were once too few: on a 2-core VM both of an unchanged rung's
+// first two runs fell in one spell of a neighbour's load, 35% slower than
+// BASE's five, and the first look called it slower beyond a 7% bound (a
+// noise the machine's calibration had not shown). Every look is judged at
+// results::adaptive_confidence(kAdaptiveFirstRuns, max_repeats).
+inline constexpr int kAdaptiveFirstRuns = 3;
 
 struct SweepSummary {
   std::filesystem::path set_dir;

@@ -1,6 +1,6 @@
 // Compare result sets (machines, GPU models, commits) rung by rung: time
 // ratio, accuracy delta, memory ratio, each set's hardware and versions; and
-// per rung and measure the change OTHER/BASE with its 95% interval
+// per rung and measure the change OTHER/BASE with its 95% interval (or another level)
 // (results/stats.h) and a verdict from the interval, not the point: a gate
 // fails on a rung only when the whole interval lies beyond its bound, and a
 // gate whose interval straddles a bound is "unresolved" (its own exit status,
@@ -40,6 +40,11 @@ struct CompareBounds {
   // failed) fails the comparison: a gate that compared nothing must not pass.
   // --allow-uncompared lets such rungs through, said in the summary.
   bool allow_uncompared = false;
+  // The intervals' two-sided level (--confidence). OTHER made by adaptive
+  // repeats is judged at the level its looks were judged at (adaptive_level)
+  // where that is higher: its runs were added while its verdict was open,
+  // and a 95% interval after several looks is not 95%.
+  double confidence = stats::kConfidence;
   bool gates() const {
     return slower_pct || acc_drop_points || memory_growth_pct || acc_band_points ||
            require_same_config || fail_counters;
@@ -106,6 +111,7 @@ struct CompareOutcome {
   int not_comparable = 0;
   int compared = 0;
   int uncompared = 0;       // rungs of BASE not judged: not comparable, no measure, no ok run
+  double confidence = stats::kConfidence;  // the intervals' level (CompareBounds::confidence or a set's)
   std::string summary;      // the verdict line, also the markdown's first and last line
 };
 
@@ -127,6 +133,22 @@ struct AdaptiveRound {
   std::vector<Open> run, at_cap;
 };
 AdaptiveRound adaptive_round(const CompareOutcome& outcome, int max_runs);
+
+// The level adaptive repeats judge each look at: kConfidence's error split
+// evenly over the looks a rung can take, from `first_runs` runs to
+// `max_runs` (Bonferroni: whatever look a verdict comes from, the chance that
+// any look's interval missed the true change is at most 1 - kConfidence).
+// 3 to 6 runs: 4 looks, each at 98.75%. The bound holds per measure: a
+// rung's gate reads step time and training time, two intervals a look.
+int adaptive_looks(int first_runs, int max_runs);
+double adaptive_confidence(int first_runs, int max_runs);
+// The level a set made by adaptive repeats was judged at: its sweep.json's
+// adaptive.confidence, or for a set made before the looks were split, the
+// level its first_runs and max_repeats give; nullopt for any other set.
+// ConfigError naming the file for a value it cannot have had.
+std::optional<double> adaptive_level(const ResultSet& set);
+// An interval's level as the tables print it: "95%", "98.75%".
+std::string confidence_text(double confidence);
 
 // A machine's noise from a set whose rungs ran unchanged several times
 // (`sweep --repeats K`): per rung and measure (step time, training time,

@@ -51,6 +51,7 @@ std::optional<Summary> summarize(std::vector<double> values);
 struct Interval {
   double point = 0, low = 0, high = 0;
   std::string method;  // how it was made, for the reader
+  double confidence = kConfidence;  // the interval's two-sided level
 };
 
 // The median of a correlated series with a 95% moving-block bootstrap
@@ -74,7 +75,7 @@ struct Sample {
   std::string noise_source;
 };
 
-// OTHER/BASE for a positive measure, with a 95% interval:
+// OTHER/BASE for a positive measure, with a 95% interval (or `confidence`'s):
 // - both sides with 2+ repeats: Welch's t on the logs' means; where this
 //   machine's measured noise is known too (calibrate --noise, both sides of
 //   that machine), a pooled t instead: the sides' log variance pooled with
@@ -88,7 +89,10 @@ struct Sample {
 //   (within-run noise only, said in `method`);
 // - otherwise: the point ratio alone (low == high == point, method says
 //   "no spread"). nullopt when a side has no positive value.
-std::optional<Interval> ratio_interval(const Sample& base, const Sample& other);
+// `confidence`: the interval's two-sided level (kConfidence unless a caller
+// splits its error over several looks: adaptive repeats).
+std::optional<Interval> ratio_interval(const Sample& base, const Sample& other,
+                                       double confidence = kConfidence);
 
 // The run-to-run spread (sd of the log) the report gives a one-run rung's
 // speedup where this machine's noise was never measured: 3%, the spread between
@@ -103,17 +107,18 @@ inline constexpr double kRunToRunFloorLog = 0.03;
 //   standard error of each side's accuracy (the test set's sampling noise),
 //   normal; else the point alone ("no spread").
 std::optional<Interval> accuracy_difference(const std::vector<double>& base, double base_test_samples,
-                                            const std::vector<double>& other, double other_test_samples);
+                                            const std::vector<double>& other, double other_test_samples,
+                                            double confidence = kConfidence);
 
 // The standard deviation on the log scale that a side's values show (the
 // larger of the two sides'), or nullopt with fewer than 2 values on both.
 std::optional<double> log_spread(const Sample& base, const Sample& other);
 
 // Repeats per side that resolve a change of `effect` (same units as `sd`:
-// log(1 + bound) for ratios, points for accuracy) at this spread, two-sided
-// alpha 0.05 and power 0.8: 2 (z_0.975 + z_0.8)^2 sd^2 / effect^2, rounded
-// up, at least 2.
-int repeats_needed(double sd, double effect);
+// log(1 + bound) for ratios, points for accuracy) at this spread, an
+// interval of level `confidence` (two-sided alpha 1 - confidence) and power
+// 0.8: 2 (z_(1 - alpha/2) + z_0.8)^2 sd^2 / effect^2, rounded up, at least 2.
+int repeats_needed(double sd, double effect, double confidence = kConfidence);
 
 // The smallest change (as a fraction for ratios: exp(d) - 1) that `runs` runs
 // a side resolve at this log spread, alpha 0.05 and power 0.8:
