@@ -65,10 +65,10 @@ struct Fp32Kernels {
   int64_t lanes;
   std::size_t (*forward_scratch)(int64_t, int64_t);
   std::size_t (*backward_scratch)(int64_t, int64_t);
-  void (*forward)(const float*, float*, float*, int64_t, int64_t, int64_t, int64_t, int64_t, float,
-                  float*);
-  void (*backward)(const float*, const float*, const float*, float*, int64_t, int64_t, int64_t,
-                   int64_t, float, float*);
+  void (*forward)(const float*, float*, float*, int64_t, int64_t, bool, int64_t, int64_t, int64_t,
+                  float, float*);
+  void (*backward)(const float*, const float*, const float*, float*, int64_t, bool, int64_t,
+                   int64_t, int64_t, float, float*);
 };
 
 #define ACCEL_FP32_KERNELS(ns, lanes)                                                       \
@@ -117,17 +117,18 @@ std::size_t attention_backward_scratch(int64_t seq, int64_t head_dim) {
 
 void attention_forward_head(const float* qkv, float* out, float* probs, int64_t probs_ld,
                             int64_t seq, int64_t keys, int64_t dim, int64_t head_dim,
-                            int64_t head, float scale, float* scratch) {
+                            int64_t head, float scale, float* scratch, bool causal) {
   check_probs_ld(probs_ld, seq);
   check_keys(keys, seq);
-  fp32().forward(qkv, out, probs, seq, keys, dim, head_dim, head, scale, scratch);
+  fp32().forward(qkv, out, probs, seq, keys, causal, dim, head_dim, head, scale, scratch);
 }
 
 void attention_backward_head(const float* qkv, const float* probs, int64_t probs_ld,
                              const float* dout, float* dqkv, int64_t seq, int64_t dim,
-                             int64_t head_dim, int64_t head, float scale, float* scratch) {
+                             int64_t head_dim, int64_t head, float scale, float* scratch,
+                             bool causal) {
   check_probs_ld(probs_ld, seq);
-  fp32().backward(qkv, probs, dout, dqkv, seq, dim, head_dim, head, scale, scratch);
+  fp32().backward(qkv, probs, dout, dqkv, seq, causal, dim, head_dim, head, scale, scratch);
 }
 
 const char* attention_isa() { return isa::name(current()); }

@@ -227,9 +227,11 @@ void softmax_row(const float* row, int64_t S, int64_t Sp, float scale, uint16_t*
   }
 }
 
-// Keys at or past `keys` are masked: their probabilities are 0.
+// Keys at or past `keys` are masked: their probabilities are 0; causal: row
+// i's keys after i too (the whole products are computed: the zeros they
+// multiply are skipped by the float32 kernels only).
 void forward_head(const uint16_t* qkv, uint16_t* out, uint16_t* probs, int64_t S, int64_t keys,
-                  int64_t D, int64_t Dh, int64_t h, float scale, void* scratch) {
+                  bool causal, int64_t D, int64_t Dh, int64_t h, float scale, void* scratch) {
   const int64_t Sp = pad16(S), S2 = pad2(S), Dp = pad16(Dh), ld = 3 * D;
   const uint16_t* q = qkv + h * Dh;
   const uint16_t* k = qkv + D + h * Dh;
@@ -241,7 +243,10 @@ void forward_head(const uint16_t* qkv, uint16_t* out, uint16_t* probs, int64_t S
   pack_pairs_along_cols(k, ld, S, Dh, kp, Sp);
   pack_pairs_along_rows(v, ld, S, Dh, vp, Dp);
   gemm(S, Sp, Dh / 2, reinterpret_cast<const uint32_t*>(q), ld / 2, kp, Sp, scores, Sp);
-  for (int64_t i = 0; i < S; ++i) softmax_row(scores + i * Sp, keys, Sp, scale, probs + i * Sp);
+  for (int64_t i = 0; i < S; ++i) {
+    const int64_t n = causal && i + 1 < keys ? i + 1 : keys;
+    softmax_row(scores + i * Sp, n, Sp, scale, probs + i * Sp);
+  }
   gemm(S, Dp, S2 / 2, reinterpret_cast<const uint32_t*>(probs), Sp / 2, vp, Dp, o, Dp);
   for (int64_t i = 0; i < S; ++i)
     for (int64_t d = 0; d < Dh; ++d) out[i * D + h * Dh + d] = to_bf16(o[i * Dp + d]);
@@ -337,16 +342,18 @@ bool attention_bf16_supported(int64_t dim, int64_t head_dim) {
 
 void attention_bf16_forward_head(const uint16_t* qkv, uint16_t* out, uint16_t* probs,
                                  int64_t probs_ld, int64_t seq, int64_t keys, int64_t dim,
-                                 int64_t head_dim, int64_t head, float scale, void* scratch) {
+                                 int64_t head_dim, int64_t head, float scale, void* scratch,
+                                 bool causal) {
   attention_check_keys(keys, seq);
   if (!attention_bf16_supported(dim, head_dim) || probs_ld != pad16(seq)) {
     throw std::logic_error("attention_bf16_forward_head: needs AVX512-BF16, even dims and rows of " +
                            std::to_string(pad16(seq)) + " probabilities");
   }
 #if ACCEL_ATTENTION_BF16
-  forward_head(qkv, out, probs, seq, keys, dim, head_dim, head, scale, scratch);
+  forward_head(qkv, out, probs, seq, keys, causal, dim, head_dim, head, scale, scratch);
 #else
-  (void)qkv, (void)out, (void)probs, (void)scale, (void)head, (void)scratch, (void)keys;
+  (void)qkv, (void)out, (void)probs, (void)scale, (void)head, (void)scratch, (void)keys,
+      (void)causal;
 #endif
 }
 

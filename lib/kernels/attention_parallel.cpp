@@ -35,40 +35,42 @@ void for_each_head(int64_t batch, int64_t heads, std::size_t bytes, const Fn& fn
 
 void attention_forward(const float* qkv, float* out, float* probs, int64_t probs_ld,
                        int64_t batch, int64_t seq, int64_t dim, int64_t heads, float scale,
-                       const int32_t* key_lengths) {
+                       const int32_t* key_lengths, bool causal) {
   const int64_t hd = dim / heads;
   for_each_head(batch, heads, sizeof(float) * attention_forward_scratch(seq, hd),
                 [&](int64_t b, int64_t h, void* scratch) {
                   const int64_t keys = key_lengths ? key_lengths[b] : seq;
                   attention_forward_head(qkv + b * seq * 3 * dim, out + b * seq * dim,
                                          probs + (b * heads + h) * seq * probs_ld, probs_ld, seq,
-                                         keys, dim, hd, h, scale, static_cast<float*>(scratch));
+                                         keys, dim, hd, h, scale, static_cast<float*>(scratch),
+                                         causal);
                 });
 }
 
 void attention_backward(const float* qkv, const float* probs, int64_t probs_ld,
                         const float* dout, float* dqkv, int64_t batch, int64_t seq, int64_t dim,
-                        int64_t heads, float scale) {
+                        int64_t heads, float scale, bool causal) {
   const int64_t hd = dim / heads;
   for_each_head(batch, heads, sizeof(float) * attention_backward_scratch(seq, hd),
                 [&](int64_t b, int64_t h, void* scratch) {
                   attention_backward_head(qkv + b * seq * 3 * dim,
                                           probs + (b * heads + h) * seq * probs_ld, probs_ld,
                                           dout + b * seq * dim, dqkv + b * seq * 3 * dim, seq, dim,
-                                          hd, h, scale, static_cast<float*>(scratch));
+                                          hd, h, scale, static_cast<float*>(scratch), causal);
                 });
 }
 
 void attention_bf16_forward(const uint16_t* qkv, uint16_t* out, uint16_t* probs,
                             int64_t probs_ld, int64_t batch, int64_t seq, int64_t dim,
-                            int64_t heads, float scale, const int32_t* key_lengths) {
+                            int64_t heads, float scale, const int32_t* key_lengths,
+                            bool causal) {
   const int64_t hd = dim / heads;
   for_each_head(batch, heads, attention_bf16_forward_scratch(seq, hd),
                 [&](int64_t b, int64_t h, void* scratch) {
                   const int64_t keys = key_lengths ? key_lengths[b] : seq;
                   attention_bf16_forward_head(qkv + b * seq * 3 * dim, out + b * seq * dim,
                                               probs + (b * heads + h) * seq * probs_ld, probs_ld,
-                                              seq, keys, dim, hd, h, scale, scratch);
+                                              seq, keys, dim, hd, h, scale, scratch, causal);
                 });
 }
 

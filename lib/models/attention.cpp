@@ -30,7 +30,7 @@ struct FusedAttentionFn : torch::autograd::Function<FusedAttentionFn> {
   // lengths: int32 [B] keys per sample, or empty (every key; never undefined:
   // LibTorch 1.13's Function::apply reads every tensor argument's device).
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& qkv_in,
-                               int64_t heads, const torch::Tensor& lengths) {
+                               int64_t heads, const torch::Tensor& lengths, bool causal) {
     // The input's shape is what a step counter reads its FLOPs from.
     RECORD_FUNCTION("accel::fused_attention", std::vector<c10::IValue>{qkv_in});
     const int64_t B = qkv_in.size(0), S = qkv_in.size(1), D = qkv_in.size(2) / 3;
@@ -39,6 +39,7 @@ struct FusedAttentionFn : torch::autograd::Function<FusedAttentionFn> {
     const auto dtype = qkv_in.scalar_type();
     const int32_t* keys = lengths.numel() > 0 ? lengths.data_ptr<int32_t>() : nullptr;
     ctx->saved_data["heads"] = heads;
+    ctx->saved_data["causal"] = causal;
     ctx->saved_data["dtype"] = static_cast<int64_t>(dtype);
     if (dtype == torch::kBFloat16 && kernels::attention_bf16_supported(D, Dh)) {
       auto qkv = qkv_in.contiguous();
@@ -46,7 +47,7 @@ struct FusedAttentionFn : torch::autograd::Function<FusedAttentionFn> {
       auto out = torch::empty({B, S, D}, qkv.options());
       auto probs = torch::empty({B, heads, S, Sp}, qkv.options());
       kernels::attention_bf16_forward(bf16_bits(qkv), bf16_bits(out), bf16_bits(probs), Sp, B,
-                                      S, D, heads, scale, keys);
+                                      S, D, heads, scale, keys, causal);
       ctx->save_for_backward({qkv, probs});
       return out;
     }
@@ -55,7 +56,7 @@ struct FusedAttentionFn : torch::autograd::Function<FusedAttentionFn> {
     auto out = torch::empty({B, S, D}, qkv.options());
     auto probs = torch::empty({B, heads, S, Sp}, qkv.options());
     kernels::attention_forward(qkv.data_ptr<float>(), out.data_ptr<float>(),
-                               probs.data_ptr<float>(), Sp, B, S, D, heads, scale, keys);
+                               probs.data_ptr<float>(), Sp, B, S, D, heads, scale, keys, causal);
     ctx->save_for_backward({qkv, probs});
     return out.to(dtype);
   }
@@ -67,6 +68,7 @@ struct FusedAttentionFn : torch::autograd::Function<FusedAttentionFn> {
     const auto& qkv = saved[0];
     const auto& probs = saved[1];
     const int64_t heads = ctx->saved_data["heads"].toInt();
+    const bool causal = ctx->saved_data["causal"].toBool();
     const auto dtype = static_cast<torch::ScalarType>(ctx->saved_data["dtype"].toInt());
     const int64_t B = qkv.size(0), S = qkv.size(1), D = qkv.size(2) / 3, Dh = D / heads;
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh)));
@@ -75,14 +77,14 @@ struct FusedAttentionFn : torch::autograd::Function<FusedAttentionFn> {
       auto dqkv = torch::empty_like(qkv);
       kernels::attention_bf16_backward(bf16_bits(qkv), bf16_bits(probs), probs.size(3),
                                        bf16_bits(dout), bf16_bits(dqkv), B, S, D, heads, scale);
-      return {dqkv, torch::Tensor(), torch::Tensor()};
+      return {dqkv, torch::Tensor(), torch::Tensor(), torch::Tensor()};
     }
     auto dout = grads[0].to(torch::kFloat).contiguous();
     auto dqkv = torch::empty_like(qkv);
     kernels::attention_backward(qkv.data_ptr<float>(), probs.data_ptr<float>(), probs.size(3),
                                 dout.data_ptr<float>(), dqkv.data_ptr<float>(), B, S, D, heads,
-                                scale);
-    return {dqkv.to(dtype), torch::Tensor(), torch::Tensor()};
+                                scale, causal);
+    return {dqkv.to(dtype), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 
   static uint16_t* bf16_bits(const torch::Tensor& t) {
@@ -160,14 +162,16 @@ bool takes_fused_attention(const torch::Tensor& qkv, int64_t heads, bool dropout
 }
 
 torch::Tensor unfused_attention(const torch::Tensor& qkv, int64_t heads, double dropout_p,
-                                bool training, bool explicit_form, const KeyPadding& padding) {
+                                bool training, bool explicit_form, const KeyPadding& padding,
+                                bool causal) {
   const auto B = qkv.size(0), S = qkv.size(1), D = qkv.size(2) / 3;
   // [B,S,3D] -> [3,B,H,S,Dh], contiguous so every matmul operand is too.
   auto parts = qkv.view({B, S, 3, heads, D / heads}).permute({2, 0, 3, 1, 4}).contiguous().unbind(0);
-  auto out = explicit_form ? compat::attention_explicit(parts[0], parts[1], parts[2], dropout_p,
-                                                        training, padding.mask, &models::dropout)
-                           : compat::attention(parts[0], parts[1], parts[2], dropout_p, training,
-                                               padding.mask, &models::dropout);
+  auto out = explicit_form
+                 ? compat::attention_explicit(parts[0], parts[1], parts[2], dropout_p, training,
+                                              padding.mask, &models::dropout, causal)
+                 : compat::attention(parts[0], parts[1], parts[2], dropout_p, training,
+                                     padding.mask, &models::dropout, causal);
   return out.transpose(1, 2).reshape({B, S, D});
 }
 
@@ -191,9 +195,11 @@ KeyPadding key_padding(const torch::Tensor& attention_mask) {
 }
 
 torch::Tensor self_attention(const torch::Tensor& qkv, int64_t heads, double dropout_p,
-                             bool training, const KeyPadding& padding) {
+                             bool training, const KeyPadding& padding, bool causal) {
   const bool dropout_active = training && dropout_p > 0.0;
-  if (takes_fused_attention(qkv, heads, dropout_active)) return fused_attention(qkv, heads, padding);
+  if (takes_fused_attention(qkv, heads, dropout_active)) {
+    return fused_attention(qkv, heads, padding, causal);
+  }
   // 2.x's CPU SDPA in bf16 runs the ViT ladder's training step 1.42x slower
   // than the explicit form (245 vs 172 ms, PyPI torch 2.11, 2 threads,
   // AVX512-BF16 Xeon; its flash backward alone 4x its float32 time), while in
@@ -201,7 +207,7 @@ torch::Tensor self_attention(const torch::Tensor& qkv, int64_t heads, double dro
   // explicit form (bench/bench_train_step.cpp, TrainStep ..._explicit_attention).
   const bool cpu_bf16 = qkv.device().is_cpu() && qkv.scalar_type() == torch::kBFloat16;
   return unfused_attention(qkv, heads, dropout_p, training,
-                           attention_impl() == AttentionImpl::Explicit || cpu_bf16, padding);
+                           attention_impl() == AttentionImpl::Explicit || cpu_bf16, padding, causal);
 }
 
 bool fused_attention_applies(const torch::Tensor& qkv, int64_t heads, bool dropout_active) {
@@ -211,7 +217,8 @@ bool fused_attention_applies(const torch::Tensor& qkv, int64_t heads, bool dropo
          !qkv.is_sparse();
 }
 
-torch::Tensor fused_attention(const torch::Tensor& qkv, int64_t heads, const KeyPadding& padding) {
+torch::Tensor fused_attention(const torch::Tensor& qkv, int64_t heads, const KeyPadding& padding,
+                              bool causal) {
   if (!fused_attention_applies(qkv, heads, false)) {
     std::ostringstream msg;
     msg << "fused_attention: needs a CPU float32 or bfloat16 [B, S, 3D] tensor with D divisible "
@@ -225,7 +232,7 @@ torch::Tensor fused_attention(const torch::Tensor& qkv, int64_t heads, const Key
                                 "(a CPU attention_mask of the same batch makes them)");
   }
   return FusedAttentionFn::apply(
-      qkv, heads, padding.defined() ? padding.lengths : torch::empty({0}, torch::kInt));
+      qkv, heads, padding.defined() ? padding.lengths : torch::empty({0}, torch::kInt), causal);
 }
 
 }  // namespace accel::models

@@ -3,6 +3,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <set>
 #include <string>
 
@@ -224,6 +225,109 @@ TEST_CASE("model: the masked fused kernel matches the explicit masked attention 
   CHECK_THROWS_AS(accel::models::key_padding(torch::tensor({{0L, 1L, 1L}})), std::invalid_argument);
   CHECK_THROWS_AS(accel::models::key_padding(torch::tensor({{1L, 1L}, {0L, 0L}})), std::invalid_argument);
   CHECK_THROWS_AS(accel::kernels::attention_check_keys(0, 4), std::logic_error);
+}
+
+namespace {
+// The causal reference made by hand: key padding and the lower triangle as one
+// [B, 1, S, S] boolean mask, through the explicit form without its causal flag.
+accel::models::KeyPadding causal_mask_by_hand(int64_t B, int64_t S, const std::vector<int64_t>& keys) {
+  auto allowed = torch::ones({S, S}, torch::kBool).tril().unsqueeze(0).repeat({B, 1, 1});
+  for (int64_t b = 0; b < B; ++b) allowed[b].narrow(1, keys[size_t(b)], S - keys[size_t(b)]).fill_(false);
+  accel::models::KeyPadding p;
+  p.mask = allowed.unsqueeze(1);
+  return p;
+}
+}  // namespace
+
+TEST_CASE("model: causal fused attention matches the explicit causal attention and its gradients on every ISA in full windows and padded documents") {
+  KernelStateGuard restore;
+  // Sequences below, at and across the kernel's 64-row causal blocks, odd head sizes.
+  struct Case { int64_t B, S, H, Dh; std::vector<int64_t> keys; };
+  const Case cases[] = {{2, 150, 2, 16, {150, 150}}, {3, 64, 3, 8, {64, 40, 1}},
+                        {2, 65, 2, 12, {65, 33}},    {1, 1, 1, 4, {1}},
+                        {2, 7, 2, 3, {7, 5}},        {1, 130, 1, 20, {97}}};
+  for (const auto& isa : accel::kernels::attention_isas()) {
+    accel::kernels::attention_force_isa(isa);
+    for (const auto& c : cases) {
+      CAPTURE(isa);
+      CAPTURE(c.S);
+      torch::manual_seed(c.S * 7 + c.Dh);
+      const auto qkv0 = torch::randn({c.B, c.S, 3 * c.H * c.Dh}) * 2.0;
+      const auto up = torch::randn({c.B, c.S, c.H * c.Dh});
+      const bool padded = std::any_of(c.keys.begin(), c.keys.end(), [&](int64_t k) { return k < c.S; });
+      auto mask = torch::zeros({c.B, c.S}, torch::kLong);
+      for (int64_t b = 0; b < c.B; ++b) mask[b].narrow(0, 0, c.keys[size_t(b)]).fill_(1);
+      const auto pad = padded ? accel::models::key_padding(mask) : accel::models::KeyPadding{};
+      enum class Path { Fused, ExplicitCausal, ByHand };
+      auto run = [&](Path path) {
+        auto qkv = qkv0.clone().requires_grad_(true);
+        torch::Tensor out;
+        if (path == Path::Fused) {
+          out = accel::models::fused_attention(qkv, c.H, pad, /*causal=*/true);
+        } else if (path == Path::ExplicitCausal) {
+          out = accel::models::unfused_attention(qkv, c.H, 0.0, false, /*explicit_form=*/true, pad, /*causal=*/true);
+        } else {
+          out = accel::models::unfused_attention(qkv, c.H, 0.0, false, /*explicit_form=*/true,
+                                                 causal_mask_by_hand(c.B, c.S, c.keys));
+        }
+        out.backward(up);
+        return std::make_pair(out.detach(), qkv.grad());
+      };
+      const auto [out, grad] = run(Path::Fused);
+      const auto [ref, ref_grad] = run(Path::ByHand);
+      const auto [expl, expl_grad] = run(Path::ExplicitCausal);
+      CHECK((out - ref).abs().max().item<double>() < 1e-5);
+      CHECK(torch::allclose(grad, ref_grad, 1e-4, 1e-5));
+      CHECK(torch::equal(expl, ref));
+      CHECK(torch::equal(expl_grad, ref_grad));
+      // Query 0 sees key 0 alone: its output is v_0 exactly.
+      const int64_t D = c.H * c.Dh;
+      CHECK(torch::allclose(out.select(1, 0), qkv0.select(1, 0).narrow(-1, 2 * D, D), 0.0, 1e-6));
+      // Masked keys get exactly no gradient.
+      for (int64_t b = 0; b < c.B; ++b) {
+        const int64_t n = c.keys[size_t(b)];
+        if (n < c.S) CHECK(grad[b].narrow(0, n, c.S - n).narrow(1, D, 2 * D).abs().max().item<float>() == 0.0F);
+      }
+      // No query sees a later key: changing the last token's q, k and v
+      // leaves every earlier output bitwise as it was.
+      if (c.S > 1) {
+        auto changed = qkv0.clone();
+        changed.select(1, c.S - 1).normal_();
+        torch::NoGradGuard g;
+        const auto out2 = accel::models::fused_attention(changed, c.H, pad, true);
+        CHECK(torch::equal(out2.narrow(1, 0, c.S - 1), out.narrow(1, 0, c.S - 1)));
+      }
+      // bf16: the AVX512-BF16 kernel (or float32 rounded once) against the
+      // explicit causal form on the same bf16-exact values.
+      auto x = qkv0.to(torch::kBFloat16).requires_grad_(true);
+      auto out16 = accel::models::fused_attention(x, c.H, pad, true);
+      out16.backward(up.to(torch::kBFloat16));
+      torch::NoGradGuard g;
+      const auto ref16 = accel::models::unfused_attention(qkv0.to(torch::kBFloat16).to(torch::kFloat), c.H, 0.0,
+                                                          false, /*explicit_form=*/true, pad, true);
+      CHECK(torch::allclose(out16.to(torch::kFloat), ref16, 2e-2, 2e-2));
+      CHECK(torch::allclose(out16.to(torch::kFloat).select(1, 0),
+                            qkv0.to(torch::kBFloat16).to(torch::kFloat).select(1, 0).narrow(-1, 2 * D, D), 0.0, 1e-2));
+    }
+  }
+}
+
+TEST_CASE("model: causal attention is the same through SDPA or the explicit form with and without key padding") {
+  torch::manual_seed(11);
+  auto q = torch::randn({2, 3, 37, 16});
+  auto k = torch::randn({2, 3, 37, 16});
+  auto v = torch::randn({2, 3, 37, 16});
+  auto lengths = torch::tensor({37L, 20L});
+  auto mask = (torch::arange(37).unsqueeze(0) < lengths.unsqueeze(1)).view({2, 1, 1, 37});
+  for (const bool padded : {false, true}) {
+    CAPTURE(padded);
+    const auto m = padded ? mask : torch::Tensor();
+    auto fast = accel::compat::attention(q, k, v, 0.0, false, m, nullptr, /*causal=*/true);
+    auto ref = accel::compat::attention_explicit(q, k, v, 0.0, false, m, nullptr, /*causal=*/true);
+    CHECK(torch::allclose(fast, ref, 1e-5, 1e-5));
+    // Query 0 attends to key 0 alone.
+    CHECK(torch::allclose(fast.select(2, 0), v.select(2, 0), 0.0, 1e-6));
+  }
 }
 
 TEST_CASE("model: fused attention on bfloat16 answers in bfloat16 on every code path") {

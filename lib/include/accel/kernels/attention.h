@@ -22,6 +22,11 @@
 // lengths. Queries at padded positions are computed like any other (their
 // rows are discarded by the model), as eager masked attention computes them.
 //
+// Causal (decoder models): query i also attends to keys 0..i only; the
+// probabilities above the diagonal are exactly 0, like padded keys', and the
+// float32 kernels skip the blocks of the products that hold only those zeros.
+// No [S, S] mask is made.
+//
 // Deterministic: each (sample, head) is computed by one thread in a fixed
 // order, so results do not depend on the thread count. The code is compiled
 // for AVX-512F, for AVX2+FMA and for the baseline ISA and picks the best the
@@ -55,13 +60,14 @@ std::size_t attention_backward_scratch(int64_t seq, int64_t head_dim);
 // `keys` on (std::logic_error for another probs_ld or keys outside [1, seq]).
 void attention_forward_head(const float* qkv, float* out, float* probs, int64_t probs_ld,
                             int64_t seq, int64_t keys, int64_t dim, int64_t head_dim,
-                            int64_t head, float scale, float* scratch);
+                            int64_t head, float scale, float* scratch, bool causal = false);
 
 // The gradients of q_h, k_h and v_h into dqkv's head-h columns, from dout and
-// the forward's probs.
+// the forward's probs (`causal` as the forward's: it only skips zeros).
 void attention_backward_head(const float* qkv, const float* probs, int64_t probs_ld,
                              const float* dout, float* dqkv, int64_t seq, int64_t dim,
-                             int64_t head_dim, int64_t head, float scale, float* scratch);
+                             int64_t head_dim, int64_t head, float scale, float* scratch,
+                             bool causal = false);
 
 // A whole batch, the (sample, head) pairs spread over LibTorch's intra-op
 // threads (at::parallel_for; lib/kernels/attention_parallel.cpp). qkv [B, S, 3D],
@@ -69,10 +75,10 @@ void attention_backward_head(const float* qkv, const float* probs, int64_t probs
 // key_lengths [B]: each sample's `keys` (nullptr: every key).
 void attention_forward(const float* qkv, float* out, float* probs, int64_t probs_ld,
                        int64_t batch, int64_t seq, int64_t dim, int64_t heads, float scale,
-                       const int32_t* key_lengths = nullptr);
+                       const int32_t* key_lengths = nullptr, bool causal = false);
 void attention_backward(const float* qkv, const float* probs, int64_t probs_ld,
                         const float* dout, float* dqkv, int64_t batch, int64_t seq, int64_t dim,
-                        int64_t heads, float scale);
+                        int64_t heads, float scale, bool causal = false);
 
 // ---- bfloat16 data on CPUs with AVX512-BF16 (lib/kernels/attention_bf16.cpp)
 // The same attention on bf16 qkv/dout (uint16_t bits), products on vdpbf16ps
@@ -85,13 +91,15 @@ std::size_t attention_bf16_forward_scratch(int64_t seq, int64_t head_dim);   // 
 std::size_t attention_bf16_backward_scratch(int64_t seq, int64_t head_dim);  // bytes
 void attention_bf16_forward_head(const uint16_t* qkv, uint16_t* out, uint16_t* probs,
                                  int64_t probs_ld, int64_t seq, int64_t keys, int64_t dim,
-                                 int64_t head_dim, int64_t head, float scale, void* scratch);
+                                 int64_t head_dim, int64_t head, float scale, void* scratch,
+                                 bool causal = false);
 void attention_bf16_backward_head(const uint16_t* qkv, const uint16_t* probs, int64_t probs_ld,
                                   const uint16_t* dout, uint16_t* dqkv, int64_t seq, int64_t dim,
                                   int64_t head_dim, int64_t head, float scale, void* scratch);
 void attention_bf16_forward(const uint16_t* qkv, uint16_t* out, uint16_t* probs,
                             int64_t probs_ld, int64_t batch, int64_t seq, int64_t dim,
-                            int64_t heads, float scale, const int32_t* key_lengths = nullptr);
+                            int64_t heads, float scale, const int32_t* key_lengths = nullptr,
+                            bool causal = false);
 void attention_bf16_backward(const uint16_t* qkv, const uint16_t* probs, int64_t probs_ld,
                              const uint16_t* dout, uint16_t* dqkv, int64_t batch, int64_t seq,
                              int64_t dim, int64_t heads, float scale);

@@ -2,7 +2,10 @@
 // autograd op (lib/models/attention.cpp over lib/kernels/attention.cpp).
 // Every path takes an optional key-padding mask (text batches padded to
 // their longest row): SDPA and the explicit form as a boolean mask, the
-// fused kernel as per-sample key counts.
+// fused kernel as per-sample key counts; and `causal` (decoders: query i
+// attends to keys 0..i): SDPA's is_causal (with key padding, one combined
+// mask), the explicit form's lower-triangular mask, the fused kernel's own
+// rule (no mask made).
 //
 // Auto (the default) picks, per call:
 //   - LibTorch's at::scaled_dot_product_attention where it exists (2.0+),
@@ -73,17 +76,17 @@ bool takes_fused_attention(const torch::Tensor& qkv, int64_t heads, bool dropout
 // the reference tests and benchmarks compare the kernel with.
 torch::Tensor unfused_attention(const torch::Tensor& qkv, int64_t heads, double dropout_p,
                                 bool training, bool explicit_form,
-                                const KeyPadding& padding = {});
+                                const KeyPadding& padding = {}, bool causal = false);
 
 // softmax(q k^T / sqrt(Dh)) v for every head, from the in-projection's output
 // qkv [B, S, 3D] (q, k, v each [B, S, H*Dh]) to the merged-head [B, S, D] that
 // out_proj reads. Differentiable (once) with respect to qkv.
 torch::Tensor fused_attention(const torch::Tensor& qkv, int64_t heads,
-                              const KeyPadding& padding = {});
+                              const KeyPadding& padding = {}, bool causal = false);
 
 // The attention a model runs for its in-projection output: the fused kernel
 // where takes_fused_attention, else unfused_attention (SDPA on 2.x).
 torch::Tensor self_attention(const torch::Tensor& qkv, int64_t heads, double dropout_p,
-                             bool training, const KeyPadding& padding = {});
+                             bool training, const KeyPadding& padding = {}, bool causal = false);
 
 }  // namespace accel::models

@@ -41,15 +41,21 @@ constexpr bool kHasSdpa = ACCEL_TORCH_AT_LEAST(2, 0);
 // (On a CPU in float32 or bf16, 1.13 models take accel-bench's fused kernel
 // before this: accel/models/attention.h.)
 // `drop` (optional) replaces torch::dropout on the attention weights.
+// `causal`: query i attends to keys 0..i only (decoders), with `mask` too.
 using DropoutOp = torch::Tensor (*)(const torch::Tensor&, double, bool);
 inline torch::Tensor attention_explicit(const torch::Tensor& q, const torch::Tensor& k,
                                         const torch::Tensor& v, double dropout_p,
                                         bool training, const torch::Tensor& mask = {},
-                                        DropoutOp drop = nullptr) {
+                                        DropoutOp drop = nullptr, bool causal = false) {
   const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
   auto scores = torch::matmul(q * scale, k.transpose(-2, -1).contiguous());
-  if (mask.defined()) {
-    scores = scores.masked_fill(mask.logical_not(), -std::numeric_limits<double>::infinity());
+  auto attend = mask;
+  if (causal) {
+    const auto lower = torch::ones({q.size(-2), k.size(-2)}, q.options().dtype(torch::kBool)).tril();
+    attend = attend.defined() ? attend.logical_and(lower) : lower;
+  }
+  if (attend.defined()) {
+    scores = scores.masked_fill(attend.logical_not(), -std::numeric_limits<double>::infinity());
   }
   auto weights = torch::softmax(scores, -1);
   if (training && dropout_p > 0.0) {
@@ -65,17 +71,22 @@ inline torch::Tensor attention_explicit(const torch::Tensor& q, const torch::Ten
 inline torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k,
                                const torch::Tensor& v, double dropout_p,
                                bool training, const torch::Tensor& mask = {},
-                               DropoutOp drop = nullptr) {
+                               DropoutOp drop = nullptr, bool causal = false) {
 #if ACCEL_TORCH_AT_LEAST(2, 0)
   if (drop != nullptr && training && dropout_p > 0.0 && q.device().is_cpu()) {
-    return attention_explicit(q, k, v, dropout_p, training, mask, drop);
+    return attention_explicit(q, k, v, dropout_p, training, mask, drop, causal);
   }
-  return at::scaled_dot_product_attention(q, k, v, mask.defined() ? c10::optional<at::Tensor>(mask)
-                                                                   : c10::optional<at::Tensor>(),
-                                          training ? dropout_p : 0.0,
-                                          /*is_causal=*/false);
+  // SDPA takes is_causal or a mask, not both: with key padding, one mask.
+  auto attend = mask;
+  if (causal && mask.defined()) {
+    attend = mask.logical_and(
+        torch::ones({q.size(-2), k.size(-2)}, mask.options().dtype(torch::kBool)).tril());
+  }
+  return at::scaled_dot_product_attention(
+      q, k, v, attend.defined() ? c10::optional<at::Tensor>(attend) : c10::optional<at::Tensor>(),
+      training ? dropout_p : 0.0, /*is_causal=*/causal && !mask.defined());
 #else
-  return attention_explicit(q, k, v, dropout_p, training, mask, drop);
+  return attention_explicit(q, k, v, dropout_p, training, mask, drop, causal);
 #endif
 }
 
