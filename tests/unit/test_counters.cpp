@@ -16,6 +16,7 @@
 #include "accel/data/batch.h"
 #include "accel/metrics/profiler.h"
 #include "accel/models/bert.h"
+#include "accel/models/gpt.h"
 #include "accel/models/vit.h"
 #include "accel/precision/precision.h"
 #include "support/skip.h"
@@ -55,6 +56,16 @@ std::vector<Case> cases(const torch::Device& device) {
                    {{"input_ids", ids.to(device)}, {"attention_mask", torch::ones({4, 16}, torch::kLong).to(device)}},
                    torch::randint(0, 2, {4}, torch::kLong).to(device)});
   }
+  // Decoders (next-token logits [B, S, vocab], a label per token), both
+  // styles: learned positions and GELU; rotary, grouped key-value heads, SwiGLU.
+  for (const std::string preset : {"gpt_tiny", "llama_tiny"}) {
+    auto spec = am::decoder_preset(preset);
+    spec.vocab_size = 512;
+    am::DecoderLM lm(spec);
+    lm->to(device);
+    out.push_back({preset, lm.ptr(), {{"input_ids", torch::randint(0, 512, {4, 24}, torch::kLong).to(device)}},
+                   torch::randint(0, 512, {4, 24}, torch::kLong).to(device)});
+  }
   for (auto& c : out) c.model->train();
   return out;
 }
@@ -70,7 +81,9 @@ accel::metrics::StepCounts counted_step(Case& c, const std::string& precision, c
     ap::AutocastGuard guard(policy, device);
     Inputs cast;
     for (const auto& [name, t] : c.inputs) cast.emplace(name, ap::cast_input(policy, t));
-    loss = torch::cross_entropy_loss(ap::cast_output(policy, c.model->forward(cast)), c.labels);
+    auto logits = ap::cast_output(policy, c.model->forward(cast));
+    if (logits.dim() == 3) logits = logits.flatten(0, 1);  // a decoder's: one label per token
+    loss = torch::cross_entropy_loss(logits, c.labels.flatten());
   }
   loss.backward();
   return counter.stop();
