@@ -118,7 +118,19 @@ void check_runnable(const config::RunConfig& cfg, bool check_environment) {
                       "runtime.num_nodes is " + std::to_string(world) + "; use " + dist::multi_rank_strategy_list());
   }
   const int k = cfg.train.accumulate;
-  task_row(cfg.train.task);  // ConfigError naming train.task
+  {
+    // A task whose head is the vocabulary (language modelling) needs a family
+    // whose head is too, and such a family needs such a task.
+    const auto& task = task_row(cfg.train.task);  // ConfigError naming train.task
+    const auto* family = models::find_family(cfg.model.arch);
+    const bool task_vocab = task.info.head == "vocab";
+    if (family && task_vocab != (family->head == "vocab")) {
+      throw ConfigError("train.task: \"" + cfg.train.task + "\" " +
+                        (task_vocab ? "predicts tokens, but model.arch \"" + cfg.model.arch + "\" has a " + family->head + " head"
+                                    : "needs a classification head, but model.arch \"" + cfg.model.arch +
+                                          "\" predicts tokens (train.task \"causal_lm\")"));
+    }
+  }
   if (rt.cuda_graphs) check_graphable(cfg);
   if (k > 1 && cfg.train.checkpoint_every % k != 0) {
     throw ConfigError("train.checkpoint_every: " + std::to_string(cfg.train.checkpoint_every) +

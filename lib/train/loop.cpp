@@ -22,12 +22,14 @@ EvalResult Run::evaluate(data::Loader& loader, EvalCount& count) {
   torch::NoGradGuard no_grad;
   fsetup_->model.eval();
   loader.start_epoch(0);
-  // The task's metric sum, seen, loss sum over the real (not padding)
-  // samples of every rank, summed on the device and read once at the end.
+  // The task's metric sum, seen (its units: samples, or a language model's
+  // tokens), loss sum over the real (not padding) samples of every rank,
+  // summed on the device and read once at the end.
   const auto on = torch::TensorOptions().device(fabric_->device());
   auto metric = torch::zeros({}, on.dtype(torch::kDouble));
   auto loss_sum = torch::zeros({}, on.dtype(torch::kDouble));
-  double seen = 0;
+  auto seen = torch::zeros({}, on.dtype(torch::kDouble));
+  int64_t samples = 0;
   while (auto batch = loader.next()) {
     auto logits = step_fn_->forward(batch->inputs);
     auto y = logits.device() == batch->y.device() ? batch->y
@@ -38,17 +40,19 @@ EvalResult Run::evaluate(data::Loader& loader, EvalCount& count) {
     auto yy = y.narrow(0, 0, n);
     loss_sum += task_->loss_sum(lg, yy);
     metric += task_->metric_sum(lg, yy).to(torch::kDouble);
-    seen += double(n);
+    seen += task_->units(yy);
+    samples += n;
   }
   fsetup_->model.train();
-  auto sums = torch::zeros({3}, torch::kDouble);
+  auto sums = torch::zeros({4}, torch::kDouble);
   sums[0] = metric.item<double>();
-  sums[1] = seen;
+  sums[1] = seen.item<double>();
   sums[2] = loss_sum.item<double>();
+  sums[3] = double(samples);
   fabric_->all_reduce(sums, dist::ReduceOp::Sum);
   const double total = sums[1].item<double>();
   ++count.passes;
-  count.samples += int64_t(total);
+  count.samples += int64_t(sums[3].item<double>());
   count.time_s += seconds_since(t0);
   if (total <= 0) return {};
   return {sums[0].item<double>() / total, sums[2].item<double>() / total};
@@ -189,7 +193,8 @@ bool Run::train_batch(const data::Batch& batch, int epoch, EpochState& es, int64
     const int64_t n = batch.valid;
     PendingStep p;
     p.loss = out.loss.detach().to(torch::kDouble, /*non_blocking=*/false, /*copy=*/true);
-    p.metric = task_->metric_sum(out.logits.narrow(0, 0, n), y.narrow(0, 0, n));
+    p.metric = torch::stack({task_->metric_sum(out.logits.narrow(0, 0, n), y.narrow(0, 0, n)).to(torch::kDouble),
+                             task_->units(y.narrow(0, 0, n))});
     p.valid = n;
     p.step = step_;
     p.batch_index = es.batches;
@@ -321,7 +326,7 @@ bool Run::flush_pending(EpochState& es, int64_t batches) {
   const auto times = clock_->take();
   if (int64_t(times.size()) != count) throw RunError("step clock out of step with the batches");
   const auto loss_at = losses.accessor<double, 1>();
-  const auto metric_at = metrics.accessor<double, 1>();
+  const auto metric_at = metrics.accessor<double, 2>();  // [step][metric sum, units]
   const int allowed = fabric_->scaler().enabled() ? kMaxNonFiniteWithScaler : 0;
   for (int64_t i = 0; i < count; ++i) {
     const auto& p = pending_[size_t(i)];
@@ -343,8 +348,8 @@ bool Run::flush_pending(EpochState& es, int64_t batches) {
         ++split_steps_;
       }
     }
-    es.metric_sum += metric_at[i];
-    es.seen += p.valid;
+    es.metric_sum += metric_at[i][0];
+    es.seen += int64_t(std::llround(metric_at[i][1]));
     es.loss_sum += loss_v;
     if (p.log) {
       console_.step(p.epoch, cfg_.train.epochs, p.batch_index, batches, loss_v);

@@ -65,7 +65,7 @@ struct EvalCount {
 // does not stall the device each step).
 struct PendingStep {
   torch::Tensor loss;     // this rank's, float64, a copy (graph outputs are reused)
-  torch::Tensor metric;   // the task's metric summed over the batch's real samples
+  torch::Tensor metric;   // float64 [2]: the task's metric summed over the batch's real samples, and their units
   int64_t valid = 0, step = 0, batch_index = 0;
   int epoch = 0;
   bool log = false;

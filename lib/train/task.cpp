@@ -25,8 +25,40 @@ TaskRow classification() {
   return r;
 }
 
+// Causal language modelling: the model's next-token logits [B, S, vocab]
+// against the next tokens [B, S] (-100 where there is none: padding, a
+// document's end), cross-entropy as a mean over the real next tokens. The
+// metric is that loss itself (its exponential is the perplexity), lower
+// better: the best weights and a target are a validation loss, as language
+// model training reports them.
+constexpr int64_t kIgnoredToken = -100;
+
+torch::Tensor token_loss(const torch::Tensor& out, const torch::Tensor& y, at::Reduction::Reduction r) {
+  if (out.dim() != 3 || y.dim() != 2 || out.size(0) != y.size(0) || out.size(1) != y.size(1)) {
+    throw std::invalid_argument("causal_lm: expected logits [batch, seq, vocab] and next tokens [batch, seq]");
+  }
+  return torch::cross_entropy_loss(out.flatten(0, 1), y.flatten(), {}, r, kIgnoredToken);
+}
+
+TaskRow causal_lm() {
+  TaskRow r;
+  r.info.name = "causal_lm";
+  r.info.summary = "the next token at every position: cross-entropy over the real next tokens (a mean over "
+                   "tokens), the validation loss the metric (perplexity its exponential)";
+  r.info.metric = "loss";
+  r.info.higher_is_better = false;
+  r.info.head = "vocab";
+  r.loss = [](const torch::Tensor& out, const torch::Tensor& y) { return token_loss(out, y, at::Reduction::Mean); };
+  r.loss_sum = [](const torch::Tensor& out, const torch::Tensor& y) {
+    return token_loss(out, y, at::Reduction::Sum).to(torch::kDouble);
+  };
+  r.metric_sum = r.loss_sum;
+  r.count_sum = [](const torch::Tensor& y) { return y.ne(kIgnoredToken).sum(); };
+  return r;
+}
+
 std::deque<TaskRow>& rows() {
-  static std::deque<TaskRow> r = {classification()};
+  static std::deque<TaskRow> r = {classification(), causal_lm()};
   return r;
 }
 

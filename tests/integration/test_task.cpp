@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "accel/config/run_config.h"
+#include "accel/train/checks.h"
 #include "accel/train/run.h"
 #include "accel/train/task_row.h"
 #include "accel/util/errors.h"
@@ -113,4 +114,37 @@ TEST_CASE("task: the classification row is the default and an unknown task is re
   empty.info.name = "toy-empty";
   CHECK_THROWS_AS(accel::train::add_task(empty), accel::ConfigError);
   CHECK_THROWS_AS(accel::train::add_task(rows.front()), accel::ConfigError);
+}
+
+TEST_CASE("task: causal_lm's loss is a mean over the real next tokens and a classification family with it is refused naming train.task") {
+  const auto& lm = accel::train::task_row("causal_lm");
+  CHECK(lm.info.metric == "loss");
+  CHECK_FALSE(lm.info.higher_is_better);
+  CHECK(lm.info.head == "vocab");
+  // Two rows of three positions over a vocabulary of 4; the last position of
+  // row 1 has no next token (-100). Uniform logits: ln 4 a token.
+  auto logits = torch::zeros({2, 3, 4});
+  auto y = torch::tensor({{1L, 2L, 3L}, {0L, 1L, -100L}});
+  CHECK(lm.units(y).item<double>() == 5.0);
+  CHECK(lm.loss(logits, y).item<double>() == doctest::Approx(std::log(4.0)));
+  CHECK(lm.loss_sum(logits, y).item<double>() == doctest::Approx(5.0 * std::log(4.0)));
+  CHECK(std::exp(lm.metric_sum(logits, y).item<double>() / lm.units(y).item<double>()) == doctest::Approx(4.0));
+  // One token predicted with probability 1/2 (logit ln 3 against three 0s:
+  // 3 / (3 + 3)): its loss ln 2, the other four ln 4; the ignored
+  // position's logits count for nothing.
+  logits[0][0][1] = std::log(3.0);
+  logits[1][2][0] = 50.0;
+  const double expected = (std::log(2.0) + 4.0 * std::log(4.0)) / 5.0;
+  CHECK(lm.loss(logits, y).item<double>() == doctest::Approx(expected));
+  CHECK(lm.loss_sum(logits, y).item<double>() == doctest::Approx(5.0 * expected));
+  CHECK_THROWS_WITH_AS(lm.loss(torch::zeros({2, 4}), torch::zeros({2}, torch::kLong)),
+                       doctest::Contains("logits [batch, seq, vocab]"), std::invalid_argument);
+  // Classification's units are the rows.
+  CHECK(accel::train::task_row("classification").units(torch::zeros({7}, torch::kLong)).item<double>() == 7.0);
+  // A family with a classification head cannot train a language model.
+  auto resolved = accel::config::load_config(std::string(ACCEL_SOURCE_DIR) + "/configs/smoke/scratch-smoke.json");
+  resolved["train"]["task"] = "causal_lm";
+  CHECK_THROWS_WITH_AS(accel::train::check_runnable(accel::config::to_run_config(resolved), false),
+                       doctest::Contains("train.task: \"causal_lm\" predicts tokens, but model.arch \"vit\" has a classes head"),
+                       accel::ConfigError);
 }

@@ -18,6 +18,9 @@ struct FamilyInfo {
   std::string summary;               // one line for --explain and `presets`
   std::vector<std::string> presets;  // model.preset values; the first is the default
   std::vector<std::string> formats;  // model.init_format values besides "auto"
+  // What its output is: "classes" (a head over the data's labels, or one
+  // output) or "vocab" (next-token logits: language-modelling tasks only).
+  std::string head = "classes";
   // Checks the dims a resolved model section gives explicitly (0 = the
   // preset's), throwing ConfigError "<where>model.<field>: ..." where
   // where({"model.heads", "model.dim"}) names the file that set the first of

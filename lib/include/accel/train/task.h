@@ -19,7 +19,9 @@ struct TaskInfo {
   // value is better (the best validation weights, the target).
   std::string metric = "accuracy";
   bool higher_is_better = true;
-  // The head's width: the data's label count ("classes") or one output ("one").
+  // The head's width: the data's label count ("classes"), one output
+  // ("one"), or the vocabulary ("vocab": a language model's data gives its
+  // vocabulary size as its class count).
   std::string head = "classes";
 };
 

@@ -24,6 +24,15 @@ struct TaskRow {
   // The metric summed over the rows (its mean is the split's metric): a
   // scalar tensor on the outputs' device, read back as float64.
   std::function<torch::Tensor(const torch::Tensor& out, const torch::Tensor& y)> metric_sum;
+  // Optional: the units the sums above are over in these labels, a scalar
+  // tensor (a language model's real next tokens: its loss and metric are
+  // means over tokens, not rows). Unset: the rows.
+  std::function<torch::Tensor(const torch::Tensor& y)> count_sum;
+  // The units of labels `y`, as a float64 scalar tensor on y's device.
+  torch::Tensor units(const torch::Tensor& y) const {
+    if (count_sum) return count_sum(y).to(torch::kDouble);
+    return torch::full({}, double(y.size(0)), y.options().dtype(torch::kDouble));
+  }
   // The head's width for data of `classes` labels.
   int64_t head_outputs(int64_t classes) const { return info.head == "one" ? 1 : classes; }
   // Whether metric value `a` is better than `b` (strictly).
