@@ -97,7 +97,7 @@ Batch Loader::make_batch(int64_t b) const {
   const auto idx = torch::from_blob(const_cast<int64_t*>(order_.data()) + begin, {end - begin},
                                     torch::kLong).clone();
   Batch batch = set_->collator->collate(*set_, idx, opts_.collate);
-  batch.y = set_->labels.index_select(0, idx);
+  if (!batch.y.defined()) batch.y = set_->labels.index_select(0, idx);  // else the collator's (next tokens)
   batch.valid = std::clamp<int64_t>(real_ - begin, 0, end - begin);
   if (opts_.pin_memory) {
     for (auto& kv : batch.inputs) kv.second = kv.second.pin_memory();

@@ -53,7 +53,105 @@ class TokenCollator : public Collator {
   int64_t pad_id_;
 };
 
+// Rows of seq + 1 tokens -> inputs (the first seq) and next tokens (the last
+// seq, -100 past a row's real tokens); a mask only where a row is padded, so
+// packed windows run the attention without one.
+class StreamCollator : public Collator {
+ public:
+  StreamCollator(int64_t pad_id, nlohmann::json facts) : pad_id_(pad_id), facts_(std::move(facts)) {}
+  std::string kind() const override { return "tokens"; }
+  Batch collate(const ExampleSet& set, const torch::Tensor& rows, const CollateOptions&) const override {
+    const auto ids = set.column("input_ids").index_select(0, rows).to(torch::kLong);
+    const auto lengths = set.column("length").index_select(0, rows).to(torch::kLong).unsqueeze(1);
+    const int64_t seq = ids.size(1) - 1;
+    const auto positions = torch::arange(seq, torch::kLong).unsqueeze(0);
+    const auto predicted = (positions + 1) < lengths;  // position j predicts token j + 1
+    Batch b;
+    b.inputs.emplace("input_ids", ids.narrow(1, 0, seq).contiguous());
+    if (rows.numel() > 0 && lengths.min().item<int64_t>() <= seq) {
+      b.inputs.emplace("attention_mask", (positions < lengths).to(torch::kLong));
+    }
+    b.y = ids.narrow(1, 1, seq).masked_fill(predicted.logical_not(), -100).contiguous();
+    b.tokens = predicted.sum().item<int64_t>();
+    return b;
+  }
+  nlohmann::json describe() const override {
+    auto d = facts_;
+    d["pad_id"] = pad_id_;
+    return d;
+  }
+
+ private:
+  int64_t pad_id_;
+  nlohmann::json facts_;
+};
+
 }  // namespace
+
+ExampleSet make_token_stream_set(const std::vector<std::vector<int32_t>>& documents, int64_t seq,
+                                 bool packed, int64_t pad_id, int64_t vocab_size) {
+  if (seq < 1) throw std::invalid_argument("token stream: sequence length " + std::to_string(seq) + " (needs >= 1)");
+  const int64_t width = seq + 1;
+  std::vector<int32_t> flat;  // packed: the stream; documents: the rows, padded
+  std::vector<int32_t> lengths;
+  int64_t dropped = 0, docs = 0;
+  for (const auto& d : documents) {
+    if (d.empty()) continue;
+    ++docs;
+    if (packed) {
+      flat.insert(flat.end(), d.begin(), d.end());
+      continue;
+    }
+    if (d.size() < 2) {  // nothing to predict
+      dropped += int64_t(d.size());
+      continue;
+    }
+    const int64_t n = std::min<int64_t>(int64_t(d.size()), width);
+    flat.insert(flat.end(), d.begin(), d.begin() + n);
+    flat.insert(flat.end(), size_t(width - n), int32_t(pad_id));
+    lengths.push_back(int32_t(n));
+    dropped += int64_t(d.size()) - n;
+  }
+  if (packed) {
+    // Window i is stream[i seq, i seq + seq + 1): consecutive windows share a
+    // token, so every token after the first is predicted exactly once.
+    const int64_t windows = flat.size() > 1 ? (int64_t(flat.size()) - 1) / seq : 0;
+    std::vector<int32_t> rows;
+    rows.reserve(size_t(windows * width));
+    for (int64_t w = 0; w < windows; ++w) {
+      rows.insert(rows.end(), flat.begin() + w * seq, flat.begin() + w * seq + width);
+      lengths.push_back(int32_t(width));
+    }
+    dropped = int64_t(flat.size()) - (windows > 0 ? windows * seq + 1 : 0);
+    flat = std::move(rows);
+  }
+  const auto n = int64_t(lengths.size());
+  auto ids = torch::empty({n, width}, torch::kInt);
+  std::copy(flat.begin(), flat.end(), ids.data_ptr<int32_t>());
+  auto len = torch::empty({n}, torch::kInt);
+  std::copy(lengths.begin(), lengths.end(), len.data_ptr<int32_t>());
+  ExampleSet s;
+  s.columns.emplace("input_ids", ids);
+  s.columns.emplace("length", len);
+  s.labels = torch::zeros({n}, torch::kLong);
+  s.num_classes = int(vocab_size);
+  s.collator = std::make_shared<StreamCollator>(
+      pad_id, nlohmann::json{{"packing", packed ? "packed" : "documents"},
+                             {"documents", docs},
+                             {"dropped_tokens", dropped}});
+  return s;
+}
+
+nlohmann::json token_stream_facts(const ExampleSet& set) {
+  if (!set.collator || set.collator->kind() != "tokens") {
+    throw std::invalid_argument("token_stream_facts: not a token-stream set (" + set.kind() + ")");
+  }
+  auto d = set.collator->describe();  // of the documents it was made from
+  d.erase("pad_id");
+  d["windows"] = set.size();  // of this set (a subset has fewer)
+  d["tokens"] = set.size() > 0 ? set.column("length").sum().item<int64_t>() : 0;
+  return d;
+}
 
 ExampleSet make_token_set(const std::vector<std::vector<int32_t>>& rows, torch::Tensor labels,
                           int num_classes, std::vector<std::string> class_names, int64_t pad_id) {
@@ -362,6 +460,45 @@ Tokenized tokenize_splits(const config::DataConfig& cfg, const TextSplits& split
   info["truncated"] = truncated;
   info["tokens_per_text"] = {{"mean", rows_seen ? double(tokens) / double(rows_seen) : 0.0},
                              {"p50", pct(0.5)}, {"p99", pct(0.99)}, {"max", pct(1.0)}};
+  return t;
+}
+
+Tokenized token_stream_splits(const config::DataConfig& cfg, const TextSplits& splits,
+                              const fs::path& vocab_file, nlohmann::json& info) {
+  text::TokenizerSpec spec;
+  spec.vocab = vocab_file;
+  spec.lowercase = cfg.lowercase;
+  const auto tok = text::tokenizer_row(cfg.tokenizer).make(spec);
+  const bool packed = cfg.packing == "packed";
+  int64_t max_id = -1;
+  nlohmann::json facts = nlohmann::json::object();
+  auto make = [&](const TextRows& rows, const char* name) {
+    std::vector<std::vector<int32_t>> docs(rows.size());
+    for (size_t i = 0; i < rows.size(); ++i) {
+      try {
+        docs[i] = tok->encode(rows.texts[i]);
+      } catch (const text::Utf8Error& e) {
+        fail(rows.where[i], e.what());
+      }
+      for (int32_t v : docs[i]) max_id = std::max<int64_t>(max_id, v);
+    }
+    auto set = make_token_stream_set(docs, cfg.max_length, packed, tok->pad_id(), tok->vocab_size());
+    facts[name] = token_stream_facts(set);
+    return set;
+  };
+  Tokenized t;
+  t.train = make(splits.train, "train");
+  if (splits.val) t.val = make(*splits.val, "val");
+  t.test = make(splits.test, "test");
+  info["tokenizer"] = tok->label();
+  info["vocab"] = vocab_file.string();
+  info["vocab_sha256"] = text::file_sha256(vocab_file);
+  info["vocab_size"] = tok->vocab_size();
+  info["pad_id"] = tok->pad_id();
+  info["max_length"] = cfg.max_length;
+  info["max_token_id"] = max_id;
+  info["packing"] = cfg.packing;
+  info["token_streams"] = facts;
   return t;
 }
 

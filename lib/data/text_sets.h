@@ -67,6 +67,15 @@ struct Tokenized {
 Tokenized tokenize_splits(const config::DataConfig& cfg, const TextSplits& splits,
                           const std::filesystem::path& vocab, nlohmann::json& info);
 
+// The same splits as token streams for language modelling: every text
+// encoded whole with data.tokenizer over data.vocab (data.lowercase), its
+// own markers kept ([CLS] ... [SEP] open and close a document), the split's
+// texts in order as documents; each split a make_token_stream_set of
+// data.max_length tokens a row, packed or padded (data.packing). Facts for
+// result.json go to `info`.
+Tokenized token_stream_splits(const config::DataConfig& cfg, const TextSplits& splits,
+                              const std::filesystem::path& vocab, nlohmann::json& info);
+
 // Learnable synthetic token sequences of two classes (no tokenizer): ids in
 // [3000, 29000) between [CLS] 101 and [SEP] 102, a quarter of them class
 // markers (class c: 2000 + 50c .. 2049 + 50c).

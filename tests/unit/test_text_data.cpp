@@ -229,3 +229,56 @@ TEST_CASE("text data: the synthetic token rows are deterministic and carry their
   const auto marked1 = ((ids >= 2050) & (ids < 2100)).any(1);
   CHECK(torch::equal(marked1.logical_and(a.train.labels.eq(0)).any(), torch::tensor(false)));
 }
+
+TEST_CASE("token stream: packed windows predict every token after the first once and padded documents mark what has no next token") {
+  using accel::data::make_token_stream_set;
+  const std::vector<std::vector<int32_t>> docs = {{101, 5, 6, 102}, {101, 7, 102}, {101, 102}, {9}};
+  auto rows = torch::arange(3, torch::kLong);
+  // Packed, 3 tokens a window: the stream 101 5 6 102 101 7 102 101 102 9 in
+  // windows of 4 that share their edge token.
+  const auto packed = make_token_stream_set(docs, 3, true, 0, 200);
+  REQUIRE(packed.size() == 3);
+  CHECK(packed.num_classes == 200);
+  CHECK(packed.kind() == "tokens");
+  auto b = packed.collator->collate(packed, rows, {});
+  CHECK(torch::equal(accel::data::input(b.inputs, "input_ids"),
+                     torch::tensor({{101L, 5L, 6L}, {102L, 101L, 7L}, {102L, 101L, 102L}})));
+  CHECK(torch::equal(b.y, torch::tensor({{5L, 6L, 102L}, {101L, 7L, 102L}, {101L, 102L, 9L}})));
+  CHECK(b.inputs.count("attention_mask") == 0);  // nothing padded: no mask
+  CHECK(b.tokens == 9);
+  auto facts = accel::data::token_stream_facts(packed);
+  CHECK(facts["packing"] == "packed");
+  CHECK(facts["documents"] == 4);
+  CHECK(facts["windows"] == 3);
+  CHECK(facts["dropped_tokens"] == 0);
+  // The loader keeps the collator's next tokens as the batch's labels.
+  accel::data::LoaderOptions lo;
+  lo.batch_size = 2;
+  lo.prefetch = 0;
+  accel::data::Loader loader(std::make_shared<const accel::data::ExampleSet>(packed), lo);
+  loader.start_epoch(0);
+  const auto first = loader.next();
+  REQUIRE(first.has_value());
+  CHECK(torch::equal(first->y, torch::tensor({{5L, 6L, 102L}, {101L, 7L, 102L}})));
+  // A tail that fills no window is dropped and said.
+  CHECK(accel::data::token_stream_facts(make_token_stream_set(docs, 4, true, 0, 200))["dropped_tokens"] == 1);
+  // Documents, 3 tokens a row: each padded (pad id 0) and masked; a document
+  // of one token has nothing to predict and is left out; a long one is cut.
+  const auto documents = make_token_stream_set(docs, 3, false, 0, 200);
+  REQUIRE(documents.size() == 3);
+  b = documents.collator->collate(documents, rows, {});
+  CHECK(torch::equal(accel::data::input(b.inputs, "input_ids"),
+                     torch::tensor({{101L, 5L, 6L}, {101L, 7L, 102L}, {101L, 102L, 0L}})));
+  CHECK(torch::equal(b.y, torch::tensor({{5L, 6L, 102L}, {7L, 102L, -100L}, {102L, -100L, -100L}})));
+  CHECK(torch::equal(accel::data::input(b.inputs, "attention_mask"),
+                     torch::tensor({{1L, 1L, 1L}, {1L, 1L, 1L}, {1L, 1L, 0L}})));
+  CHECK(b.tokens == 6);
+  facts = accel::data::token_stream_facts(documents);
+  CHECK(facts["packing"] == "documents");
+  CHECK(facts["dropped_tokens"] == 1);
+  CHECK(facts["tokens"] == 4 + 3 + 2);
+  const auto cut = make_token_stream_set({{101, 1, 2, 3, 4, 102}}, 3, false, 0, 200);
+  CHECK(accel::data::token_stream_facts(cut)["dropped_tokens"] == 2);
+  CHECK(torch::equal(cut.column("input_ids"), torch::tensor({{101, 1, 2, 3}}, torch::kInt)));
+  CHECK_THROWS_AS(make_token_stream_set(docs, 0, true, 0, 200), std::invalid_argument);
+}

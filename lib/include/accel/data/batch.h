@@ -28,7 +28,7 @@ int64_t batch_rows(const Inputs& inputs);
 
 struct Batch {
   Inputs inputs;
-  torch::Tensor y;  // int64 [B]
+  torch::Tensor y;  // int64 [B]; a token stream's next tokens [B, S] (set by its collator)
   // The leading rows that are real samples of this rank; the rest pad the
   // rank's share to the common length (DistributedSampler's wrap-around), so
   // metrics count every sample once over all ranks.

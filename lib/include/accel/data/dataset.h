@@ -85,6 +85,27 @@ torch::Tensor transform_images(const torch::Tensor& u8, const std::vector<float>
 ExampleSet make_token_set(const std::vector<std::vector<int32_t>>& rows, torch::Tensor labels,
                           int num_classes, std::vector<std::string> class_names, int64_t pad_id);
 
+// ---- token streams (language modelling) ------------------------------------------
+// Documents of token ids (each with its tokenizer's own markers: WordPiece's
+// [CLS] ... [SEP] open and close it) as rows of seq + 1 tokens: a row's first
+// seq are the inputs, its last seq the next tokens. `packed`: the documents
+// concatenated in order into one stream, cut into consecutive windows (the
+// tail that fills no window is dropped); else one row per document of at
+// least two tokens, cut to seq + 1 and padded with pad_id. Columns
+// "input_ids" int32 [N, seq + 1] and "length" int32 [N] (a row's real
+// tokens); labels all 0; num_classes = vocab_size (the head is the
+// vocabulary). The collator ("tokens") gives "input_ids" int64 [B, seq], an
+// "attention_mask" only where a row is padded, and the next tokens as
+// Batch::y int64 [B, seq], -100 where there is none; Batch::tokens counts
+// the predicted tokens.
+ExampleSet make_token_stream_set(const std::vector<std::vector<int32_t>>& documents, int64_t seq,
+                                 bool packed, int64_t pad_id, int64_t vocab_size);
+// What a token-stream set holds: {"packing", "documents" and
+// "dropped_tokens" (the packed tail; in documents, what the cut left out) of
+// the documents it was made from, "windows" (its rows) and "tokens" (in its
+// rows, padding aside; consecutive packed windows share one)}.
+nlohmann::json token_stream_facts(const ExampleSet& set);
+
 // --- readers (throw accel::DataError naming the file) ---------------------
 // IDX (MNIST family): images idx3 ubyte + labels idx1 ubyte, gzipped or raw
 // (detected from the content, not the name).
