@@ -38,6 +38,7 @@ ModelConfig model_of(const json& m) {
   take(m, "hidden", c.hidden);
   take(m, "layers", c.layers);
   take(m, "intermediate", c.intermediate);
+  take(m, "kv_heads", c.kv_heads);
   take(m, "classifier_dropout", c.classifier_dropout);
   c.num_classes = m["num_classes"].get<int>();
   c.dropout = m["dropout"].get<double>();
@@ -65,6 +66,7 @@ DataConfig data_of(const json& d) {
   take(d, "vocab", c.vocab);
   take(d, "max_length", c.max_length);
   take(d, "padding", c.padding);
+  take(d, "packing", c.packing);
   take(d, "lowercase", c.lowercase);
   take(d, "tokenizer", c.tokenizer);
   take(d, "test_fraction", c.test_fraction);
@@ -135,6 +137,7 @@ RuntimeConfig runtime_of(const json& r) {
   c.fsdp_sharding = r["fsdp_sharding"].get<std::string>();
   c.fsdp_prefetch = r["fsdp_prefetch"].get<bool>();
   c.matmul_precision = r["matmul_precision"].get<std::string>();
+  take(r, "attention", c.attention);
   c.cuda_graphs = r["cuda_graphs"].get<bool>();
   return c;
 }

@@ -91,14 +91,16 @@ std::vector<Field> build_table() {
       dim("model.heads", "attention heads; 0 = from preset"),
       dim("model.mlp_dim", "MLP hidden width; 0 = from preset").only({"vit"}),
       i("model.vocab_size", 0, "token vocabulary (word embeddings); 0 = from preset")
-          .at_least(0).kind(IntKind::I64).only({"bert", "distilbert"}),
+          .at_least(0).kind(IntKind::I64).only({"bert", "distilbert", "gpt"}),
       i("model.max_positions", 0, "position embeddings (the longest input); 0 = from preset")
-          .at_least(0).kind(IntKind::I64).only({"bert", "distilbert"}),
+          .at_least(0).kind(IntKind::I64).only({"bert", "distilbert", "gpt"}),
       i("model.type_vocab_size", 0, "token-type embeddings; 0 = from preset")
           .at_least(0).kind(IntKind::I64).only({"bert"}),
-      dim("model.hidden", "hidden width; 0 = from preset").only({"bert", "distilbert"}),
-      dim("model.layers", "encoder layers; 0 = from preset").only({"bert", "distilbert"}),
-      dim("model.intermediate", "feed-forward width; 0 = from preset").only({"bert", "distilbert"}),
+      dim("model.hidden", "hidden width; 0 = from preset").only({"bert", "distilbert", "gpt"}),
+      dim("model.layers", "encoder (decoder) layers; 0 = from preset").only({"bert", "distilbert", "gpt"}),
+      dim("model.intermediate", "feed-forward width; 0 = from preset").only({"bert", "distilbert", "gpt"}),
+      dim("model.kv_heads", "key-value heads (grouped-query attention; divides model.heads); 0 = from preset")
+          .only({"gpt"}),
       i("model.num_classes", 0, "classifier outputs; 0 = classes the data yields").at_least(0),
       d("model.dropout", 0.0, "dropout after embeddings and in the residual branches")
           .at_least(0).below(1).default_for("bert", 0.1).default_for("distilbert", 0.1),
@@ -140,26 +142,30 @@ std::vector<Field> build_table() {
       i("data.prefetch", 2, "batches prepared ahead of training").at_least(0),
       s("data.vocab", "",
         "WordPiece vocab.txt; \"\" = the all-MiniLM-L6-v2 vocab scripts/setup.sh installs (BERT's "
-        "uncased vocab)").only({"rotten-tomatoes", "imdb", "text-csv"}),
+        "uncased vocab)").only({"rotten-tomatoes", "rotten-tomatoes-lm", "imdb", "text-csv"}),
       s("data.tokenizer", "wordpiece",
         "what turns the texts into ids, a row of the tokenizer registry (over data.vocab)")
-          .one_of(text::tokenizer_choices()).only({"rotten-tomatoes", "imdb", "text-csv"}).since_results(),
+          .one_of(text::tokenizer_choices()).only({"rotten-tomatoes", "rotten-tomatoes-lm", "imdb", "text-csv"}).since_results(),
       i("data.max_length", 128,
         "tokens per text with [CLS] and [SEP]; longer texts are truncated (the blog: 512)")
-          .at_least(2).at_most(65536).kind(IntKind::I64).only({"text"}),
+          .at_least(2).at_most(65536).kind(IntKind::I64).only({"text", "tokens"}),
       s("data.padding", "longest",
         "longest = pad each batch to its longest text; max_length = always to data.max_length "
         "(the blog's padding, and what a CUDA Graph needs)")
           .one_of({"longest", "max_length"}).only({"text"}),
+      s("data.packing", "packed",
+        "token streams: packed = the documents concatenated and cut into windows of data.max_length "
+        "tokens (every position trains); documents = one document a row, padded to data.max_length")
+          .one_of({"packed", "documents"}).only({"tokens"}),
       b("data.lowercase", true,
         "uncased WordPiece: lowercase and strip accents, as uncased vocabularies need")
-          .only({"rotten-tomatoes", "imdb", "text-csv"}),
+          .only({"rotten-tomatoes", "rotten-tomatoes-lm", "imdb", "text-csv"}),
       d("data.test_fraction", 0.2,
         "share of the pooled reviews held out for test (rotten-tomatoes: by movie; imdb: 10k of the 50k, "
-        "as the blog)").above(0).below(1).only({"rotten-tomatoes", "imdb"}),
+        "as the blog)").above(0).below(1).only({"rotten-tomatoes", "rotten-tomatoes-lm", "imdb"}),
       i("data.split_seed", 123,
         "seed of the train/val/test split of the pooled reviews (not train.seed: runs with other "
-        "seeds share one test set)").at_least(0).kind(IntKind::U64).only({"rotten-tomatoes", "imdb"}),
+        "seeds share one test set)").at_least(0).kind(IntKind::U64).only({"rotten-tomatoes", "rotten-tomatoes-lm", "imdb"}),
       s("data.train_file", "", "training CSV with a header row (relative to the cwd)").only({"text-csv"}),
       s("data.test_file", "", "test CSV, the same columns").only({"text-csv"}),
       s("data.text_column", "text", "the column holding the text").not_empty().only({"text-csv"}),
@@ -211,7 +217,7 @@ std::vector<Field> build_table() {
       s("train.task", "classification",
         "what the run learns, a row of the task registry: its loss, the metric the loop logs, "
         "validates and picks the best weights by, and the model's head")
-          .one_of(train::task_choices()).since_results(),
+          .one_of(train::task_choices()).default_for("gpt", "causal_lm").since_results(),
       s("train.test_weights", "last",
         "the weights the test pass uses: last = the last step's (a plain loop); best_val = "
         "those with the best validation accuracy so far (Lightning's ModelCheckpoint(monitor="
@@ -292,6 +298,11 @@ std::vector<Field> build_table() {
         "let CUDA use TF32 on Ampere and newer (the article sets medium from rung 05); "
         "recorded in result.json's env")
           .one_of({"highest", "high", "medium"}),
+      s("runtime.attention", "auto",
+        "softmax attention: auto = the fastest this LibTorch and device have (SDPA on 2.x, "
+        "accel-bench's fused CPU kernel on 1.13); explicit = matmul, softmax, matmul with the "
+        "mask made (the eager form a plain PyTorch model runs); recorded in result.json's env")
+          .one_of({"auto", "explicit"}).since_results(),
       precision_field(s("runtime.precision", "32-true", "numeric precision (Lightning names)")),
       i("runtime.threads", 0,
         "intra-op threads; 0 = cores per local rank (at most 4 per core: more only slow a step)")

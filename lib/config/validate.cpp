@@ -255,14 +255,15 @@ void check_keys(const json& doc, const std::string& origin) {
 
 namespace {
 
-// "a vit field" / "an image-data field" / "a text-csv or imdb field"
+// "a vit field" / "an image-data field" / "a text-csv or imdb field" / "a bert, distilbert or gpt field"
 std::string tag_words(const Field& f) {
   std::vector<std::string> words;
   for (const auto& t : f.tags) {
     if (models::find_family(t) || data::find_dataset(t)) words.push_back(t);
     else words.push_back(t + "-data");
   }
-  const std::string w = join(words, " or ");
+  std::string w = words.empty() ? std::string() : words.back();
+  if (words.size() > 1) w = join(std::vector<std::string>(words.begin(), words.end() - 1), ", ") + " or " + w;
   const bool vowel = !w.empty() && std::string("aeiou").find(w[0]) != std::string::npos;
   return (vowel ? "an " : "a ") + w + " field";
 }

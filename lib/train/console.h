@@ -10,6 +10,7 @@
 
 #include "accel/train/fabric.h"
 #include "accel/train/result.h"
+#include "accel/train/task_row.h"
 
 namespace accel::train {
 
@@ -27,9 +28,11 @@ class Console {
   void step(int epoch, int epochs, int64_t batch, int64_t batches, double loss) const;
   // "Epoch: 0001/0003 | Train acc.: 51.23% | Val acc.: 60.00%" and the time so far;
   // on the channel {"event":"epoch","epoch","epochs","train_acc","val_acc","train_time_s"}
-  // (accuracies as fractions, null when not measured).
+  // (accuracies as fractions, null when not measured). A task whose metric is
+  // not a share (`task`: causal_lm's loss) names it and writes it its way:
+  // "Train loss: 8.4346 (perplexity 4601) | Val loss: ...".
   void epoch(int epoch, int epochs, const Opt& train_acc, const Opt& val_acc,
-             double train_time_s) const;
+             double train_time_s, const TaskRow* task = nullptr) const;
   // Memory, step time and throughput lines.
   void summary(const RunResult& r) const;
 

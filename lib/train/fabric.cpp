@@ -2,6 +2,7 @@
 
 #include "accel/dist/launcher.h"
 #include "accel/metrics/metrics.h"
+#include "accel/models/attention.h"
 #include "accel/plan/accelerator.h"
 #include "accel/train/device_runtime.h"
 #include "accel/util/torch_compat.h"
@@ -169,6 +170,8 @@ void Fabric::launch(const std::string& config_hash) {
                  : metrics::default_threads(ctx_.local_world_size);
   at::set_num_threads(threads_);
   at::globalContext().setFloat32MatmulPrecision(runtime_.matmul_precision);
+  models::set_attention_impl(runtime_.attention == "explicit" ? models::AttentionImpl::Explicit
+                                                              : models::AttentionImpl::Auto);
   if (ctx_.world_size > 1) {
     dist::CommOptions o;
     o.backend = resolve_backend(plan_, runtime_.backend);

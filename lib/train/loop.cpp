@@ -69,7 +69,8 @@ bool Run::check_target(const EvalResult& val, int epoch, double elapsed_s) {
   target_epoch_ = epoch;
   target_time_s_ = elapsed_s;
   target_val_acc_ = *val.acc;
-  say("== target reached: validation " + percent_or_na(val.acc) + " >= " + percent_or_na(t.target) +
+  say("== target reached: validation " + task_->shown(val.acc) + (task_->info.higher_is_better ? " >= " : " <= ") +
+      task_->shown(t.target) +
       " at step " + std::to_string(step_) + " (" + std::to_string(target_samples_) +
       " samples, " + std::to_string(int64_t(std::lround(elapsed_s))) + " s of training and validation)");
   stopped_at_target_ = t.stop_at_target;
@@ -395,7 +396,7 @@ void Run::train_epochs() {
       if (every > 0 && step_ % every == 0 && es.batches < batches && !interrupted) {
         // Mid-epoch validation (the epoch's end has its own), timed as training.
         const auto val = evaluate(*val_loader_, val_count_);
-        say("== validation at step " + std::to_string(step_) + ": " + percent_or_na(val.acc));
+        say("== validation at step " + std::to_string(step_) + ": " + task_->shown(val.acc));
         result_.rows.push_back({"val", step_, epoch, val.loss, {}, val.acc, {}});
         const bool at_target = check_target(val, epoch, train_time_s_ + es.elapsed_s + seconds_since(segment));
         if (track_best(val, epoch)) {
@@ -438,7 +439,7 @@ void Run::train_epochs() {
       train_acc = t[1].item<double>() > 0 ? Opt(t[0].item<double>() / t[1].item<double>()) : Opt();
     }
     const Opt mean_loss = es.batches ? Opt(es.loss_sum / double(es.batches)) : Opt();
-    console_.epoch(epoch, epochs, train_acc, val.acc, train_time_s_);
+    console_.epoch(epoch, epochs, train_acc, val.acc, train_time_s_, task_);
     result_.rows.push_back({"epoch", step_, epoch, mean_loss, train_acc, val.acc, {}});
     result_.epochs.push_back({epoch, train_acc, val.acc, val.loss, mean_loss, es.batches,
                               es.elapsed_s});
@@ -447,7 +448,7 @@ void Run::train_epochs() {
       if (epoch < epochs) say("== stopped after epoch " + std::to_string(epoch) + " (train.stop_at_target)");
     }
     if (track_best(val, epoch)) {
-      say("== best validation " + task_->info.metric + " so far: " + percent_or_na(val.acc) + " (epoch " +
+      say("== best validation " + task_->info.metric + " so far: " + task_->shown(val.acc) + " (epoch " +
           std::to_string(epoch) + ", step " + std::to_string(step_) + ")");
       write_best(epoch, EpochState{});
     }

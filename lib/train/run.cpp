@@ -403,22 +403,22 @@ void Run::finish() {
     result_.best_val = best_json();
     if (!best_weights_.empty() && best_step_ != step_) {
       say("Test " + task_->info.metric + " of the last weights (step " + std::to_string(step_) + ") " +
-          percent_or_na(test.acc));
+          task_->shown(test.acc));
       load_weights(best_weights_);
       test = evaluate(*test_loader_, test_count_);
     }
     if (best_acc_) {
       say("Test " + task_->info.metric + " of the best-validation weights (epoch " + std::to_string(best_epoch_) +
-          ", step " + std::to_string(best_step_) + ", val " + percent_or_na(best_acc_) + ") " +
-          percent_or_na(test.acc));
+          ", step " + std::to_string(best_step_) + ", val " + task_->shown(best_acc_) + ") " +
+          task_->shown(test.acc));
     } else {
-      say("Test " + task_->info.metric + " " + percent_or_na(test.acc) + " (no validation ran: the last weights)");
+      say("Test " + task_->info.metric + " " + task_->shown(test.acc) + " (no validation ran: the last weights)");
     }
   } else if (stopped_at_target_) {
-    say("Test " + task_->info.metric + " " + percent_or_na(test.acc) + " (the weights that reached the target, step " +
+    say("Test " + task_->info.metric + " " + task_->shown(test.acc) + " (the weights that reached the target, step " +
         std::to_string(target_step_) + ")");
   } else {
-    say("Test " + task_->info.metric + " " + percent_or_na(test.acc));
+    say("Test " + task_->info.metric + " " + task_->shown(test.acc));
   }
   // The slowest rank's time for each step (one element-wise max over ranks).
   std::vector<double> slowest = step_ms_;
@@ -445,7 +445,7 @@ void Run::finish() {
     result_.samples_per_s_per_device = per_device;
     result_.samples_per_s = per_device * fabric_->world_size();
     result_.model_flops_per_s = *result_.samples_per_s * 3.0 * result_.flops_per_sample;
-    if (result_.data_kind == "text" && samples_sum_ > 0) {
+    if (result_.data_kind != "image" && samples_sum_ > 0) {  // text, and token streams
       result_.tokens_per_s = *result_.samples_per_s * (tokens_sum_ / samples_sum_);
     }
   }

@@ -1,6 +1,8 @@
 #include "accel/train/task_row.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 
 #include "accel/util/errors.h"
 
@@ -47,7 +49,13 @@ TaskRow causal_lm() {
                    "tokens), the validation loss the metric (perplexity its exponential)";
   r.info.metric = "loss";
   r.info.higher_is_better = false;
+  r.info.proportion = false;
   r.info.head = "vocab";
+  r.format = [](double loss) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.4f (perplexity %.4g)", loss, std::exp(loss));
+    return std::string(buf);
+  };
   r.loss = [](const torch::Tensor& out, const torch::Tensor& y) { return token_loss(out, y, at::Reduction::Mean); };
   r.loss_sum = [](const torch::Tensor& out, const torch::Tensor& y) {
     return token_loss(out, y, at::Reduction::Sum).to(torch::kDouble);

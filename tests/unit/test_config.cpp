@@ -62,7 +62,7 @@ const std::vector<std::string> kAllPaths = {
     "runtime.num_nodes", "runtime.strategy", "runtime.precision", "runtime.threads",
     "runtime.backend", "runtime.timeout_s", "runtime.master_addr", "runtime.master_port",
     "runtime.bucket_mb", "runtime.comm_wait", "runtime.fsdp_sharding", "runtime.fsdp_prefetch",
-    "runtime.matmul_precision", "runtime.cuda_graphs"};
+    "runtime.matmul_precision", "runtime.attention", "runtime.cuda_graphs"};
 
 const json& at_path(const json& doc, const std::string& path) {
   auto dot = path.find('.');
@@ -111,7 +111,7 @@ TEST_CASE("config: schema defaults match the RunConfig struct defaults") {
   SAME(train.warmup_steps); SAME(train.target); SAME(train.target_metric); SAME(train.stop_at_target);
   SAME(runtime.accelerator); SAME(runtime.devices); SAME(runtime.num_nodes);
   SAME(runtime.strategy); SAME(runtime.precision); SAME(runtime.threads);
-  SAME(runtime.matmul_precision); SAME(runtime.cuda_graphs);
+  SAME(runtime.matmul_precision); SAME(runtime.attention); SAME(runtime.cuda_graphs);
 #undef SAME
 }
 
@@ -472,7 +472,7 @@ TEST_CASE("config: a field of another family, kind of data or dataset is refused
                 {"model.image_size: a vit field", "model.arch is \"bert\""});
   check_message(resolve_error({{"model", {{"dim", 64}}}, {"data", {{"dataset", "imdb"}}}}),
                 {"data.dataset: \"imdb\" holds text data, but model.arch \"vit\" reads image"});
-  check_message(resolve_error({{"model", {{"hidden", 64}}}}), {"model.hidden: a bert or distilbert field"});
+  check_message(resolve_error({{"model", {{"hidden", 64}}}}), {"model.hidden: a bert, distilbert or gpt field"});
   check_message(resolve_error({{"model", {{"preset", "bert_base"}}}, {"data", {{"resize", 56}}}}),
                 {"data.resize: an image-data field"});
   check_message(resolve_error({{"model", {{"preset", "bert_base"}}}, {"data", {{"text_column", "x"}}}}),
@@ -496,5 +496,12 @@ TEST_CASE("config: a field of another family, kind of data or dataset is refused
   const auto explain = explain_schema();
   CHECK(has(explain, "only for vit"));
   CHECK(has(explain, "default 0.2 for distilbert"));
-  CHECK(has(explain, "rotten-tomatoes, imdb, text-csv, synthetic-text"));
+  CHECK(has(explain, "rotten-tomatoes, rotten-tomatoes-lm, imdb, text-csv, synthetic-text"));
+  // The token-stream fields belong to token data, the decoder's to it.
+  check_message(resolve_error({{"model", {{"preset", "bert_base"}}}, {"data", {{"packing", "documents"}}}}),
+                {"data.packing: a tokens-data field"});
+  check_message(resolve_error({{"model", {{"preset", "bert_base"}, {"kv_heads", 2}}}}),
+                {"model.kv_heads: a gpt field"});
+  check_message(resolve_error({{"model", {{"preset", "gpt_tiny"}, {"heads", 4}, {"kv_heads", 3}}}}),
+                {"model.kv_heads: 3 does not divide model.heads 4"});
 }

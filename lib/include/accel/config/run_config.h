@@ -33,6 +33,7 @@ struct ModelConfig {
   int hidden = 0;
   int layers = 0;
   int intermediate = 0;
+  int kv_heads = 0;  // gpt: key-value heads
   int num_classes = 0;      // 0 in JSON: number of classes the data yields
   double dropout = 0.0;
   double attention_dropout = 0.0;
@@ -60,6 +61,7 @@ struct DataConfig {
   std::string tokenizer = "wordpiece";    // a row of text/tokenizers.h
   int64_t max_length = 128;               // tokens per text with [CLS] and [SEP]
   std::string padding = "longest";        // longest (per batch) | max_length (fixed)
+  std::string packing = "packed";         // token streams: packed windows | documents (padded)
   bool lowercase = true;                  // uncased WordPiece (accents stripped)
   double test_fraction = 0.2;             // pooled datasets: share held out for test
   uint64_t split_seed = 123;              // pooled datasets: the split's shuffle
@@ -121,6 +123,7 @@ struct RuntimeConfig {
   std::string fsdp_sharding = "FULL_SHARD";
   bool fsdp_prefetch = true;
   std::string matmul_precision = "highest";  // highest | high | medium
+  std::string attention = "auto";            // auto | explicit (models::AttentionImpl)
   bool cuda_graphs = false;          // capture and replay the whole train step
   // An unresolved "auto" counts as one device per node.
   int world_size() const { return (devices > 0 ? devices : 1) * num_nodes; }

@@ -30,6 +30,7 @@
 #include <torch/torch.h>
 
 #include "accel/models/attention.h"
+#include "accel/models/family.h"
 #include "accel/models/model.h"
 
 namespace accel::models {
@@ -154,5 +155,9 @@ class DecoderLMImpl : public Model {
   const dist::UnitHooks* hooks_ = nullptr;
 };
 TORCH_MODULE(DecoderLM);
+
+// The family's registry row: model.arch "gpt" on token streams, a
+// vocabulary head (train.task causal_lm), the vocabulary the tokenizer's.
+ModelFamily gpt_family();
 
 }  // namespace accel::models

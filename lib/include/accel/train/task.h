@@ -19,6 +19,9 @@ struct TaskInfo {
   // value is better (the best validation weights, the target).
   std::string metric = "accuracy";
   bool higher_is_better = true;
+  // Whether the metric is a share of the split (printed as a percent, read
+  // with a binomial interval); causal_lm's loss is not.
+  bool proportion = true;
   // The head's width: the data's label count ("classes"), one output
   // ("one"), or the vocabulary ("vocab": a language model's data gives its
   // vocabulary size as its class count).

@@ -5,8 +5,10 @@
 // task is a second row (lib/train/task.cpp, or add_task from a test).
 #pragma once
 
+#include <cstdio>
 #include <deque>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include <torch/torch.h>
@@ -32,6 +34,15 @@ struct TaskRow {
   torch::Tensor units(const torch::Tensor& y) const {
     if (count_sum) return count_sum(y).to(torch::kDouble);
     return torch::full({}, double(y.size(0)), y.options().dtype(torch::kDouble));
+  }
+  // How the console writes a value of the metric (unset: a percent).
+  std::function<std::string(double value)> format;
+  std::string shown(const std::optional<double>& v) const {
+    if (!v) return "n/a";
+    if (format) return format(*v);
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2f%%", *v * 100.0);
+    return buf;
   }
   // The head's width for data of `classes` labels.
   int64_t head_outputs(int64_t classes) const { return info.head == "one" ? 1 : classes; }

@@ -1,0 +1,132 @@
+// Language modelling through the real CLI on the real Rotten Tomatoes
+// snippets: the GPT-style decoder learns their next tokens from packed
+// windows or padded documents and records the validation loss and tokens;
+// a family, task or dataset that cannot go with it is refused naming the field.
+// torch first: glog (through torch) defines CHECK, doctest must win.
+#include <torch/torch.h>
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "accel/util/json.h"
+
+#include "accel/data/catalog.h"
+#include "integration/cli_helpers.h"
+
+namespace fs = std::filesystem;
+using namespace cli_test;
+
+namespace {
+
+bool have_text_data() {
+  return fs::exists(accel::data::text_data_dir() / "rotten-tomatoes" / "rotten_tomatoes_corpus_full.csv.bz2") &&
+         fs::exists(accel::data::default_vocab());
+}
+
+nlohmann::json result_of(const fs::path& dir) {
+  std::ifstream in(dir / "result.json");
+  return nlohmann::json::parse(in);
+}
+
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// The training losses metrics.csv logged, in order.
+std::vector<double> step_losses(const fs::path& csv) {
+  std::ifstream in(csv);
+  std::vector<double> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("step,", 0) != 0) continue;
+    size_t at = 0;
+    for (int comma = 0; comma < 3; ++comma) at = line.find(',', at) + 1;
+    out.push_back(std::stod(line.substr(at, line.find(',', at) - at)));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("cli lm: the decoder learns the snippets' next tokens from packed windows and records the validation loss and tokens") {
+  REQUIRE_MESSAGE(have_text_data(), "text data missing: run scripts/setup.sh");
+  const auto out = fresh_dir("lm-packed");
+  const auto r = run_cli("run -c " + source("configs/smoke/lm-tiny.json") + " --out " + out.string());
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  CHECK(has(r.output, "== data: rotten-tomatoes-lm train "));
+  CHECK(has(r.output, "token windows of 64 (documents packed) | tokenizer wordpiece uncased"));
+  CHECK(has(r.output, "== model: decoder (gpt2 layout, layernorm, learned positions, gelu) 2 x 128"));
+  // The metric is a loss, written as one (with its perplexity), not as a percent.
+  CHECK(has(r.output, "Epoch: 0001/0001 | Train loss: "));
+  CHECK(has(r.output, " | Val loss: "));
+  CHECK(has(r.output, "(perplexity "));
+  CHECK_FALSE(has(r.output, "Val acc."));
+  const auto res = result_of(out);
+  CHECK(res["status"] == "ok");
+  CHECK(res["plan"]["task"]["name"] == "causal_lm");
+  CHECK(res["plan"]["task"]["metric"] == "loss");
+  CHECK(res["data"]["kind"] == "tokens");
+  CHECK(res["data"]["packing"] == "packed");
+  const auto& streams = res["data"]["token_streams"];
+  CHECK(streams["train"]["windows"].get<int64_t>() == res["data"]["train"].get<int64_t>());
+  CHECK(streams["train"]["documents"].get<int64_t>() > 5000);
+  CHECK(streams["val"]["windows"].get<int64_t>() > 0);
+  CHECK(res["model"]["vocab_size"] == 30522);  // the tokenizer's
+  CHECK(res["tokens_per_s"].get<double>() > 0);
+  // Every position of a packed window predicts: 64 tokens a sample.
+  CHECK(res["tokens_per_s"].get<double>() == doctest::Approx(64.0 * res["samples_per_s"].get<double>()));
+  // The loss is a mean over tokens: from about ln 30522 = 10.3 at random
+  // init, falling as the decoder learns the snippets' words.
+  const auto losses = step_losses(out / "metrics.csv");
+  REQUIRE(losses.size() == 30);
+  CHECK(losses.front() > 9.5);
+  CHECK(losses.front() < 11.0);
+  CHECK(losses.back() < losses.front() - 1.5);
+  // The metric is the validation loss itself (lower is better).
+  const auto& epoch = res["epochs"][0];
+  CHECK(epoch["val_acc"].get<double>() == doctest::Approx(epoch["val_loss"].get<double>()));
+  CHECK(epoch["val_acc"].get<double>() < 9.0);
+  CHECK(res["test_acc"].get<double>() < 9.0);
+  CHECK(res["test_acc"].get<double>() == doctest::Approx(res["test_loss"].get<double>()));
+}
+
+TEST_CASE("cli lm: padded documents train too and the eager attention matches the fused one and a family or task or dataset that cannot go with the decoder is refused") {
+  REQUIRE_MESSAGE(have_text_data(), "text data missing: run scripts/setup.sh");
+  const auto out = fresh_dir("lm-documents");
+  const auto r = run_cli("run -c " + source("configs/smoke/lm-tiny.json") +
+                         " --set data.packing=documents --set train.limit_train_batches=4 -q --out " + out.string());
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  const auto res = result_of(out);
+  CHECK(res["data"]["packing"] == "documents");
+  // A document a row: most of a 64-token row is padding, so fewer tokens a sample.
+  CHECK(res["tokens_per_s"].get<double>() < 40.0 * res["samples_per_s"].get<double>());
+  CHECK(res["data"]["token_streams"]["train"]["windows"].get<int64_t>() ==
+        res["data"]["token_streams"]["train"]["documents"].get<int64_t>());
+  // runtime.attention explicit: the eager matmul-softmax-matmul with the
+  // causal mask made, recorded; the same losses as the fused kernel's.
+  const auto fused_dir = fresh_dir("lm-fused"), explicit_dir = fresh_dir("lm-explicit");
+  const std::string three = " --set train.limit_train_batches=3 --set train.limit_eval_batches=1 -q --out ";
+  REQUIRE(run_cli("run -c " + source("configs/smoke/lm-tiny.json") + three + fused_dir.string()).code == 0);
+  const auto e = run_cli("run -c " + source("configs/smoke/lm-tiny.json") + " --set runtime.attention=explicit" + three +
+                         explicit_dir.string());
+  REQUIRE_MESSAGE(e.code == 0, e.output);
+  CHECK(result_of(explicit_dir)["env"]["attention_kernel"] == "explicit");
+  CHECK(result_of(fused_dir)["env"]["attention_kernel"] != "explicit");
+  const auto lf = step_losses(fused_dir / "metrics.csv"), le = step_losses(explicit_dir / "metrics.csv");
+  REQUIRE(lf.size() == 3);
+  REQUIRE(le.size() == 3);
+  for (size_t i = 0; i < 3; ++i) CHECK(le[i] == doctest::Approx(lf[i]).epsilon(1e-4));
+  // The decoder on labelled text, and with the classification task.
+  auto bad = run_cli("run -c " + source("configs/smoke/lm-tiny.json") + " --set data.dataset=rotten-tomatoes --dry-run");
+  CHECK(bad.code == 2);
+  CHECK(has(bad.output, "data.dataset: \"rotten-tomatoes\" holds text data, but model.arch \"gpt\" reads tokens"));
+  bad = run_cli("run -c " + source("configs/smoke/lm-tiny.json") + " --set train.task=classification --dry-run");
+  CHECK(bad.code == 2);
+  CHECK(has(bad.output, "train.task: \"classification\" needs a classification head, but model.arch \"gpt\" predicts tokens"));
+  bad = run_cli("run -c " + source("configs/smoke/lm-tiny.json") + " --set data.packing=zip --dry-run");
+  CHECK(bad.code == 2);
+  CHECK(has(bad.output, "data.packing"));
+}
