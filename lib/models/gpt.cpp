@@ -362,6 +362,13 @@ torch::Tensor DecoderLMImpl::hidden_states(const torch::Tensor& ids, const torch
 
 torch::Tensor DecoderLMImpl::forward(const torch::Tensor& ids, const torch::Tensor& mask) {
   const auto h = run(ids, mask);
+  if (!lm_head && hooks_) {
+    // A tied output projection reads unit 0's matrix, which a sharding
+    // strategy freed after the embeddings: gathered again around the head,
+    // and (through the output's hook) again before the head's backward.
+    hooks_->before(0);
+    return hooks_->after(0, gd::project(h, tokens->weight, torch::Tensor()));
+  }
   return gd::project(h, output_weight(), torch::Tensor());
 }
 

@@ -119,7 +119,8 @@ class DecoderBlockImpl : public torch::nn::Module {
 TORCH_MODULE(DecoderBlock);
 
 // Wrap units (for FSDP): 0 = embeddings, 1..layers = blocks, layers+1 = the
-// final norm and an untied lm_head. A tied lm_head reads unit 0's matrix.
+// final norm and an untied lm_head. A tied lm_head reads unit 0's matrix:
+// the forward asks for unit 0 again around it (before(0), after(0)).
 class DecoderLMImpl : public Model {
  public:
   explicit DecoderLMImpl(const DecoderSpec& spec);
