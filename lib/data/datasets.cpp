@@ -370,7 +370,10 @@ Splits load_splits(const config::DataConfig& cfg, uint64_t seed) {
   }
   if (out.train.size() == 0) throw ConfigError("data: no training rows left after class selection and train_subset");
   out.test = test;
-  if (cfg.classes.empty()) {
+  const bool tokens = src.train.kind() == "tokens";  // a head over the vocabulary: no classes
+  if (tokens) {
+    out.class_ids.clear();
+  } else if (cfg.classes.empty()) {
     out.class_ids.resize(static_cast<size_t>(src.train.num_classes));
     std::iota(out.class_ids.begin(), out.class_ids.end(), 0);
   } else {
@@ -386,8 +389,10 @@ Splits load_splits(const config::DataConfig& cfg, uint64_t seed) {
       if (p[i] >= 0 && p[i] < int64_t(c.size())) ++c[static_cast<size_t>(p[i])];
     return c;
   };
-  out.info["class_counts"] = {{"train", counts(out.train)}, {"val", counts(out.val)},
-                              {"test", counts(out.test)}};
+  if (!tokens) {
+    out.info["class_counts"] = {{"train", counts(out.train)}, {"val", counts(out.val)},
+                                {"test", counts(out.test)}};
+  }
   return out;
 }
 

@@ -12,6 +12,8 @@
 
 namespace accel::models {
 namespace F = torch::nn::functional;
+using detail::child;
+using detail::project;
 
 namespace {
 
@@ -66,10 +68,6 @@ torch::nn::Embedding embedding(int64_t n, int64_t dim, int64_t padding_idx = -1)
   e->weight.normal_(0.0, kInitStd);
   if (padding_idx >= 0) e->weight[padding_idx].zero_();
   return e;
-}
-
-std::shared_ptr<torch::nn::Module> child(torch::nn::Module& parent, const std::string& name) {
-  return parent.register_module(name, std::make_shared<torch::nn::Module>());
 }
 
 }  // namespace
@@ -177,17 +175,6 @@ TextLayerImpl::TextLayerImpl(const TextSpec& s) : spec_(s) {
   }
 }
 
-namespace {
-// A projection of [B, S, in] rows as one GEMM with its bias (addmm on the
-// rows flattened): 1.13's linear of a 3-D input is a matmul and a separate
-// in-place bias add, which under bf16 autocast also converts the output
-// twice (5 ms of a 155 ms text step).
-torch::Tensor project(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
-  auto sizes = x.sizes().vec();
-  sizes.back() = w.size(0);
-  return torch::addmm(b, x.reshape({-1, x.size(-1)}), w.t()).view(sizes);
-}
-}  // namespace
 
 torch::Tensor TextLayerImpl::forward(const torch::Tensor& x, const KeyPadding& padding) {
   const bool train = is_training();

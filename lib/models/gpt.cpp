@@ -94,18 +94,8 @@ torch::Tensor apply_norm(const std::shared_ptr<torch::nn::Module>& m, const torc
   return dynamic_cast<torch::nn::LayerNormImpl&>(*m).forward(x);
 }
 
-std::shared_ptr<torch::nn::Module> child(torch::nn::Module& parent, const std::string& name) {
-  return parent.register_module(name, std::make_shared<torch::nn::Module>());
-}
-
-// [B, S, in] rows times w^T (+ b) as one GEMM (as bert.cpp's project: 1.13's
-// linear of a 3-D input is a matmul plus a separate bias add).
-torch::Tensor project(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
-  auto sizes = x.sizes().vec();
-  sizes.back() = w.size(0);
-  const auto rows = x.reshape({-1, x.size(-1)});
-  return (b.defined() ? torch::addmm(b, rows, w.t()) : torch::mm(rows, w.t())).view(sizes);
-}
+using detail::child;
+using detail::project;
 
 int64_t norm_params(const DecoderSpec& s) {
   return s.norm == "rmsnorm" ? s.hidden : (s.bias ? 2 * s.hidden : s.hidden);
@@ -326,9 +316,9 @@ torch::Tensor DecoderLMImpl::output_weight() const {
   return lm_head ? lm_head->weight : tokens->weight;
 }
 
-torch::Tensor DecoderLMImpl::run(const torch::Tensor& ids, const torch::Tensor& mask) {
+torch::Tensor DecoderLMImpl::run(const torch::Tensor& ids, const torch::Tensor& mask, bool logits) {
+  if (ids.dim() != 2 || ids.size(1) < 1) throw std::invalid_argument("input_ids: expected [batch, seq] with seq >= 1");
   const int64_t S = ids.size(1);
-  if (ids.dim() != 2 || S < 1) throw std::invalid_argument("input_ids: expected [batch, seq] with seq >= 1");
   if (S > spec_.max_positions) {
     throw std::invalid_argument("input_ids: " + std::to_string(S) + " tokens exceed model.max_positions " +
                                 std::to_string(spec_.max_positions));
@@ -353,23 +343,23 @@ torch::Tensor DecoderLMImpl::run(const torch::Tensor& ids, const torch::Tensor& 
     ++unit;
   }
   begin(unit);
-  return end(unit, gd::apply_norm(final_norm, x));
+  const auto h = gd::apply_norm(final_norm, x);
+  if (!logits) return end(unit, h);
+  if (lm_head) return end(unit, gd::project(h, lm_head->weight, torch::Tensor()));
+  if (!hooks_) return gd::project(h, tokens->weight, torch::Tensor());
+  // A tied output projection reads unit 0's matrix, which a sharding
+  // strategy freed after the embeddings: gathered again around the head,
+  // and (through the output's hook) again before the head's backward.
+  hooks_->before(0);
+  return end(unit, hooks_->after(0, gd::project(h, tokens->weight, torch::Tensor())));
 }
 
 torch::Tensor DecoderLMImpl::hidden_states(const torch::Tensor& ids, const torch::Tensor& mask) {
-  return run(ids, mask);
+  return run(ids, mask, /*logits=*/false);
 }
 
 torch::Tensor DecoderLMImpl::forward(const torch::Tensor& ids, const torch::Tensor& mask) {
-  const auto h = run(ids, mask);
-  if (!lm_head && hooks_) {
-    // A tied output projection reads unit 0's matrix, which a sharding
-    // strategy freed after the embeddings: gathered again around the head,
-    // and (through the output's hook) again before the head's backward.
-    hooks_->before(0);
-    return hooks_->after(0, gd::project(h, tokens->weight, torch::Tensor()));
-  }
-  return gd::project(h, output_weight(), torch::Tensor());
+  return run(ids, mask, /*logits=*/true);
 }
 
 torch::Tensor DecoderLMImpl::forward(const data::Inputs& inputs) {

@@ -194,8 +194,13 @@ bool Run::train_batch(const data::Batch& batch, int epoch, EpochState& es, int64
     const int64_t n = batch.valid;
     PendingStep p;
     p.loss = out.loss.detach().to(torch::kDouble, /*non_blocking=*/false, /*copy=*/true);
-    p.metric = torch::stack({task_->metric_sum(out.logits.narrow(0, 0, n), y.narrow(0, 0, n)).to(torch::kDouble),
-                             task_->units(y.narrow(0, 0, n))});
+    const auto units = task_->units(y.narrow(0, 0, n));
+    // A metric that is the loss: the step's mean loss times its units where
+    // every row is real (no second cross-entropy over the logits).
+    const auto metric = task_->metric_is_loss && n == y.size(0)
+                            ? out.loss.detach().to(torch::kDouble) * units
+                            : task_->metric_sum(out.logits.narrow(0, 0, n), y.narrow(0, 0, n)).to(torch::kDouble);
+    p.metric = torch::stack({metric, units});
     p.valid = n;
     p.step = step_;
     p.batch_index = es.batches;

@@ -61,6 +61,7 @@ TaskRow causal_lm() {
     return token_loss(out, y, at::Reduction::Sum).to(torch::kDouble);
   };
   r.metric_sum = r.loss_sum;
+  r.metric_is_loss = true;
   r.count_sum = [](const torch::Tensor& y) { return y.ne(kIgnoredToken).sum(); };
   return r;
 }

@@ -13,7 +13,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
+#include <vector>
 
 #include "accel/train/checkpoint.h"
 
@@ -74,6 +76,21 @@ inline void check_checkpoints_match(const std::filesystem::path& a, const std::f
       CHECK(torch::allclose(tensor, tb.at(name), rtol, atol));
     }
   }
+}
+
+// The losses metrics.csv logged at training steps, in order.
+inline std::vector<double> step_losses(const std::filesystem::path& csv) {
+  std::ifstream in(csv);
+  std::vector<double> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("step,", 0) != 0) continue;
+    // kind,step,epoch,loss,...
+    size_t at = 0;
+    for (int comma = 0; comma < 3; ++comma) at = line.find(',', at) + 1;
+    out.push_back(std::stod(line.substr(at, line.find(',', at) - at)));
+  }
+  return out;
 }
 
 inline bool have_fashion_mnist() {

@@ -41,21 +41,6 @@ accel::train::TaskRow toy_regression() {
   return r;
 }
 
-// The losses metrics.csv logged at training steps, in order.
-std::vector<double> step_losses(const std::filesystem::path& csv) {
-  std::ifstream in(csv);
-  std::vector<double> out;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("step,", 0) != 0) continue;
-    // kind,step,epoch,loss,...
-    size_t at = 0;
-    for (int comma = 0; comma < 3; ++comma) at = line.find(',', at) + 1;
-    out.push_back(std::stod(line.substr(at, line.find(',', at) - at)));
-  }
-  return out;
-}
-
 }  // namespace
 
 TEST_CASE("task: a toy regression row added in a test file trains through the real loop with its own loss, head and metric") {
@@ -83,7 +68,7 @@ TEST_CASE("task: a toy regression row added in a test file trains through the re
   CHECK(numels.back() == 1);  // the head's bias: one output
   // Trained on the task's loss: MSE from the scratch weights' first steps
   // falls (cross-entropy over one output would be 0 from the first step).
-  const auto losses = step_losses(opts.out_dir / "metrics.csv");
+  const auto losses = cli_test::step_losses(opts.out_dir / "metrics.csv");
   REQUIRE(losses.size() >= 10);
   CHECK(losses.front() > 1.0);
   CHECK(losses.back() < losses.front());

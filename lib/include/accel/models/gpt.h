@@ -119,8 +119,9 @@ class DecoderBlockImpl : public torch::nn::Module {
 TORCH_MODULE(DecoderBlock);
 
 // Wrap units (for FSDP): 0 = embeddings, 1..layers = blocks, layers+1 = the
-// final norm and an untied lm_head. A tied lm_head reads unit 0's matrix:
-// the forward asks for unit 0 again around it (before(0), after(0)).
+// final norm and the head (an untied lm_head's weight). A tied head reads
+// unit 0's matrix: the forward asks for unit 0 again around it (before(0),
+// after(0)) inside the last unit.
 class DecoderLMImpl : public Model {
  public:
   explicit DecoderLMImpl(const DecoderSpec& spec);
@@ -130,7 +131,8 @@ class DecoderLMImpl : public Model {
   torch::Tensor forward(const data::Inputs& inputs) override;
   // The final normed hidden states [B, S, hidden] (before lm_head), and the
   // output projection's weight [vocab, hidden]: a loss that never makes the
-  // whole logits (chunked cross-entropy) reads these.
+  // whole logits (chunked cross-entropy) reads these. Not under a sharding
+  // strategy's hooks: the final unit and unit 0 are freed by then.
   torch::Tensor hidden_states(const torch::Tensor& input_ids, const torch::Tensor& attention_mask);
   torch::Tensor output_weight() const;
   std::string arch() const override { return "gpt"; }
@@ -149,7 +151,9 @@ class DecoderLMImpl : public Model {
   torch::nn::Linear lm_head{nullptr};  // untied only
 
  private:
-  torch::Tensor run(const torch::Tensor& ids, const torch::Tensor& mask);
+  // The final normed hidden states, or (logits) the next-token logits,
+  // computed inside the last wrap unit.
+  torch::Tensor run(const torch::Tensor& ids, const torch::Tensor& mask, bool logits);
   std::string base() const { return spec_.llama() ? "model." : "transformer."; }
   DecoderSpec spec_;
   std::shared_ptr<torch::nn::Module> base_;

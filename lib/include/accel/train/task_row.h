@@ -35,6 +35,10 @@ struct TaskRow {
     if (count_sum) return count_sum(y).to(torch::kDouble);
     return torch::full({}, double(y.size(0)), y.options().dtype(torch::kDouble));
   }
+  // The metric is the loss itself (metric_sum == loss_sum): a training
+  // step's running metric is then its mean loss times its units, without a
+  // second pass over the outputs (a language model's [tokens, vocab] logits).
+  bool metric_is_loss = false;
   // How the console writes a value of the metric (unset: a percent).
   std::function<std::string(double value)> format;
   std::string shown(const std::optional<double>& v) const {
