@@ -748,7 +748,7 @@ void add_ladder_commands(CLI::App& app, LadderArgs& a) {
   compare->add_option("sets", a.compare_sets, "BASE OTHER...")->required();
   compare->add_option("--fail-slower", a.bounds.slower_pct,
                       "Fail when a rung is PCT % slower beyond doubt (step time and training time)");
-  compare->add_option("--fail-accuracy-drop", a.bounds.acc_drop_points, "Fail when test accuracy drops by POINTS");
+  compare->add_option("--fail-accuracy-drop", a.bounds.acc_drop_points, "Fail when test accuracy drops by POINTS (a loss: rises by POINTS, in its own units)");
   compare->add_option("--fail-memory-growth", a.bounds.memory_growth_pct, "Fail when peak memory grows by PCT %");
   compare->add_option("--accuracy-band", a.bounds.acc_band_points, "Fail when accuracy differs by more than POINTS either way");
   compare->add_option("--history", a.compare_history,

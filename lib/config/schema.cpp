@@ -233,14 +233,16 @@ std::vector<Field> build_table() {
         "gradient accumulation: batches per optimizer step (ddp/fsdp reduce only on the last, "
         "as Fabric's no_backward_sync)").at_least(1),
       d("train.target", 0.0,
-        "time to accuracy: the validation accuracy to reach (a fraction; test accuracy is never "
-        "used to stop); the run records the steps, samples and time (training and the "
+        "time to accuracy: the validation value of the task's metric to reach (an accuracy as a "
+        "fraction, reached at or above it; a language model's loss, reached at or below it; the "
+        "test split is never used to stop); the run records the steps, samples and time (training and the "
         "validations) at the first validation that reaches it, or that none did. Validations "
         "run at epoch ends and every train.val_every_steps; train.max_steps caps the steps; "
         "0 = no target")
-          .at_least(0).at_most(1),
+          .at_least(0),
       s("train.target_metric", "val_acc",
-        "train.target's measure: val_acc = accuracy on the validation split")
+        "train.target's measure: val_acc = the task's metric on the validation split (accuracy, or "
+        "causal_lm's loss)")
           .one_of({"val_acc"}),
       b("train.stop_at_target", false,
         "end training at the validation that first reaches train.target: the test pass (and "

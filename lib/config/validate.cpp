@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <limits>
 #include <optional>
 #include <set>
@@ -13,6 +14,7 @@
 #include "accel/data/catalog.h"
 #include "accel/dist/catalog.h"
 #include "accel/models/catalog.h"
+#include "accel/train/task.h"
 #include "accel/util/errors.h"
 #include "schema.h"
 
@@ -206,10 +208,18 @@ void check_data(const json& d, const Origins& o) {
 }
 
 void check_train(const json& t, const Origins& o) {
+  const auto metric = train::task_metric(t["task"].get<std::string>());
   if (t["stop_at_target"] == true && !(t["target"].get<double>() > 0))
     throw ConfigError(where_of(o, {"train.stop_at_target", "train.target"}) +
-                      "train.stop_at_target: needs train.target, the validation accuracy to stop at "
-                      "(e.g. 0.85)");
+                      "train.stop_at_target: needs train.target, the validation " + metric.name +
+                      " to stop at (e.g. " + (metric.proportion ? "0.85" : "3.5") + ")");
+  // A share's target is a fraction; a loss's is any positive value.
+  if (const double target = t["target"].get<double>(); metric.proportion && target > 1) {
+    char shown[32];
+    std::snprintf(shown, sizeof shown, "%g", target);
+    throw ConfigError(where_of(o, {"train.target"}) + "train.target: " + shown + " is above 1: train.task " + t["task"].get<std::string>() + "'s " + metric.name +
+                      " is a fraction (0.85 for 85%)");
+  }
 }
 
 void check_runtime(const json& rt, const Origins& o) {

@@ -1,9 +1,11 @@
 #include "accel/ladder/progress.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "accel/ladder/estimate.h"
+#include "accel/train/task.h"
 #include "accel/util/json_doc.h"
 
 namespace accel::ladder {
@@ -71,15 +73,18 @@ void Progress::event(const std::string& text) {
     if (terminal_) {
       redraw();
     } else {
-      auto pct = [&](const char* key) {
+      // The run's metric as the event names it (a share as a percent, a loss as itself).
+      train::MetricFacts metric;
+      const std::string name = str_at(ev, "metric", "");
+      if (!name.empty() && name.size() <= 64) metric.name = name;
+      if (ev.contains("proportion") && ev["proportion"].is_boolean()) metric.proportion = ev["proportion"].get<bool>();
+      auto shown = [&](const char* key) {
         const auto v = num_at(ev, key);
-        char buf[32];
-        if (!v) return std::string("n/a");
-        std::snprintf(buf, sizeof(buf), "%.2f%%", *v * 100.0);
-        return std::string(buf);
+        return v && std::isfinite(*v) ? metric.shown(*v) : std::string("n/a");
       };
-      out_ << "sweep: " << label_ << ": epoch " << e << "/" << E << " | train acc. " << pct("train_acc")
-           << " | val acc. " << pct("val_acc") << std::endl;
+      const std::string word = metric.proportion ? "acc." : metric.name;
+      out_ << "sweep: " << label_ << ": epoch " << e << "/" << E << " | train " << word << " " << shown("train_acc")
+           << " | val " << word << " " << shown("val_acc") << std::endl;
     }
   }
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <set>
 
 #include "accel/results/result_set.h"
@@ -116,8 +117,12 @@ Suite load_suite(const fs::path& file) {
   s.description = text(s, doc, "suite", "description", false);
   if (doc.contains("target_accuracy")) {
     const auto& t = doc["target_accuracy"];
-    if (!t.is_number() || t.get<double>() <= 0 || t.get<double>() > 1) {
-      bad(s, "target_accuracy: expected a fraction in (0, 1], e.g. 0.85");
+    // Of the rungs' task metric on validation: an accuracy is a fraction (the
+    // sweep refuses one above 1 where a rung's metric is), a loss any value.
+    if (!t.is_number() || !(t.get<double>() > 0) || !std::isfinite(t.get<double>()) ||
+        t.get<double>() > train::kMaxMetric) {
+      bad(s, "target_accuracy: expected the rungs' validation metric, > 0: an accuracy as a fraction in (0, 1], "
+             "e.g. 0.85, or a language model's loss, e.g. 3.5");
     }
     s.target_accuracy = t.get<double>();
   }

@@ -36,11 +36,10 @@ using machine::this_machine;
 using results::read_run;
 namespace {
 
-std::string percent(OptNum v) {
-  if (!v) return "n/a";
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.2f%%", *v * 100);
-  return buf;
+// A run's test metric: "test acc 85.20%", "test loss 7.0512".
+std::string test_metric(const train::RunRecord& run) {
+  const std::string word = run.metric.proportion ? "acc" : run.metric.name;
+  return "test " + word + " " + (run.test_acc ? run.metric.shown(*run.test_acc) : std::string("n/a"));
 }
 
 // A rung as this machine will run it: the --set values (the suite's, the
@@ -211,6 +210,12 @@ Prepared Sweep::prepare(const SuiteRung& r) const {
     run_plan = plan::plan_run(config::to_run_config(p.resolved), facts_);
   } catch (const ConfigError& e) {
     p.error = e.what();
+    return p;
+  }
+  // The suite's target is of the rungs' task metric: a fraction for accuracy.
+  if (suite_.target_accuracy && *suite_.target_accuracy > 1 && run_plan.task.proportion) {
+    p.error = "target_accuracy " + machine::format_double("%g", *suite_.target_accuracy) + " of " + suite_.file.string() +
+              " is above 1, but this rung's " + run_plan.task.metric + " is a fraction (0.85 for 85%)";
     return p;
   }
   p.precision = run_plan.precision.row->name;
@@ -398,7 +403,7 @@ Json Sweep::run_one(const SuiteRung& r, const std::vector<std::string>& sets,
   const auto earlier = earlier_run(dir, resolved, opts_.resume, need_checkpoint, &prior);
   if (earlier == Earlier::Reuse) {
     rec["status"] = "reused";
-    progress_.note(label + ": reused (resolved config unchanged), test acc " + percent(prior.test_acc));
+    progress_.note(label + ": reused (resolved config unchanged), " + test_metric(prior));
     ++summary_.reused;
     return rec;
   }
@@ -438,7 +443,7 @@ Json Sweep::run_one(const SuiteRung& r, const std::vector<std::string>& sets,
   } else if (done.status == "ok") {
     rec["status"] = "ok";
     ++summary_.ok;
-    progress_.finish(std::string("ok in ") + took + ", test acc " + percent(result.test_acc));
+    progress_.finish(std::string("ok in ") + took + ", " + test_metric(result));
   } else {
     rec["status"] = "failed";
     rec["error"] = done.error;
@@ -469,8 +474,8 @@ bool Sweep::use_committed(const SuiteRung& r, const Json& resolved, Json& entry)
   entry["committed"] = c.string();
   entry["weights"] = fs::absolute(c / "model.safetensors").lexically_normal().string();
   entry["runs"].push_back({{"dir", r.id}, {"status", "committed"}});
-  progress_.note(r.id + ": committed run " + c.string() + " (same config; test acc " +
-                 percent(prior.test_acc) + "), not rerun; --rerun-upstream runs it");
+  progress_.note(r.id + ": committed run " + c.string() + " (same config; " +
+                 test_metric(prior) + "), not rerun; --rerun-upstream runs it");
   ++summary_.reused;
   return true;
 }

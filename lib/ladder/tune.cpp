@@ -467,7 +467,7 @@ class Tuner {
   int stop_signal_ = 0;
   std::vector<std::string> not_run_;
   std::string base_twin_;  // the candidate that resolved to the base's config ("" = none)
-  std::string metric_ = "accuracy";  // the base's task's metric, which the target is of
+  train::MetricFacts metric_;  // the base's task's metric, which the target is of
   bool predicts_ = false;  // --calibration has a comm fit: multi-rank settings are predicted
   // "batch|precision|extras" -> the folder of its one-rank short run
   std::map<std::string, fs::path> single_result_;
@@ -615,8 +615,8 @@ void Tuner::save() {
 
 std::string Tuner::write_outputs(const std::optional<size_t>& winner) {
   std::ostringstream md;
-  md << "# tune: " << base_.value("name", o_.config.stem().string()) << " to " << format_double("%.2f%%", o_.target * 100)
-     << " validation " << metric_ << "\n\n"
+  md << "# tune: " << base_.value("name", o_.config.stem().string()) << " to " << metric_.shown(o_.target)
+     << " validation " << metric_.name << "\n\n"
      << "Machine " << state_.value("machine_id", "?") << ", " << machine_.cores << " cores; "
      << "started " << state_.value("started_at", "?") << "; " << time_text(elapsed()) << " spent"
      << (o_.budget_s > 0 ? " of a " + time_text(o_.budget_s) + " budget" : "") << ". Base config "
@@ -631,7 +631,7 @@ std::string Tuner::write_outputs(const std::optional<size_t>& winner) {
      << "p = 0.05; a setting that converges faster than the base allows is never ranked, one significantly "
         "slower is ranked and named (its time pays for the extra samples).\n\n"
      << "| rank | setting | predicted samples/s | measured samples/s | time to target | 95% interval | "
-        "samples to target | test acc | memory/rank | verdict |\n|---|---|---|---|---|---|---|---|---|---|\n";
+        "samples to target | test " << (metric_.proportion ? "acc" : metric_.name) << " | memory/rank | verdict |\n|---|---|---|---|---|---|---|---|---|---|\n";
   for (const size_t i : table_order(rows_)) {
     const auto& r = rows_[i];
     md << "| " << (r.rank > 0 ? std::to_string(r.rank) : "-") << " | " << r.label << " | "
@@ -644,7 +644,7 @@ std::string Tuner::write_outputs(const std::optional<size_t>& winner) {
     } else {
       md << "- | - | - | ";
     }
-    md << (r.test_acc ? format_double("%.2f%%", *r.test_acc * 100) : "-") << " | "
+    md << (r.test_acc ? metric_.shown(*r.test_acc) : "-") << " | "
        << (r.memory_per_rank_bytes ? format_double("%.2f GB", *r.memory_per_rank_bytes / 1e9) : "-") << " | " << r.verdict
        << " |\n";
   }
@@ -684,7 +684,7 @@ std::string Tuner::write_outputs(const std::optional<size_t>& winner) {
     }
     Json cfg = {{"extends", fs::absolute(o_.config).lexically_normal().string()},
                 {"name", base_.value("name", std::string("run")) + "-tuned"},
-                {"description", "accel-bench tune's winner to " + format_double("%.4g", o_.target) + " validation " + metric_ + " on " +
+                {"description", "accel-bench tune's winner to " + format_double("%.4g", o_.target) + " validation " + metric_.name + " on " +
                                     state_.value("machine_id", std::string("?")) + ": " + w.label}};
     auto sets = o_.sets;
     if (s) sets.insert(sets.end(), s->sets.begin(), s->sets.end());
@@ -750,7 +750,9 @@ double Tuner::short_estimate() const {
 }
 
 void Tuner::prune() {
-  if (!(o_.target > 0 && o_.target <= 1)) throw ConfigError("--target: a validation accuracy in (0, 1], e.g. 0.80");
+  if (!(o_.target > 0 && o_.target <= train::kMaxMetric)) {
+    throw ConfigError("--target: the base's validation metric to reach, > 0 (an accuracy in (0, 1], e.g. 0.80)");
+  }
   if (o_.runs < 4) {
     throw ConfigError("--runs: at least 4 (an olympic score drops the fastest and the slowest, and the "
                       "convergence check needs two runs left a side)");
@@ -761,6 +763,10 @@ void Tuner::prune() {
   // The metric the base's task validates by (accuracy for classification).
   metric_ = train::task_metric(base_.contains("train") ? base_["train"].value("task", std::string("classification"))
                                                         : std::string("classification"));
+  if (metric_.proportion && o_.target > 1) {
+    throw ConfigError("--target: " + format_double("%g", o_.target) + " is above 1, but the base's " + metric_.name +
+                      " is a fraction (0.80 for 80%)");
+  }
   const Json machine = machine::this_machine();
   machine_ = this_tune_machine(base_, plan::facts_from_env(machine["env"]));
   const Json space = o_.space.empty() ? Json() : read_json_file(o_.space);
@@ -832,7 +838,7 @@ void Tuner::prune() {
   state_["status"] = "running";
   int candidates = 0, pruned = 0;
   for (const auto& s : settings_) (s.pruned.empty() ? candidates : pruned) += 1;
-  say("tune: " + o_.config.string() + " to " + format_double("%.2f%%", o_.target * 100) + " validation " + metric_ + " on " +
+  say("tune: " + o_.config.string() + " to " + metric_.shown(o_.target) + " validation " + metric_.name + " on " +
       machine["id"].get<std::string>() + " (" + std::to_string(machine_.cores) + " cores) -> " + dir_.string());
   say("  " + std::to_string(settings_.size() - 1) + " settings: " + std::to_string(pruned) + " pruned by the facts, " +
       std::to_string(candidates - 1) + " candidates besides the base; lr rule " + lr_rule_ +
@@ -1011,8 +1017,8 @@ bool Tuner::confirm() {
       if (!row.memory_per_rank_bytes) row.memory_per_rank_bytes = peak_per_rank(rec);
       save();
       say(reached ? "  reached at step " + format_double("%.0f", rec.target->step.value_or(0)) + " in " +
-                        time_text(rec.target->time_s.value_or(0)) + ", test acc " +
-                        format_double("%.2f%%", rec.test_acc.value_or(0) * 100)
+                        time_text(rec.target->time_s.value_or(0)) + ", test " +
+                        (metric_.proportion ? std::string("acc") : metric_.name) + " " + metric_.shown(rec.test_acc.value_or(0))
                   : "  did not reach the target");
     }
   }

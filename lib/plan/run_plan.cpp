@@ -115,7 +115,8 @@ Json plan_json(const RunPlan& p) {
   j["dataset"] = p.dataset ? Json(p.dataset->name) : Json();
   j["task"] = p.task.name.empty() ? Json()
                                   : Json{{"name", p.task.name}, {"metric", p.task.metric},
-                                         {"higher_is_better", p.task.higher_is_better}, {"head", p.task.head}};
+                                         {"higher_is_better", p.task.higher_is_better},
+                                         {"proportion", p.task.proportion}, {"head", p.task.head}};
   return j;
 }
 

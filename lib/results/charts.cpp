@@ -52,13 +52,15 @@ ChartData runtime_chart(const Report& r) {
 ChartData accuracy_chart(const Report& r) {
   ChartData c;
   c.name = "accuracy";
-  c.ylabel = metric_measure(r.set.metric) + " (%)";
-  c.title = "Test " + r.set.metric + " per rung";
+  const auto& m = r.set.metric;
+  c.ylabel = metric_measure(m) + (m.proportion ? " (%)" : "");
+  c.title = "Test " + m.name + " per rung";
+  const double k = m.scale();
   std::ostringstream csv;
   csv << "rung,ours,ours_low,ours_high,article\n";
   for (const auto& row : r.rungs) {
-    csv << csv_label(row.comparable ? row.id : row.id + " (cut short)") << "," << csv_num(scaled(row.acc.median, 100)) << ","
-        << csv_num(scaled(row.acc.min, 100)) << "," << csv_num(scaled(row.acc.max, 100)) << ","
+    csv << csv_label(row.comparable ? row.id : row.id + " (cut short)") << "," << csv_num(scaled(row.acc.median, k)) << ","
+        << csv_num(scaled(row.acc.min, k)) << "," << csv_num(scaled(row.acc.max, k)) << ","
         << csv_num(row.ref_acc_pct) << "\n";
   }
   c.csv = csv.str();

@@ -134,7 +134,7 @@ namespace {
 // A gated row's verdict that fails its bound.
 bool beyond_bound(const MeasureRow& r) {
   return r.verdict == "slower" || r.verdict == "less accurate" || r.verdict == "outside band" ||
-         r.verdict == "larger";
+         r.verdict == "larger" || r.verdict.rfind("worse ", 0) == 0;
 }
 
 }  // namespace
@@ -211,7 +211,7 @@ Json measure_noise(const ResultSet& set) {
       if (!run.peak_memory_bytes.empty()) {
         v["peak memory"].push_back(std::log(*std::max_element(run.peak_memory_bytes.begin(), run.peak_memory_bytes.end())));
       }
-      if (run.test_acc) v[metric].push_back(*run.test_acc * 100);
+      if (run.test_acc) v[metric].push_back(*run.test_acc * set.metric.scale());
     }
     if (ok < 3) continue;
     ++measured;
@@ -249,13 +249,14 @@ Json measure_noise(const ResultSet& set) {
     // The smallest change a compare resolves at this spread, per runs a side.
     for (int n : {1, 3, 5}) {
       m["resolves_with_" + std::to_string(n)] =
-          measure == metric ? stats::smallest_resolved_difference(sd, n)  // points
+          measure == metric ? stats::smallest_resolved_difference(sd, n)  // points, or the metric's units
                             : stats::smallest_resolved_change(sd, n);
     }
     machine[measure] = m;
   }
   return {{"set", set.dir.string()}, {"machine_id", set.machine_id}, {"suite", set.suite},
-          {"scale", "sd: of the log for times and memory, of percentage points for " + metric},
+          {"scale", "sd: of the log for times and memory, of " +
+                        std::string(set.metric.proportion ? "percentage points" : "its own units") + " for " + metric},
           {"rungs", rungs}, {"machine", machine}, {"warnings", warnings}};
 }
 
@@ -401,10 +402,12 @@ bool has_spread(const stats::Interval& iv) { return iv.low < iv.high || iv.metho
 std::string change_text(const MeasureRow& r) {
   if (!r.change) return "n/a";
   const auto& c = *r.change;
-  const char* f = r.difference ? "%+.2f" : "%.3fx";
+  // A share's difference in points; another metric's (a loss) in its units, finer.
+  const char* d = r.unit.empty() ? "%+.4f" : "%+.2f";
+  const char* f = r.difference ? d : "%.3fx";
   std::string t = format_double(f, c.point);
-  if (c.low < c.high) t += " [" + format_double(r.difference ? "%+.2f" : "%.3f", c.low) + ", " +
-                           format_double(r.difference ? "%+.2f" : "%.3f", c.high) + "]";
+  if (c.low < c.high) t += " [" + format_double(r.difference ? d : "%.3f", c.low) + ", " +
+                           format_double(r.difference ? d : "%.3f", c.high) + "]";
   return t;
 }
 
@@ -481,49 +484,66 @@ MeasureRow ratio_row(const std::string& rung, const std::string& measure, const 
   return r;
 }
 
-// The task's metric on the test split (accuracy for classification), in
-// points, by the difference of two proportions.
+// The task's metric on the test split: a share (accuracy) in points, by the
+// difference of two proportions; another metric (a loss) in its own units,
+// by the difference of two means. A bound is judged in the metric's better
+// direction: --fail-accuracy-drop is a drop in accuracy, a rise in a loss.
 MeasureRow accuracy_row(const std::string& rung, const Side& b, const Side& o, const CompareBounds& bounds) {
+  const train::MetricFacts& metric = b.ok.front()->metric;
+  const double scale = metric.scale();
   MeasureRow r;
   r.rung = rung;
-  r.measure = metric_measure(b.ok.front()->metric);
-  r.unit = "%";
+  r.measure = metric_measure(metric);
+  r.unit = metric.unit();
   r.difference = true;
-  auto mean = [](const std::vector<double>& v) -> OptNum {
+  auto mean = [&](const std::vector<double>& v) -> OptNum {
     const auto m = stats::summarize(v);
-    return m ? OptNum(m->mean * 100) : std::nullopt;
+    return m ? OptNum(m->mean * scale) : std::nullopt;
   };
   r.base = mean(b.accs);
   r.other = mean(o.accs);
   r.base_runs = int(b.accs.size());
   r.other_runs = int(o.accs.size());
-  r.change = stats::accuracy_difference(b.accs, b.test_samples, o.accs, o.test_samples, bounds.confidence);
+  r.change = metric.proportion ? stats::accuracy_difference(b.accs, b.test_samples, o.accs, o.test_samples,
+                                                            bounds.confidence)
+                               : stats::mean_difference(b.accs, o.accs, bounds.confidence);
   if (!r.change || !(bounds.acc_drop_points || bounds.acc_band_points)) return r;
   r.gated = true;
   if (r.change->method == "no spread") {
     r.verdict = "unresolved";
-    r.note = "no spread: the runs name no test-set size and have one seed a side";
+    r.note = metric.proportion ? "no spread: the runs name no test-set size and have one seed a side"
+                               : "no spread: one seed a side (a " + metric.name + " needs 2 or more a side)";
     return r;
   }
-  // The spread of one run's accuracy, in points: the seeds' where there are
-  // several, else the test set's binomial one.
+  // The spread of one run's metric, scaled: the seeds' where there are
+  // several, else (a share) the test set's binomial one.
   std::optional<double> sd;
   for (const auto* s : {&b, &o}) {
     const auto m = stats::summarize(s->accs);
-    if (m && m->n >= 2) sd = std::max(sd.value_or(0.0), m->sd * 100);
+    if (m && m->n >= 2) sd = std::max(sd.value_or(0.0), m->sd * scale);
   }
-  if (!sd && b.test_samples > 0 && r.base) {
+  if (!sd && metric.proportion && b.test_samples > 0 && r.base) {
     const double p = *r.base / 100;
     sd = std::sqrt(p * (1 - p) / b.test_samples) * 100;
   }
+  // The change as "higher is better" reads it: a loss's is turned over.
+  stats::Interval better = *r.change;
+  if (!metric.higher_is_better) {
+    better.point = -r.change->point;
+    better.low = -r.change->high;
+    better.high = -r.change->low;
+  }
+  const bool accuracy = metric.proportion;  // --fail-accuracy-drop's own words
+  const std::string worse_word = accuracy ? "less accurate" : "worse " + metric.name;
+  const std::string better_word = accuracy ? "more accurate" : "better " + metric.name;
   std::vector<std::string> worse;
   bool unresolved = false;
   std::optional<double> resolve_at;
   if (bounds.acc_drop_points) {
-    const auto v = stats::judge_lower_is_worse(*r.change, *bounds.acc_drop_points);
-    if (v == stats::Verdict::worse) worse.push_back("less accurate");
+    const auto v = stats::judge_lower_is_worse(better, *bounds.acc_drop_points);
+    if (v == stats::Verdict::worse) worse.push_back(worse_word);
     if (v == stats::Verdict::unresolved) unresolved = true, resolve_at = *bounds.acc_drop_points;
-    if (v == stats::Verdict::better && !bounds.acc_band_points) r.verdict = "more accurate";
+    if (v == stats::Verdict::better && !bounds.acc_band_points) r.verdict = better_word;
   }
   if (bounds.acc_band_points) {
     const auto v = stats::judge_band(*r.change, *bounds.acc_band_points);
@@ -560,7 +580,7 @@ std::string judge(const Side& b, const Side& o, const CompareBounds& bounds, Com
   const auto tr = ratio(b.time.median, o.time.median);
   const auto mr = ratio(b.mem.median, o.mem.median);
   OptNum delta;
-  if (b.acc.median && o.acc.median) delta = (*o.acc.median - *b.acc.median) * 100;
+  if (b.acc.median && o.acc.median) delta = (*o.acc.median - *b.acc.median) * b.ok.front()->metric.scale();
   // A bound whose measure a side lacks judged nothing.
   std::vector<std::string> missing;
   const bool step_times = !b.step_ms.values.empty() && !o.step_ms.values.empty();
@@ -636,7 +656,7 @@ std::string judge(const Side& b, const Side& o, const CompareBounds& bounds, Com
                              ? bounds.acc_drop_points.value_or(bounds.acc_band_points.value_or(0))
                          : r.measure == "peak memory" ? bounds.memory_growth_pct.value_or(0)
                                                       : bounds.slower_pct.value_or(0);
-      fails.push_back(r.verdict + ": " + what + (r.difference ? format_double(" (> %g points)", bnd)
+      fails.push_back(r.verdict + ": " + what + (r.difference ? format_double(r.unit.empty() ? " (> %g)" : " (> %g points)", bnd)
                                                              : format_double(" (> %g%%)", bnd)));
     } else if (r.verdict == "unresolved") {
       open.push_back(what + ": " + r.note);
@@ -705,8 +725,9 @@ CompareOutcome compare_sets(const ResultSet& base, const ResultSet& other,
   md << "## " << base.dir.string() << " vs " << other.dir.string() << "\n\n"
      << "| set | path | machine | hardware | LibTorch | accel-bench |\n|---|---|---|---|---|---|\n"
      << set_row("base", base) << set_row("other", other) << "\n"
-     << "| rung | base | other | time base | time other | time ratio | acc base | acc other "
-        "| acc delta (points) | mem base | mem other | mem ratio | verdict |\n"
+     << "| rung | base | other | time base | time other | time ratio | " << metric_short(base.metric) << " base | "
+     << metric_short(base.metric) << " other | " << metric_short(base.metric)
+     << (base.metric.proportion ? " delta (points)" : " delta") << " | mem base | mem other | mem ratio | verdict |\n"
      << "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   // Time to target: the base's suite target, else the other's.
   const OptNum target = base.target_accuracy ? base.target_accuracy : other.target_accuracy;
@@ -734,11 +755,14 @@ CompareOutcome compare_sets(const ResultSet& base, const ResultSet& other,
       verdict = judge(b, o, bounds, out, id);
     }
     OptNum delta;
-    if (b.acc.median && o.acc.median) delta = (*o.acc.median - *b.acc.median) * 100;
+    // The task's metric: the base set's (a share in points, a loss as itself).
+    const train::MetricFacts& metric = base.metric;
+    if (b.acc.median && o.acc.median) delta = (*o.acc.median - *b.acc.median) * metric.scale();
     md << "| " << id << " | " << b.status() << " | " << o.status() << " | "
        << fmt_time(b.time.median) << " | " << fmt_time(o.time.median) << " | "
-       << fmt_num(ratio(b.time.median, o.time.median), "%.3fx") << " | " << fmt_pct(b.acc.median)
-       << " | " << fmt_pct(o.acc.median) << " | " << fmt_num(delta, "%+.2f") << " | "
+       << fmt_num(ratio(b.time.median, o.time.median), "%.3fx") << " | " << fmt_metric(metric, b.acc.median)
+       << " | " << fmt_metric(metric, o.acc.median) << " | " << fmt_num(delta, metric.proportion ? "%+.2f" : "%+.4f")
+       << " | "
        << fmt_gb(b.mem.median) << " | " << fmt_gb(o.mem.median) << " | "
        << fmt_num(ratio(b.mem.median, o.mem.median), "%.3fx") << " | " << verdict << " |\n";
   }
@@ -859,8 +883,9 @@ std::string compare_ci_markdown(const std::vector<CompareOutcome>& outcomes, con
   for (const auto& o : outcomes) {
     const std::string pair = markdown_text(o.base_machine + " -> " + o.other_machine);
     for (const auto& r : o.rows) {
-      const char* f = r.unit == "%" || r.unit == "GB" ? "%.2f" : "%.1f";
-      md << "| " << pair << " | " << markdown_text(r.rung) << " | " << r.measure << " (" << r.unit << ") | "
+      const char* f = r.unit == "%" || r.unit == "GB" ? "%.2f" : r.unit.empty() ? "%.4f" : "%.1f";
+      md << "| " << pair << " | " << markdown_text(r.rung) << " | " << r.measure
+         << (r.unit.empty() ? "" : " (" + r.unit + ")") << " | "
          << fmt_num(r.base, f) << " | " << fmt_num(r.other, f) << " | " << change_text(r) << " | "
          << (r.verdict.empty() ? "-" : r.verdict) << " |\n";
     }

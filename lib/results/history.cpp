@@ -494,7 +494,7 @@ int History::add_lines(const std::string& jsonl, const std::string& source) {
     const bool ok_run = str_at(j, "status") == "ok";
     for (const auto& [key, lo, hi, positive] :
          {std::tuple{"train_time_s", 0.0, 1e12, true}, std::tuple{"step_ms", 0.0, 1e12, true},
-          std::tuple{"samples_per_s", 0.0, 1e15, true}, std::tuple{"test_acc", 0.0, 1.0, false},
+          std::tuple{"samples_per_s", 0.0, 1e15, true}, std::tuple{"test_acc", -train::kMaxMetric, train::kMaxMetric, false},
           std::tuple{"peak_memory_bytes", 0.0, 1e18, true}, std::tuple{"repeat", 1.0, 1e6, false}}) {
       if (!j.contains(key) || j[key].is_null()) continue;
       const auto& v = j[key];
@@ -720,6 +720,9 @@ HistoryOutcome judge_against_history(const std::vector<HistoryRun>& history, con
     }
     for (const auto& j : judged) {
       if (!j.bound) continue;
+      // The accuracy bound is in a share's points: a loss is compared between
+      // two sets (compare), not judged against the history's window.
+      if (std::string(j.measure) == "test accuracy" && !ok.front()->metric.proportion) continue;
       std::vector<double> values;
       for (const auto* run : ok) {
         HistoryRun h;

@@ -38,7 +38,7 @@ OptNum time_to_target(const RunRecord& run, double target) {
   double t = 0;
   for (size_t i = 0; i < run.epoch_time_s.size(); ++i) {
     t += run.epoch_time_s[i];
-    if (run.epoch_val_acc[i] >= target) return t;
+    if (run.epoch_val_acc[i] != -1.0 && run.metric.reaches(run.epoch_val_acc[i], target)) return t;
   }
   return std::nullopt;
 }
@@ -254,7 +254,8 @@ RungRow make_row(const RungRuns& r, const ResultSet& set, const PeakTable& peaks
   add("samples/s", "1/s", total, 1);
   add("training time", "s", time, 1);
   add("time to target", "s", ttt, 1);
-  add(metric_measure(set.metric), "%", acc, 100);
+  const std::string metric_unit = set.metric.unit();
+  add(metric_measure(set.metric), metric_unit.c_str(), acc, set.metric.scale());
   add("peak memory", "GB", mem_max, 1);
   reference_figures(row, set.reference);
   return row;
@@ -584,7 +585,10 @@ void add_costs(Report& r, double price, const std::string& note) {
   for (auto& row : r.rungs) {
     if (!row.time_s.median) continue;
     row.cost = price * row.billed_units * *row.time_s.median / 3600.0;
-    if (row.acc.median && *row.acc.median > 0) row.cost_per_point = *row.cost / (*row.acc.median * 100);
+    // Per point of a share; a loss has no points to buy.
+    if (r.set.metric.proportion && row.acc.median && *row.acc.median > 0) {
+      row.cost_per_point = *row.cost / (*row.acc.median * 100);
+    }
   }
 }
 
@@ -601,6 +605,12 @@ std::string fmt_time(OptNum s) {
 }
 
 std::string fmt_pct(OptNum f) { return f ? fmt_num(*f * 100, "%.2f%%") : "n/a"; }
+
+std::string fmt_metric(const train::MetricFacts& metric, OptNum v) { return v ? metric.shown(*v) : "n/a"; }
+
+std::string metric_short(const train::MetricFacts& metric) {
+  return metric.proportion ? std::string("acc") : metric.name;
+}
 
 std::string fmt_gb(OptNum b) { return b ? fmt_num(*b / 1e9, "%.2f GB") : "n/a"; }
 

@@ -1,4 +1,5 @@
 // Markdown and CSV renderings of a Report (build_report in report.cpp).
+#include <functional>
 #include <cstdio>
 #include <sstream>
 
@@ -9,7 +10,7 @@ namespace accel::results {
 namespace {
 
 std::string with_range(const Stat& s, const std::string& median_text,
-                       std::string (*fmt)(OptNum)) {
+                       const std::function<std::string(OptNum)>& fmt) {
   if (s.n < 2) return median_text;
   auto strip = [](std::string t) {  // "5.10 min" / "70.00%" -> "5.10" / "70.00" inside the range
     const auto sp = t.find_first_of(" %");
@@ -36,7 +37,9 @@ bool any_minutes(const Report& r) {
   return false;
 }
 
-std::string acc_cell(const Stat& s) { return with_range(s, fmt_pct(s.median), fmt_pct); }
+std::string acc_cell(const Stat& s, const train::MetricFacts& metric) {
+  return with_range(s, fmt_metric(metric, s.median), [&](OptNum v) { return fmt_metric(metric, v); });
+}
 
 std::string mem_cell(const std::vector<double>& per_rank) {
   if (per_rank.empty()) return "n/a";
@@ -122,14 +125,14 @@ std::string target_markdown(const ResultSet& set, const std::vector<TargetScore>
   if (!scorable) {
     int reached = 0, runs = 0;
     for (const auto& s : scores) reached += s.reached, runs += s.runs;
-    md << "\nTime to " << fmt_pct(set.target_accuracy) << " validation " << set.metric << ": " << reached << " of " << runs
+    md << "\nTime to " << fmt_metric(set.metric, set.target_accuracy) << " validation " << set.metric.name << ": " << reached << " of " << runs
        << " runs reached it (the main table's time to target); no MLPerf score, which needs 3 or more runs a rung "
           "(`sweep --runs 5 --to-target`).\n";
     return md.str();
   }
   const std::string ref = set.convergence_reference;
-  md << "\n## Time to target, MLPerf-scored\n\nTo " << fmt_pct(set.target_accuracy)
-     << " validation " << set.metric << " (test " << set.metric << " never stops a run), over each rung's ok runs as MLPerf "
+  md << "\n## Time to target, MLPerf-scored\n\nTo " << fmt_metric(set.metric, set.target_accuracy)
+     << " validation " << set.metric.name << " (test " << set.metric.name << " never stops a run), over each rung's ok runs as MLPerf "
         "Training scores them: the fastest and the slowest dropped and the rest averaged; a run that "
         "missed the target counts as the slowest, two misses invalidate the rung, and fewer than 3 "
         "runs give no score (`sweep --runs 5 --to-target`). Time is training with its validations up "
@@ -144,7 +147,7 @@ std::string target_markdown(const ResultSet& set, const std::vector<TargetScore>
   }
   md << "\n\n| rung | runs | reached | time to target | 95% interval | samples to target"
      << (ref.empty() ? "" : " | convergence vs " + escape_md(ref) + " | samples allowed | normalised time")
-     << " | article time | article acc |\n|---|---|---|---|---|---" << (ref.empty() ? "" : "|---|---|---")
+     << " | article time | article " << metric_short(set.metric) << " |\n|---|---|---|---|---|---" << (ref.empty() ? "" : "|---|---|---")
      << "|---|---|\n";
   for (const auto& s : scores) {
     md << "| " << escape_md(s.id) << " | " << s.runs << " | " << s.reached << " | ";
@@ -176,7 +179,8 @@ std::string report_markdown(const Report& r) {
   md << "# " << escape_md(set.suite.empty() ? "results" : set.suite) << " on "
      << escape_md(set.machine_id) << "\n\n";
   const std::string target =
-      set.target_accuracy ? "time to " + fmt_pct(set.target_accuracy) + " val" : "time to target";
+      set.target_accuracy ? "time to " + fmt_metric(set.metric, set.target_accuracy) + " val" : "time to target";
+  const std::string test_col = "test " + metric_short(set.metric);
   // Text sets count samples (texts) and tokens; image sets, images as the article.
   bool text = false;
   for (const auto& row : r.rungs) text = text || row.tokens_total.median.has_value();
@@ -186,23 +190,23 @@ std::string report_markdown(const Report& r) {
   // speedup's interval and verdict and the article's between the same rungs.
   const bool steady = r.speed_measure == kSpeedSteadyStep;
   md << "| rung | what changed | " << (steady ? "step per sample (ms)" : "train time")
-     << " | vs prev | vs scratch | article vs prev | test acc | peak mem/rank | status |\n"
+     << " | vs prev | vs scratch | article vs prev | " << test_col << " | peak mem/rank | status |\n"
         "|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& row : r.rungs) {
     std::string when = time_cell(row.time_s, minutes);
     if (steady) when = row.speed ? fmt_num(*row.speed * 1000, "%.4g") : "n/a";  // what the speedups divide
     md << "| " << escape_md(row.id) << " | " << escape_md(row.changes) << " | " << when << " | "
        << speedup(row.speedup_prev, row.speedup_prev_iv) << " | " << speedup(row.speedup_scratch, row.speedup_scratch_iv)
-       << " | " << speedup(row.ref_speedup_prev) << " | " << acc_cell(row.acc) << " | " << mem_cell(row.mem_per_rank)
+       << " | " << speedup(row.ref_speedup_prev) << " | " << acc_cell(row.acc, set.metric) << " | " << mem_cell(row.mem_per_rank)
        << " | " << escape_md(row.status) << " |\n";
   }
   md << "\n" << kEveryColumn << "\n\n";
   md << "| rung | article | what changed | devices x threads | precision | strategy | epochs "
-        "| train time | vs scratch | vs prev | vs " << base << " | test acc | peak mem/rank | "
+        "| train time | vs scratch | vs prev | vs " << base << " | " << test_col << " | peak mem/rank | "
      << per << "/device | " << per << " total | " << (text ? "tokens/s | " : "") << "MFU | "
      << target
      << " | status | article time | article vs scratch | article vs prev | article vs its " << base
-     << " | article acc | article mem |\n"
+     << " | article " << metric_short(set.metric) << " | article mem |\n"
      << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|" << (text ? "---|" : "")
      << "---|---|---|---|---|---|---|---|---|\n";
   for (const auto& row : r.rungs) {
@@ -214,7 +218,7 @@ std::string report_markdown(const Report& r) {
        << " | " << time_cell(row.time_s, minutes) << " | " << speedup(row.speedup_scratch, row.speedup_scratch_iv)
        << " | " << speedup(row.speedup_prev, row.speedup_prev_iv) << " | "
        << speedup(row.speedup_base, row.speedup_base_iv) << " | "
-       << acc_cell(row.acc) << " | "
+       << acc_cell(row.acc, set.metric) << " | "
        << mem_cell(row.mem_per_rank) << " | " << fmt_num(row.ips_device.median, "%.1f") << " | "
        << fmt_num(row.ips_total.median, "%.1f") << " | "
        << (text ? fmt_num(row.tokens_total.median, "%.0f") + " | " : "")
@@ -228,14 +232,14 @@ std::string report_markdown(const Report& r) {
   if (!r.upstream.empty()) {
     md << "\nUpstream runs (their time is reported apart, as the article does not count "
           "pretraining):\n\n"
-       << "| run | what it is | devices x threads | precision | epochs | train time | test acc "
-          "| peak mem/rank | status |\n|---|---|---|---|---|---|---|---|---|\n";
+       << "| run | what it is | devices x threads | precision | epochs | train time | " << test_col
+       << " | peak mem/rank | status |\n|---|---|---|---|---|---|---|---|---|\n";
     for (const auto& row : r.upstream) {
       md << "| " << escape_md(row.id) << " | " << escape_md(row.changes) << " | "
          << (row.devices_threads.empty() ? "-" : escape_md(row.devices_threads)) << " | "
          << (row.precision.empty() ? "-" : escape_md(row.precision)) << " | "
          << fmt_num(row.epochs, "%.0f") << " | " << time_cell(row.time_s, minutes) << " | "
-         << acc_cell(row.acc) << " | " << mem_cell(row.mem_per_rank) << " | "
+         << acc_cell(row.acc, set.metric) << " | " << mem_cell(row.mem_per_rank) << " | "
          << escape_md(row.status) << " |\n";
     }
   }
@@ -268,7 +272,8 @@ std::string report_markdown(const Report& r) {
     std::vector<std::pair<std::string, std::string>> measures;
     for (const auto& m : std::vector<std::pair<std::string, std::string>>{
              {"step time", "ms"}, {"samples/s", "1/s"}, {"training time", "s"}, {"time to target", "s"},
-             {metric_measure(r.set.metric), "%"}, {"peak memory", "GB"}}) {
+             {metric_measure(r.set.metric), r.set.metric.unit()},
+             {"peak memory", "GB"}}) {
       for (const auto& row : r.rungs) {
         const bool has = std::any_of(row.spread.begin(), row.spread.end(), [&](const RungRow::Spread& sp) {
           return sp.measure == m.first && sp.unit == m.second;
@@ -277,7 +282,7 @@ std::string report_markdown(const Report& r) {
       }
     }
     md << "| rung | runs |";
-    for (const auto& [measure, unit] : measures) md << " " << measure << " (" << unit << ") |";
+    for (const auto& [measure, unit] : measures) md << " " << measure << (unit.empty() ? "" : " (" + unit + ")") << " |";
     md << "\n|---|---|";
     for (size_t i = 0; i < measures.size(); ++i) md << "---|";
     md << "\n";
@@ -296,7 +301,7 @@ std::string report_markdown(const Report& r) {
           continue;
         }
         const auto& s = sp->summary;
-        const char* f = unit == "GB" || unit == "%" ? "%.2f" : "%.4g";
+        const char* f = unit == "GB" || unit == "%" ? "%.2f" : unit.empty() ? "%.4f" : "%.4g";
         std::string cell = fmt_num(s.median, f);
         if (s.ci_low) {
           cell += " [" + fmt_num(*s.ci_low, f) + ", " + fmt_num(*s.ci_high, f) + "] (t)";
@@ -312,8 +317,9 @@ std::string report_markdown(const Report& r) {
   if (r.price_per_hour) {
     md << "\n## Cost\n\nAt " << fmt_num(r.price_per_hour, "%.4g") << " an hour for each billed unit ("
        << escape_md(r.price_note) << "; a GPU run is billed by its GPUs, a CPU run by its machines). Cost per "
-          "point: the run's cost over its test " << r.set.metric << " in percentage points.\n\n"
-       << "| rung | devices | train time | billed units | cost | cost per " << r.set.metric << " point |\n"
+          "point: the run's cost over its test " << r.set.metric.name
+       << (r.set.metric.proportion ? " in percentage points.\n\n" : " (a share's points; this metric has none).\n\n")
+       << "| rung | devices | train time | billed units | cost | cost per " << r.set.metric.name << " point |\n"
           "|---|---|---|---|---|---|\n";
     for (const auto& row : r.rungs) {
       md << "| " << escape_md(row.id) << " | "

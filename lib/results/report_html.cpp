@@ -254,14 +254,14 @@ std::string run_html(const RunRecord& run, const std::string& name) {
       {"steps", std::to_string(run.steps)},
       {"training time", fmt_time(run.train_time_s)},
       {"step time (median)", fmt_num(run.step_ms_median, "%.2f ms")},
-      {metric_measure(run.metric), fmt_pct(run.test_acc)},
+      {metric_measure(run.metric), fmt_metric(run.metric, run.test_acc)},
       {"samples/s", fmt_num(run.samples_per_s, "%.1f")},
       {"started", run.started_at.empty() ? "n/a" : run.started_at},
       {"finished", run.finished_at.empty() ? "n/a" : run.finished_at}};
   for (size_t e = 0; e < run.epoch_time_s.size(); ++e) {
     facts.emplace_back("epoch " + std::to_string(e + 1),
-                       fmt_time(run.epoch_time_s[e]) + ", val acc " +
-                           (run.epoch_val_acc[e] >= 0 ? fmt_pct(run.epoch_val_acc[e]) : std::string("n/a")));
+                       fmt_time(run.epoch_time_s[e]) + ", val " + metric_short(run.metric) + " " +
+                           (run.epoch_val_acc[e] != -1.0 ? fmt_metric(run.metric, run.epoch_val_acc[e]) : std::string("n/a")));
   }
   h << pairs_table(facts);
   if (run.step_split_ms.is_object()) {

@@ -178,6 +178,25 @@ std::optional<Interval> ratio_interval(const Sample& base, const Sample& other, 
   return out;
 }
 
+namespace {
+
+// Welch's t on two sides' means (2+ values each), scaled: its standard error
+// and quantile, and the method's words.
+void welch_difference(const std::vector<double>& base, const std::vector<double>& other, double scale,
+                      double confidence, double& se, double& q, std::string& method) {
+  const double nb = double(base.size()), no = double(other.size());
+  const double vb = variance_of(base) / nb, vo = variance_of(other) / no;
+  se = std::sqrt(vb + vo) * scale;
+  const double den = vb * vb / (nb - 1) + vo * vo / (no - 1);
+  const double dof = den > 0 ? (vb + vo) * (vb + vo) / den : nb + no - 2;
+  q = t_quantile(two_sided(confidence), dof);
+  char m[96];
+  std::snprintf(m, sizeof(m), "Welch t over seeds, %d and %d runs", int(nb), int(no));
+  method = m;
+}
+
+}  // namespace
+
 std::optional<Interval> accuracy_difference(const std::vector<double>& base, double base_test_samples,
                                             const std::vector<double>& other, double other_test_samples,
                                             double confidence) {
@@ -189,20 +208,31 @@ std::optional<Interval> accuracy_difference(const std::vector<double>& base, dou
   out.point = (po - pb) * 100;
   double se = -1, q = 0;
   if (nb >= 2 && no >= 2) {
-    const double vb = variance_of(base) / nb, vo = variance_of(other) / no;
-    se = std::sqrt(vb + vo) * 100;
-    const double den = vb * vb / (nb - 1) + vo * vo / (no - 1);
-    const double dof = den > 0 ? (vb + vo) * (vb + vo) / den : nb + no - 2;
-    q = t_quantile(two_sided(confidence), dof);
-    char m[96];
-    std::snprintf(m, sizeof(m), "Welch t over seeds, %d and %d runs", int(nb), int(no));
-    out.method = m;
+    welch_difference(base, other, 100, confidence, se, q, out.method);
   } else if (base_test_samples > 0 && other_test_samples > 0) {
     // Each side's accuracy is a proportion of its test samples (over its runs).
     se = std::sqrt(pb * (1 - pb) / (base_test_samples * nb) + po * (1 - po) / (other_test_samples * no)) * 100;
     q = normal_quantile(two_sided(confidence));
     out.method = "binomial, the test sets' sampling noise";
   }
+  if (se < 0) {
+    out.low = out.high = out.point;
+    out.method = "no spread";
+    return out;
+  }
+  out.low = out.point - q * se;
+  out.high = out.point + q * se;
+  return out;
+}
+
+std::optional<Interval> mean_difference(const std::vector<double>& base, const std::vector<double>& other,
+                                        double confidence) {
+  if (base.empty() || other.empty()) return std::nullopt;
+  Interval out;
+  out.confidence = confidence;
+  out.point = mean_of(other) - mean_of(base);
+  double se = -1, q = 0;
+  if (base.size() >= 2 && other.size() >= 2) welch_difference(base, other, 1, confidence, se, q, out.method);
   if (se < 0) {
     out.low = out.high = out.point;
     out.method = "no spread";

@@ -39,7 +39,9 @@ std::string summary_table(const std::vector<std::filesystem::path>& files) {
     const std::vector<std::string> cells = {
         markdown_text(r.name), markdown_text(r.status), markdown_text(text(r.config, "train", "loop", "plain")),
         markdown_text(text(r.config, "runtime", "precision", "?")), std::to_string(r.epochs_done),
-        fmt_num(r.train_time_s ? OptNum(*r.train_time_s / 60.0) : OptNum(), "%.2f min"), fmt_pct(r.test_acc),
+        fmt_num(r.train_time_s ? OptNum(*r.train_time_s / 60.0) : OptNum(), "%.2f min"),
+        // A metric that is not a share (a loss) says its name in the cell.
+        r.metric.proportion ? fmt_pct(r.test_acc) : r.metric.name + " " + fmt_metric(r.metric, r.test_acc),
         fmt_num(r.samples_per_s, "%.1f"), fmt_num(r.step_ms_median, "%.1f"),
         fmt_gb(r.peak_memory_bytes.empty() ? OptNum() : OptNum(r.peak_memory_bytes.front()))};
     for (const auto& c : cells) out += "| " + c + " ";

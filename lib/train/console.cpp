@@ -37,13 +37,18 @@ void Console::epoch(int epoch, int epochs, const Opt& train_acc, const Opt& val_
                     double train_time_s, const TaskRow* task) const {
   if (progress_fd_ >= 0) {
     auto frac = [](const Opt& v) { return v ? nlohmann::json(*v) : nlohmann::json(); };
-    util::send_progress(progress_fd_, nlohmann::json{{"event", "epoch"},
+    nlohmann::json ev{{"event", "epoch"},
                                                      {"epoch", epoch},
                                                      {"epochs", epochs},
                                                      {"train_acc", frac(train_acc)},
                                                      {"val_acc", frac(val_acc)},
-                                                     {"train_time_s", train_time_s}}
-                                          .dump());
+                                                     {"train_time_s", train_time_s}};
+    // The metric's name and whether it is a share: a sweep prints it as the run's console does.
+    if (task) {
+      ev["metric"] = task->info.metric;
+      ev["proportion"] = task->info.proportion;
+    }
+    util::send_progress(progress_fd_, ev.dump());
   }
   if (!out_) return;
   char line[200];

@@ -189,18 +189,20 @@ RunRecord run_record_of(const json& doc, const std::filesystem::path& dir) {
   // The accelerator it resolved: its plan's, else its device's row.
   const auto* device_row = plan::accelerator_of_device(r.device);
   r.accelerator = text(r.plan, "accelerator", device_row != nullptr ? device_row->kind : "cpu");
-  r.metric = text(object_or_null(r.plan, "task"), "metric", "");
-  if (r.metric.empty()) {
-    r.metric = train::task_metric(text(object_or_null(r.config, "train"), "task", "classification"));
+  const json task = object_or_null(r.plan, "task");
+  r.metric = train::task_metric(text(task, "name", text(object_or_null(r.config, "train"), "task", "classification")));
+  const std::string name = text(task, "metric", r.metric.name);
+  if (const json* v = field(task, "higher_is_better"); v != nullptr && v->is_boolean()) {
+    r.metric.higher_is_better = v->get<bool>();
   }
+  if (const json* v = field(task, "proportion"); v != nullptr && v->is_boolean()) r.metric.proportion = v->get<bool>();
   // A name the report prints in headings: short, printable, no markup.
-  const bool plain = r.metric.size() <= 64 && std::all_of(r.metric.begin(), r.metric.end(), [](char c) {
+  const bool plain = name.size() <= 64 && std::all_of(name.begin(), name.end(), [](char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == ' ' || c == '-' ||
            c == '.';
   });
-  const bool trimmed = !r.metric.empty() && r.metric.front() != ' ' && r.metric.back() != ' ' &&
-                       r.metric.find("  ") == std::string::npos;
-  if (!plain || !trimmed) r.metric = "metric";
+  const bool trimmed = !name.empty() && name.front() != ' ' && name.back() != ' ' && name.find("  ") == std::string::npos;
+  r.metric.name = plain && trimmed ? name : "metric";
   r.data_kind = text(doc, "data_kind", "image");
   r.precision_support = text(doc, "precision_support", "native");
   if (const Opt w = number(doc, "world_size")) {
@@ -331,8 +333,17 @@ std::string impossible_figure(const RunRecord& r, const json& doc) {
     if (v && !(std::isfinite(*v) && *v >= 0)) return std::string(what) + " is " + shown(*v) + ": it must be >= 0";
     return "";
   };
+  // The task's metric: a share lies from 0 to 1; another (a loss) is finite
+  // and of a size no metric has, so a difference or interval of it stays finite.
   auto fraction = [&](const char* what, const Opt& v) -> std::string {
-    if (v && !(*v >= 0 && *v <= 1)) return std::string(what) + " is " + shown(*v) + ": an accuracy lies from 0 to 1";
+    if (!v) return "";
+    if (r.metric.proportion && !(*v >= 0 && *v <= 1)) {
+      return std::string(what) + " is " + shown(*v) + ": " + r.metric.name + " is a share, from 0 to 1";
+    }
+    if (!r.metric.proportion && !(std::isfinite(*v) && std::fabs(*v) <= kMaxMetric)) {
+      return std::string(what) + " is " + shown(*v) + ": " + r.metric.name + " must be finite, at most " +
+             shown(kMaxMetric) + " in size";
+    }
     return "";
   };
   // Figures no run on any machine makes: a doctored 1e-300 s or 1e308 s

@@ -87,11 +87,21 @@ std::vector<std::string> task_choices() {
   return out;
 }
 
-std::string task_metric(const std::string& name) {
+MetricFacts task_metric(const std::string& name) {
   for (const auto& r : rows()) {
-    if (r.info.name == name) return r.info.metric;
+    if (r.info.name == name) return r.info.metric_facts();
   }
-  return "accuracy";
+  return classification().info.metric_facts();
+}
+
+std::string MetricFacts::shown(double value) const {
+  char buf[64];
+  if (proportion) {
+    std::snprintf(buf, sizeof buf, "%.2f%%", value * 100);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.4f", value);
+  }
+  return buf;
 }
 
 void add_task(TaskRow row) {

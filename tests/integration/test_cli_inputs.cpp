@@ -667,7 +667,12 @@ TEST_CASE("compare: zero, negative or non-finite times and memory and impossible
       {{{"train_time_s", -5}}, "train_time_s is -5: it must be > 0", "--fail-slower 7"},
       {{{"step_time_ms", {{"median", -1}}}}, "step_time_ms.median is -1: it must be > 0", "--fail-slower 7"},
       {{{"peak_memory_bytes", {0}}}, "peak_memory_bytes is 0: it must be > 0", "--fail-memory-growth 10"},
-      {{{"test_acc", 1.5}}, "test_acc is 1.5: an accuracy lies from 0 to 1", "--fail-accuracy-drop 1"},
+      {{{"test_acc", 1.5}}, "test_acc is 1.5: accuracy is a share, from 0 to 1", "--fail-accuracy-drop 1"},
+      // A language model's loss may exceed 1, not every bound.
+      {{{"test_acc", 1e7},
+        {"plan", {{"task", {{"name", "causal_lm"}, {"metric", "loss"}, {"higher_is_better", false}, {"proportion", false}}}}}},
+       "test_acc is 1e+07: loss must be finite, at most 1e+06 in size",
+       "--fail-accuracy-drop 1"},
       {{{"world_size", 1e300}}, "world_size is 1e+300: a count from 1 to", "--fail-slower 7"},
   };
   int k = 0;
@@ -876,7 +881,7 @@ TEST_CASE("history: two adds on a fresh file both land, another application's fi
   for (const auto& [field, want] : {std::pair{R"("train_time_s":"600")", "train_time_s: not a number"},
                                     std::pair{R"("repeat":1e300)", "repeat is 1e+300: outside [1, 1e+06] (an integer)"},
                                     std::pair{R"("step_ms":-3)", "step_ms is -3: outside [0, 1e+12]"},
-                                    std::pair{R"("test_acc":1e308)", "test_acc is 1e+308: outside [0, 1]"}}) {
+                                    std::pair{R"("test_acc":1e308)", "test_acc is 1e+308: outside [-1e+06, 1e+06]"}}) {
     tmp.write("doctored.jsonl", line + field + "}\n");
     r = run_cli("history add " + (tmp / "doctored.jsonl").string() + " --db " + db);
     CAPTURE(r.output);

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -40,8 +41,12 @@ bool has(const std::string& s, const std::string& part) { return s.find(part) !=
 TEST_CASE("cli lm: the decoder learns the snippets' next tokens from packed windows and records the validation loss and tokens") {
   REQUIRE_MESSAGE(have_text_data(), "text data missing: run scripts/setup.sh");
   const auto out = fresh_dir("lm-packed");
-  const auto r = run_cli("run -c " + source("configs/smoke/lm-tiny.json") + " --out " + out.string());
+  // A target of a loss is reached downwards (the one validation, at the epoch's end).
+  const auto r = run_cli("run -c " + source("configs/smoke/lm-tiny.json") + " --set train.target=9.0 --out " +
+                         out.string());
   REQUIRE_MESSAGE(r.code == 0, r.output);
+  CHECK(has(r.output, "== target reached: validation "));
+  CHECK(has(r.output, " <= 9.0000 (perplexity "));
   CHECK(has(r.output, "== data: rotten-tomatoes-lm train "));
   CHECK(has(r.output, "token windows of 64 (documents packed) | tokenizer wordpiece uncased"));
   CHECK(has(r.output, "== model: decoder (gpt2 layout, layernorm, learned positions, gelu) 2 x 128"));
@@ -83,6 +88,25 @@ TEST_CASE("cli lm: the decoder learns the snippets' next tokens from packed wind
   CHECK(epoch["val_acc"].get<double>() < 9.0);
   CHECK(res["test_acc"].get<double>() < 9.0);
   CHECK(res["test_acc"].get<double>() == doctest::Approx(res["test_loss"].get<double>()));
+  CHECK(res["target"]["reached"] == true);
+  CHECK(res["target"]["val_acc"].get<double>() <= 9.0);
+  CHECK(res["plan"]["task"]["proportion"] == false);
+  CHECK(res["plan"]["task"]["higher_is_better"] == false);
+  // The record reads back as a loss: summary names it, and a report of a set
+  // holding the run shows it as itself, never as a percent.
+  const auto s = run_cli("summary " + (out / "result.json").string());
+  REQUIRE_MESSAGE(s.code == 0, s.output);
+  CHECK(has(s.output, "| loss "));
+  const auto set = fresh_dir("lm-set");
+  fs::create_directories(set / "00-lm");
+  fs::copy(out, set / "00-lm", fs::copy_options::recursive);
+  const auto rep = run_cli("report " + set.string());
+  REQUIRE_MESSAGE(rep.code == 0, rep.output);
+  std::ifstream report(set / "report.md");
+  const std::string md((std::istreambuf_iterator<char>(report)), std::istreambuf_iterator<char>());
+  INFO(md);
+  CHECK(has(md, "| test loss |"));
+  CHECK_FALSE(has(md, "| test acc |"));
 }
 
 TEST_CASE("cli lm: padded documents train too and the eager attention matches the fused one and a family or task or dataset that cannot go with the decoder is refused") {

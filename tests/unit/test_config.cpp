@@ -505,3 +505,20 @@ TEST_CASE("config: a field of another family, kind of data or dataset is refused
   check_message(resolve_error({{"model", {{"preset", "gpt_tiny"}, {"heads", 4}, {"kv_heads", 3}}}}),
                 {"model.kv_heads: 3 does not divide model.heads 4"});
 }
+
+TEST_CASE("config: train.target is a fraction for accuracy and a loss's own value for a language model") {
+  // Classification's accuracy: above 1 is refused naming train.target.
+  check_message(resolve_error({{"train", {{"target", 1.5}}}}), {"train.target", "1.5", "above 1", "fraction"});
+  CHECK(resolve({{"train", {{"target", 0.85}}}})["train"]["target"] == 0.85);
+  // causal_lm's loss: 3.5 is a target reached from above.
+  const json lm = {{"model", {{"arch", "gpt"}, {"preset", "gpt_tiny"}}},
+                   {"data", {{"dataset", "rotten-tomatoes-lm"}}},
+                   {"train", {{"target", 3.5}, {"stop_at_target", true}}}};
+  const json r = resolve(lm);
+  CHECK(r["train"]["task"] == "causal_lm");
+  CHECK(r["train"]["target"] == 3.5);
+  check_message(resolve_error({{"model", {{"arch", "gpt"}, {"preset", "gpt_tiny"}}},
+                               {"data", {{"dataset", "rotten-tomatoes-lm"}}},
+                               {"train", {{"stop_at_target", true}}}}),
+                {"train.stop_at_target", "validation loss"});
+}

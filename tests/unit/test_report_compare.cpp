@@ -397,8 +397,8 @@ TEST_CASE("report and compare: a set of another task names its metric where a cl
   SetBuilder(tmp.path / "base").rung("a", "00", {task_run(0.80)}).write();
   SetBuilder(tmp.path / "other").rung("a", "00", {task_run(0.70)}).write();
   const auto base = load_result_set(tmp.path / "base");
-  CHECK(base.metric == "within half a unit");
-  CHECK(base.rungs.at(0).repeats.at(0).metric == "within half a unit");
+  CHECK(base.metric.name == "within half a unit");
+  CHECK(base.rungs.at(0).repeats.at(0).metric.name == "within half a unit");
   const auto md = report_markdown(build_report(base, PeakTable{}));
   INFO(md);
   CHECK(has(md, "test within half a unit (%)"));
@@ -409,14 +409,68 @@ TEST_CASE("report and compare: a set of another task names its metric where a cl
   // A record without a plan: its config's task row, else accuracy; a
   // record's metric that is not a plain name is not printed.
   SetBuilder(tmp.path / "plain").rung("a", "00", {timed()}).write();
-  CHECK(load_result_set(tmp.path / "plain").metric == "accuracy");
+  CHECK(load_result_set(tmp.path / "plain").metric.name == "accuracy");
   FakeRun odd = timed();
   odd.plan = {{"task", {{"metric", "<b>x</b>|y"}}}};
   SetBuilder(tmp.path / "odd").rung("a", "00", {odd}).write();
-  CHECK(load_result_set(tmp.path / "odd").metric == "metric");
+  CHECK(load_result_set(tmp.path / "odd").metric.name == "metric");
   odd.plan = {{"task", {{"metric", "accuracy "}}}};  // would be a measure no noise file names
   SetBuilder(tmp.path / "spaced").rung("a", "00", {odd}).write();
-  CHECK(load_result_set(tmp.path / "spaced").metric == "metric");
+  CHECK(load_result_set(tmp.path / "spaced").metric.name == "metric");
+}
+
+TEST_CASE("report and compare: a language model's loss reads as itself and lower is better everywhere accuracy is read") {
+  accel_test::TempDir tmp;
+  const Json plan = {{"task", {{"name", "causal_lm"}, {"metric", "loss"}, {"higher_is_better", false},
+                               {"proportion", false}}}};
+  auto lm_run = [&](double loss) {
+    FakeRun r = timed();
+    r.acc = loss;
+    r.epoch_val = {9.5, 8.0, loss};
+    r.plan = plan;
+    r.config_patch = {{"train", {{"task", "causal_lm"}}}};
+    return r;
+  };
+  // Seeds a side: a loss has no test-set interval here, so its difference is a t over seeds.
+  SetBuilder(tmp.path / "base").rung("a", "00", {lm_run(7.00), lm_run(7.02), lm_run(7.01)}).write();
+  SetBuilder(tmp.path / "worse").rung("a", "00", {lm_run(7.30), lm_run(7.32), lm_run(7.31)}).write();
+  SetBuilder(tmp.path / "better").rung("a", "00", {lm_run(6.70), lm_run(6.72), lm_run(6.71)}).write();
+  const auto base = load_result_set(tmp.path / "base");
+  // A loss of 7 is a figure a run makes, not an impossible accuracy.
+  REQUIRE(base.rungs.at(0).repeats.at(0).ok());
+  CHECK(base.metric.name == "loss");
+  CHECK_FALSE(base.metric.higher_is_better);
+  CHECK_FALSE(base.metric.proportion);
+  const auto md = report_markdown(build_report(base, PeakTable{}));
+  INFO(md);
+  CHECK(has(md, "| test loss |"));
+  CHECK(has(md, "7.0100 (7.0000-7.0200)"));
+  CHECK_FALSE(has(md, "701.00%"));
+  // The time to a loss target is the first validation at or below it.
+  const auto& run = base.rungs.at(0).repeats.at(0);
+  CHECK(time_to_target(run, 8.0).value_or(-1) == doctest::Approx(400));
+  CHECK(time_to_target(run, 9.5).value_or(-1) == doctest::Approx(200));
+  CHECK_FALSE(time_to_target(run, 6.0).has_value());
+  // A higher loss beyond the bound is worse; a lower one is better, not a regression.
+  CompareBounds bounds = all_bounds();
+  bounds.acc_drop_points = 0.1;
+  const auto up = compare_sets(base, load_result_set(tmp.path / "worse"), bounds);
+  INFO(up.markdown);
+  CHECK(up.regressions == 1);
+  CHECK(has(up.markdown, "worse loss: test loss +0.3000 ["));
+  CHECK(has(up.markdown, "(> 0.1)"));
+  CHECK(has(up.markdown, "Welch t over seeds, 3 and 3 runs"));
+  const auto down = compare_sets(base, load_result_set(tmp.path / "better"), bounds);
+  INFO(down.markdown);
+  CHECK(down.regressions == 0);
+  CHECK(has(down.markdown, "better loss"));
+  // One seed a side: no spread, unresolved, never a pass.
+  SetBuilder(tmp.path / "one").rung("a", "00", {lm_run(7.0)}).write();
+  SetBuilder(tmp.path / "one-worse").rung("a", "00", {lm_run(7.5)}).write();
+  const auto one = compare_sets(load_result_set(tmp.path / "one"), load_result_set(tmp.path / "one-worse"), bounds);
+  INFO(one.markdown);
+  CHECK(one.unresolved >= 1);
+  CHECK(has(one.markdown, "one seed a side"));
 }
 
 TEST_CASE("compare: a config recorded before train.task and data.tokenizer existed hashes as one recording their first values") {

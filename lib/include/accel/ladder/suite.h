@@ -6,7 +6,8 @@
 //   "suite": "ladder-cpu",                      folder name of the result set
 //   "description": "...",                      optional
 //   "reference": "../../../results/reference/cvpr2023-vit.json",  optional, relative to this file
-//   "target_accuracy": 0.85,                    optional, val accuracy (fraction) for time-to-target;
+//   "target_accuracy": 0.85,                    optional, the rungs' validation metric for time-to-target
+//                                               (an accuracy as a fraction; a loss as itself, reached below);
 //                                               `sweep --to-target` stops every rung there
 //   "convergence_reference": "01-finetune",     optional, the rung whose samples to the target
 //                                               every rung's are checked against (MLPerf's t-test)

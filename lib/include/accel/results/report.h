@@ -25,7 +25,8 @@ struct Stat {
 };
 Stat stat_of(std::vector<double> values);
 
-// Time until val accuracy first reaches `target`: the run's own record
+// Time until the validation metric first reaches `target` (at or above it
+// for accuracy, at or below for a loss: the run's metric's direction): the run's own record
 // where it trained with that train.target (training and validations up to
 // the validation that reached it, at its step), else the sum of epoch times
 // to the first epoch whose validation reached it (as MLPerf times to a
@@ -185,6 +186,12 @@ std::string html_text(const std::string& s);
 // "12.3 s" / "4.56 min" / "n/a"; "77.08%"; "0.64 GB"; used by compare too.
 std::string fmt_time(OptNum seconds);
 std::string fmt_pct(OptNum fraction);
+// The task's metric: a share as a percent ("77.08%"), another as itself
+// ("7.0512"); "n/a" when missing.
+std::string fmt_metric(const train::MetricFacts& metric, OptNum v);
+// Its column heading's word: "acc" for a share (as the articles' tables),
+// else its name ("loss").
+std::string metric_short(const train::MetricFacts& metric);
 std::string fmt_gb(OptNum bytes);
 std::string fmt_num(OptNum v, const char* format);
 // A number for a CSV cell: "%.6g", empty when missing.

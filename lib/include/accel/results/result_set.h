@@ -69,9 +69,9 @@ struct ResultSet {
   Json manifest;  // sweep.json, or null for a plain folder of runs
   std::string suite, machine_id;
   OptNum target_accuracy;  // of the task's metric on validation (the name is the file's)
-  // The task's metric its runs' accuracies hold (their first present run's;
-  // "accuracy" for classification and records before tasks).
-  std::string metric = "accuracy";
+  // The task's metric its runs' test_acc and val_acc hold (their first
+  // present run's; classification's accuracy for records before tasks).
+  train::MetricFacts metric;
   std::string convergence_reference;  // the suite's reference rung for the convergence check ("" = none)
   Json reference;  // the article's figures (manifest copy), or null
   std::vector<RungRuns> upstream, rungs;
@@ -84,7 +84,7 @@ struct ResultSet {
 
 // The measure name of a set's (or run's) task metric on the test split:
 // "test accuracy" for classification, as every report and compare has said.
-inline std::string metric_measure(const std::string& metric) { return "test " + metric; }
+inline std::string metric_measure(const train::MetricFacts& metric) { return "test " + metric.name; }
 
 // Loads SET (a folder with sweep.json, or a folder of run folders with
 // result.json, in name order). ConfigError when it holds neither, and when

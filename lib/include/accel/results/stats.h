@@ -110,6 +110,12 @@ std::optional<Interval> accuracy_difference(const std::vector<double>& base, dou
                                             const std::vector<double>& other, double other_test_samples,
                                             double confidence = kConfidence);
 
+// OTHER - BASE for a metric that is not a share (a loss), in its own units:
+// Welch's t on the means where both sides have 2+ repeats (seeds), else the
+// point alone ("no spread": one run's loss carries no test-set interval here).
+std::optional<Interval> mean_difference(const std::vector<double>& base, const std::vector<double>& other,
+                                        double confidence = kConfidence);
+
 // The standard deviation on the log scale that a side's values show (the
 // larger of the two sides'), or nullopt with fewer than 2 values on both.
 std::optional<double> log_spread(const Sample& base, const Sample& other);

@@ -13,6 +13,7 @@
 #include "accel/util/json.h"
 
 #include "accel/metrics/metrics.h"
+#include "accel/train/task.h"
 
 namespace accel::train {
 
@@ -143,9 +144,10 @@ struct RunRecord {
   std::string strategy;            // as the run resolved it ("auto" -> "single", ...)
   std::string device = "cpu";      // "cpu", "cuda:0"
   std::string accelerator = "cpu";  // its accelerator row's kind: the plan's, else the device's
-  // The task's metric that val_acc, test_acc and the target hold (plan's,
-  // else its config's task row's, else "accuracy": records before tasks).
-  std::string metric = "accuracy";
+  // The task's metric that val_acc, test_acc and the target hold: its name,
+  // direction and whether it is a share, as the plan recorded them, else its
+  // config's task row's, else classification's (records before tasks).
+  train::MetricFacts metric;
   std::string data_kind = "image";  // schema 3's data_kind; earlier sets are all images
   std::string precision_support = "native";  // "emulated": the CPU has no kernels for it
   int world_size = 1;
@@ -187,9 +189,13 @@ RunRecord read_run_record(const std::filesystem::path& dir);
 // The times a run can measure: a microsecond to 10^9 s (31 years), a step's
 // in ms likewise; samples or tokens a second from 10^-9 to 10^12.
 inline constexpr double kMinTimeS = 1e-6, kMaxTimeS = 1e9, kMaxRate = 1e12;
+// A metric that is not a share (a loss) lies within +-10^6: no loss a run
+// logs is larger, and its differences and intervals stay finite.
+inline constexpr double kMaxMetric = 1e6;
 // What makes an ok run's figures impossible ("train_time_s is -5: it must be
 // > 0"), "" when none: times, rates and memory not finite and > 0, times and
-// rates beyond [kMinTimeS, kMaxTimeS], accuracies outside [0, 1], counts that
+// rates beyond [kMinTimeS, kMaxTimeS], a share (accuracy) outside [0, 1] or another
+// metric beyond kMaxMetric, counts that
 // are not integers in range, a target's time or samples below 0. read_run_record reads such a run as
 // "unreadable", so no report, compare or gate ever uses its numbers.
 std::string impossible_figure(const RunRecord& r, const nlohmann::json& doc);

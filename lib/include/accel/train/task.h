@@ -11,6 +11,24 @@
 
 namespace accel::train {
 
+// How a task's metric reads wherever a record carries it (result.json's
+// plan, the report, compare, the sweep's lines): its name, which way is
+// better, and whether it is a share of the split (a percent, read with a
+// binomial interval) or a quantity of its own (a loss, read as itself with a
+// t interval over seeds).
+struct MetricFacts {
+  std::string name = "accuracy";
+  bool higher_is_better = true;
+  bool proportion = true;
+  // VALUE is TARGET or beyond it in the better direction.
+  bool reaches(double value, double target) const { return higher_is_better ? value >= target : value <= target; }
+  // The scale a table shows it at (a share as percentage points) and its unit there.
+  double scale() const { return proportion ? 100.0 : 1.0; }
+  std::string unit() const { return proportion ? "%" : ""; }
+  // "85.20%" or "7.0512".
+  std::string shown(double value) const;
+};
+
 struct TaskInfo {
   std::string name;     // train.task
   std::string summary;  // one line for --explain
@@ -26,14 +44,16 @@ struct TaskInfo {
   // ("one"), or the vocabulary ("vocab": a language model's data gives its
   // vocabulary size as its class count).
   std::string head = "classes";
+  MetricFacts metric_facts() const { return {metric, higher_is_better, proportion}; }
 };
 
 // Every task's facts, in registry order (the first is the default).
 std::vector<TaskInfo> task_catalog();
 // train.task's choices.
 std::vector<std::string> task_choices();
-// The metric of the task row NAME; "accuracy" (classification's) for a name
-// no row has (a record older than the rows, or one a test added).
-std::string task_metric(const std::string& name);
+// The metric of the task row NAME; classification's (accuracy, a share,
+// higher better) for a name no row has (a record older than the rows, or one
+// a test added).
+MetricFacts task_metric(const std::string& name);
 
 }  // namespace accel::train
