@@ -61,6 +61,12 @@ void check_graphable(const config::RunConfig& cfg) {
     refuse("data.padding", "\"" + cfg.data.padding + "\" gives every batch its own length, and a "
            "graph replays one shape; use \"max_length\"");
   }
+  // Padded documents carry a mask only on batches with a padded row: a
+  // graph captured with one replays it on every batch, or never.
+  if (dataset && dataset->kind == "tokens" && cfg.data.packing == "documents") {
+    refuse("data.packing", "\"documents\" gives a batch a mask only where a row is padded, and a graph "
+           "replays one step's inputs; use \"packed\"");
+  }
 }
 
 std::string join(const std::vector<std::string>& items, const std::string& sep) {

@@ -670,6 +670,15 @@ TEST_CASE("device: runtime.cuda_graphs refuses what a captured step cannot hold 
   fixed["data"]["padding"] = "max_length";
   fixed["runtime"] = {{"cuda_graphs", true}, {"accelerator", "cuda"}};
   CHECK_NOTHROW(train::check_runnable(accel::config::to_run_config(fixed), false));
+  // A language model's padded documents have a mask on some batches only; packed windows never.
+  const nlohmann::json lm = {{"model", {{"arch", "gpt"}, {"preset", "gpt_tiny"}}},
+                             {"data", {{"dataset", "rotten-tomatoes-lm"}, {"packing", "documents"}}},
+                             {"train", {{"task", "causal_lm"}}}};
+  CHECK(has(refused(lm), "data.packing: \"documents\""));
+  nlohmann::json packed = lm;
+  packed["data"]["packing"] = "packed";
+  packed["runtime"] = {{"cuda_graphs", true}, {"accelerator", "cuda"}};
+  CHECK_NOTHROW(train::check_runnable(accel::config::to_run_config(packed), false));
   // What it accepts: adam, one device, either loop.
   nlohmann::json ok = {{"runtime", {{"cuda_graphs", true}, {"accelerator", "cuda"}}},
                        {"optim", {{"name", "adamw"}}}};
