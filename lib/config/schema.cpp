@@ -128,7 +128,10 @@ std::vector<Field> build_table() {
       make("data.classes", Type::IntList, json::array(),
            "class subset, remapped to 0..n-1; [] = all")
           .at_least(0).no_duplicates(),
-      i("data.train_subset", 0, "training images kept (seeded, balanced); 0 = all")
+      i("data.train_subset", 0,
+        "training rows kept (seeded by train.seed, balanced over the classes); for a token "
+        "stream, training documents kept before packing (seeded by data.split_seed), so every "
+        "packing trains the same text; 0 = all")
           .at_least(0).kind(IntKind::I64),
       d("data.val_fraction", 0.1, "fraction of train held out for validation")
           .at_least(0).below(1),
@@ -154,8 +157,10 @@ std::vector<Field> build_table() {
         "(the blog's padding, and what a CUDA Graph needs)")
           .one_of({"longest", "max_length"}).only({"text"}),
       s("data.packing", "packed",
-        "token streams: packed = the documents concatenated and cut into windows of data.max_length "
-        "tokens (every position trains); documents = one document a row, padded to data.max_length")
+        "token streams, how training fills its rows: packed = the documents concatenated and cut "
+        "into windows of data.max_length tokens (every position trains); documents = one document "
+        "a row, padded to data.max_length. Validation and test are always a document a row, so "
+        "every packing is scored on the same predictions")
           .one_of({"packed", "documents"}).only({"tokens"}),
       b("data.lowercase", true,
         "uncased WordPiece: lowercase and strip accents, as uncased vocabularies need")

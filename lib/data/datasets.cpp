@@ -161,15 +161,18 @@ Source rotten_read(const config::DataConfig& cfg, const std::vector<fs::path>& f
 // classification set is (their labels unused).
 Source rotten_lm_read(const config::DataConfig& cfg, const std::vector<fs::path>& f) {
   Source s;
-  const auto splits = detail::read_rotten_tomatoes(cfg, f[0]);
+  auto splits = detail::read_rotten_tomatoes(cfg, f[0]);
+  // data.train_subset counts documents, before packing, so a packed and a
+  // padded run train the same text (seeded by data.split_seed: the reader's).
+  splits.train = detail::cap_text_rows(splits.train, cfg.train_subset, cfg.split_seed);
   s.info = splits.info.is_null() ? nlohmann::json::object() : splits.info;
   auto t = detail::token_stream_splits(cfg, splits, f[1], s.info);
   s.train = std::move(t.train);
   s.test = std::move(t.test);
   s.val = std::move(t.val);
-  s.info["summary"] = "token windows of " + std::to_string(cfg.max_length) + " (" +
+  s.info["summary"] = "token windows of " + std::to_string(cfg.max_length) + " (training: " +
                       (cfg.packing == "packed" ? "documents packed" : "a document a row, padded") +
-                      ") | tokenizer " + s.info.value("tokenizer", std::string()) + ", vocab " + f[1].string();
+                      "; validation and test: a document a row) | tokenizer " + s.info.value("tokenizer", std::string()) + ", vocab " + f[1].string();
   return s;
 }
 
@@ -353,7 +356,8 @@ Splits load_splits(const config::DataConfig& cfg, uint64_t seed) {
   if (row.info.classes == 0) check_classes(cfg, src.train.num_classes);
   ExampleSet train = select_classes(src.train, cfg.classes);
   ExampleSet test = select_classes(src.test, cfg.classes);
-  train = cap_balanced(train, cfg.train_subset, seed);
+  // A token stream's reader kept its documents already (its rows are windows).
+  if (src.train.kind() != "tokens") train = cap_balanced(train, cfg.train_subset, seed);
 
   Splits out;
   if (src.val) {

@@ -463,6 +463,25 @@ Tokenized tokenize_splits(const config::DataConfig& cfg, const TextSplits& split
   return t;
 }
 
+TextRows cap_text_rows(const TextRows& rows, int64_t cap, uint64_t seed) {
+  const auto n = int64_t(rows.size());
+  if (cap <= 0 || cap >= n) return rows;
+  // The rows as an ExampleSet of their indices and labels, so the rule is cap_balanced's own.
+  ExampleSet index;
+  index.columns.emplace("row", torch::arange(n, torch::kLong));
+  index.labels = torch::tensor(rows.labels, torch::kLong);
+  index.num_classes = int(std::max<size_t>(rows.class_names.size(), 1));
+  const auto kept = cap_balanced(index, cap, seed).column("row").contiguous();
+  TextRows out;
+  out.class_names = rows.class_names;
+  const int64_t* p = kept.data_ptr<int64_t>();
+  for (int64_t i = 0; i < kept.numel(); ++i) {
+    const auto r = size_t(p[i]);
+    out.add(rows.texts[r], rows.labels[r], rows.where[r], rows.groups[r]);
+  }
+  return out;
+}
+
 Tokenized token_stream_splits(const config::DataConfig& cfg, const TextSplits& splits,
                               const fs::path& vocab_file, nlohmann::json& info) {
   text::TokenizerSpec spec;
@@ -472,7 +491,7 @@ Tokenized token_stream_splits(const config::DataConfig& cfg, const TextSplits& s
   const bool packed = cfg.packing == "packed";
   int64_t max_id = -1;
   nlohmann::json facts = nlohmann::json::object();
-  auto make = [&](const TextRows& rows, const char* name) {
+  auto make = [&](const TextRows& rows, const char* name, bool packed) {
     std::vector<std::vector<int32_t>> docs(rows.size());
     for (size_t i = 0; i < rows.size(); ++i) {
       try {
@@ -487,9 +506,12 @@ Tokenized token_stream_splits(const config::DataConfig& cfg, const TextSplits& s
     return set;
   };
   Tokenized t;
-  t.train = make(splits.train, "train");
-  if (splits.val) t.val = make(*splits.val, "val");
-  t.test = make(splits.test, "test");
+  // Packing is how training fills its rows; validation and test are always
+  // a document a row, so every packing is scored on the same predictions
+  // (a packed window would also predict across a document's edge).
+  t.train = make(splits.train, "train", packed);
+  if (splits.val) t.val = make(*splits.val, "val", false);
+  t.test = make(splits.test, "test", false);
   info["tokenizer"] = tok->label();
   info["vocab"] = vocab_file.string();
   info["vocab_sha256"] = text::file_sha256(vocab_file);

@@ -15,6 +15,12 @@
 
 namespace accel::data::detail {
 
+// CAP of ROWS by data.train_subset's rule (cap_balanced: seeded, balanced
+// over the labels), in the order cap_balanced keeps them; all when CAP is 0
+// or at least their number.
+struct TextRows;
+TextRows cap_text_rows(const TextRows& rows, int64_t cap, uint64_t seed);
+
 // Labelled texts as read, each with where it came from ("FILE:LINE") for
 // error messages and the group it must not be split from (a movie).
 struct TextRows {
@@ -71,7 +77,8 @@ Tokenized tokenize_splits(const config::DataConfig& cfg, const TextSplits& split
 // encoded whole with data.tokenizer over data.vocab (data.lowercase), its
 // own markers kept ([CLS] ... [SEP] open and close a document), the split's
 // texts in order as documents; each split a make_token_stream_set of
-// data.max_length tokens a row, packed or padded (data.packing). Facts for
+// data.max_length tokens a row: training's packed or padded (data.packing),
+// validation's and test's always a padded document a row. Facts for
 // result.json go to `info`.
 Tokenized token_stream_splits(const config::DataConfig& cfg, const TextSplits& splits,
                               const std::filesystem::path& vocab, nlohmann::json& info);

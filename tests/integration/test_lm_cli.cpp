@@ -48,7 +48,7 @@ TEST_CASE("cli lm: the decoder learns the snippets' next tokens from packed wind
   CHECK(has(r.output, "== target reached: validation "));
   CHECK(has(r.output, " <= 9.0000 (perplexity "));
   CHECK(has(r.output, "== data: rotten-tomatoes-lm train "));
-  CHECK(has(r.output, "token windows of 64 (documents packed) | tokenizer wordpiece uncased"));
+  CHECK(has(r.output, "token windows of 64 (training: documents packed; validation and test: a document a row) | tokenizer wordpiece uncased"));
   CHECK(has(r.output, "== model: decoder (gpt2 layout, layernorm, learned positions, gelu) 2 x 128"));
   // The metric is a loss, written as one (with its perplexity), not as a percent.
   CHECK(has(r.output, "Epoch: 0001/0001 | Train loss: "));
@@ -65,6 +65,11 @@ TEST_CASE("cli lm: the decoder learns the snippets' next tokens from packed wind
   CHECK(streams["train"]["windows"].get<int64_t>() == res["data"]["train"].get<int64_t>());
   CHECK(streams["train"]["documents"].get<int64_t>() > 5000);
   CHECK(streams["val"]["windows"].get<int64_t>() > 0);
+  // Validation and test are a document a row whatever training packs.
+  CHECK(streams["train"]["packing"] == "packed");
+  CHECK(streams["val"]["packing"] == "documents");
+  CHECK(streams["test"]["packing"] == "documents");
+  CHECK(streams["val"]["windows"] == streams["val"]["documents"]);
   CHECK(res["model"]["vocab_size"] == 30522);  // the tokenizer's
   CHECK(res["tokens_per_s"].get<double>() > 0);
   // Every position of a packed window predicts: 64 tokens a sample.

@@ -130,6 +130,34 @@ TEST_CASE("text data: the real Rotten Tomatoes snippets are 12808 reviews split 
   CHECK(load_splits(cfg, 123).test.size() != sp.test.size());
 }
 
+TEST_CASE("token stream: data.train_subset keeps the same training documents whether they are packed or padded") {
+  auto cfg = text_cfg("rotten-tomatoes-lm");
+  REQUIRE_NOTHROW(check_data_files(cfg));
+  cfg.max_length = 64;
+  cfg.train_subset = 1000;
+  cfg.packing = "documents";
+  const auto padded = load_splits(cfg, 123);
+  cfg.packing = "packed";
+  const auto packed = load_splits(cfg, 123);
+  const auto& a = padded.info["token_streams"]["train"];
+  const auto& b = packed.info["token_streams"]["train"];
+  CHECK(a["documents"] == 1000);
+  CHECK(b["documents"] == 1000);
+  // The same text: the padded rows' tokens (with what was cut) are the packed stream's.
+  // (consecutive windows share their edge token).
+  CHECK(a["tokens"].get<int64_t>() + a["dropped_tokens"].get<int64_t>() ==
+        b["tokens"].get<int64_t>() + b["dropped_tokens"].get<int64_t>() - (b["windows"].get<int64_t>() - 1));
+  CHECK(padded.train.size() == 1000);                // a document a row
+  CHECK(packed.train.size() < padded.train.size());  // full windows, fewer rows
+  // Another train.seed keeps the same documents (data.split_seed decides them); validation is never cut.
+  CHECK(load_splits(cfg, 7).info["token_streams"]["train"]["tokens"] == b["tokens"]);
+  CHECK(packed.info["token_streams"]["val"] == load_splits([&] {
+          auto all = cfg;
+          all.train_subset = 0;
+          return all;
+        }(), 123).info["token_streams"]["val"]);
+}
+
 TEST_CASE("text data: an aclImdb tree is pooled and split as the blog's 35k/5k/10k, neg 0 and pos 1") {
   TempDir dir;
   for (int i = 0; i < 40; ++i) {
