@@ -188,6 +188,7 @@ bool Run::train_batch(const data::Batch& batch, int epoch, EpochState& es, int64
   flops_sum_ += built_.module->forward_flops(batch.inputs);
   samples_sum_ += double(batch.y.size(0));
   tokens_sum_ += double(batch.tokens);
+  if (batch.y.dim() == 2) positions_sum_ += double(batch.y.numel());  // a token stream's next tokens [B, S]
   {
     RECORD_USER_SCOPE("accel::metrics");
     torch::NoGradGuard no_grad;

@@ -440,6 +440,13 @@ void Run::finish() {
   for (double ms : slowest) result_.step_ms_after_warmup.push_back(std::round(ms * 1e3) / 1e3);
   record_step_split();
   if (samples_sum_ > 0) result_.flops_per_sample = flops_sum_ / samples_sum_;
+  // A language model's model FLOPs are those of the positions that predict a
+  // real next token (MFU as PaLM defines it, over the tokens trained): a
+  // padded position's work is waste, so padded documents never score as
+  // well-used hardware beside packed windows that do the same work usefully.
+  if (result_.data_kind == "tokens" && positions_sum_ > 0 && samples_sum_ > 0) {
+    result_.flops_per_sample = flops_sum_ / samples_sum_ * (tokens_sum_ / positions_sum_);
+  }
   if (steps.count > 0 && steps.mean > 0) {
     const double per_device = double(cfg_.train.batch_size) / (steps.mean / 1e3);
     result_.samples_per_s_per_device = per_device;

@@ -152,6 +152,7 @@ class Run {
   // What this rank trained since it started (not carried by checkpoints):
   // the means behind flops_per_sample and tokens_per_s.
   double flops_sum_ = 0, samples_sum_ = 0, tokens_sum_ = 0;
+  double positions_sum_ = 0;  // a token stream's positions computed ([B, S] a batch), padding included
   // The measured steps on the host's clock (wall_samples_per_s): seconds
   // from each one's batch fetch to its return, and their samples (this rank's).
   double wall_s_ = 0, wall_samples_ = 0;

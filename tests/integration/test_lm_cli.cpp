@@ -136,6 +136,13 @@ TEST_CASE("cli lm: padded documents train too and the eager attention matches th
   REQUIRE_MESSAGE(e.code == 0, e.output);
   CHECK(result_of(explicit_dir)["env"]["attention_kernel"] == "explicit");
   CHECK(result_of(fused_dir)["env"]["attention_kernel"] != "explicit");
+  // Model FLOPs count the positions that predict a real token: a padded
+  // row's per-sample FLOPs are a packed window's times its share of real
+  // tokens (the same model and width), so MFU never rewards padding.
+  const auto packed = result_of(fused_dir);
+  const double real_share = res["tokens_per_s"].get<double>() / (64.0 * res["samples_per_s"].get<double>());
+  CHECK(res["flops_per_sample"].get<double>() ==
+        doctest::Approx(packed["flops_per_sample"].get<double>() * real_share).epsilon(0.02));
   const auto lf = step_losses(fused_dir / "metrics.csv"), le = step_losses(explicit_dir / "metrics.csv");
   REQUIRE(lf.size() == 3);
   REQUIRE(le.size() == 3);
