@@ -600,12 +600,14 @@ int cmd_calibrate_noise(const LadderArgs& a) {
   std::cout << "noise of " << set.machine_id << " from " << set.dir.string()
             << " (the smallest change a compare resolves, runs a side: 1 / 3 / 5):\n";
   for (const auto& [measure, m] : noise["machine"].items()) {
-    const bool points = measure.rfind("test ", 0) == 0;  // the task's metric, in points
+    // The task's metric: a share in points, another (a loss) in its own units.
+    const bool metric = measure.rfind("test ", 0) == 0;
+    const char* own = set.metric.proportion ? "%.2f points" : "%.4f";
     std::cout << "  " << measure << ": ";
     for (int n : {1, 3, 5}) {
       const double v = m.value("resolves_with_" + std::to_string(n), 0.0);
       std::cout << (n > 1 ? " / " : "")
-                << accel::machine::format_double(points ? "%.2f points" : "%.1f%%", points ? v : v * 100);
+                << accel::machine::format_double(metric ? own : "%.1f%%", metric ? v : v * 100);
     }
     std::cout << " (" << m.value("runs", 0) << " runs)\n";
   }
@@ -708,7 +710,7 @@ void add_ladder_commands(CLI::App& app, LadderArgs& a) {
       "tune", "Find the setting of a run config that reaches a target validation accuracy soonest on this machine");
   tune->add_option("-c,--config", a.tune_config, "The base run config (JSON)")->required();
   tune->add_option("-s,--set", a.tune.sets, "Override a field of the base (repeatable)");
-  tune->add_option("--target", a.tune.target, "Validation accuracy to reach, e.g. 0.80")->required();
+  tune->add_option("--target", a.tune.target, "The base's validation metric to reach: an accuracy (fraction), e.g. 0.80; a loss, e.g. 3.5")->required();
   tune->add_option("--budget", a.tune_budget, "Wall time for the whole search: 30m, 1h, 90s (default: none)");
   tune->add_option("--space", a.tune_space,
                    "Search space (JSON: global_batch, lr_rule, ranks, strategies, knobs, fields); default: "

@@ -512,7 +512,8 @@ MeasureRow accuracy_row(const std::string& rung, const Side& b, const Side& o, c
   if (r.change->method == "no spread") {
     r.verdict = "unresolved";
     r.note = metric.proportion ? "no spread: the runs name no test-set size and have one seed a side"
-                               : "no spread: one seed a side (a " + metric.name + " needs 2 or more a side)";
+                               : "no spread: a " + metric.name + " needs 2 or more seeds on each side (base " +
+                                     std::to_string(r.base_runs) + ", other " + std::to_string(r.other_runs) + ")";
     return r;
   }
   // The spread of one run's metric, scaled: the seeds' where there are

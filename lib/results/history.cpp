@@ -459,7 +459,9 @@ int History::add_set(const ResultSet& set) {
         h.train_time_s = run.train_time_s;
         h.step_ms = run.step_ms_median;
         h.samples_per_s = run.samples_per_s;
-        h.test_acc = run.test_acc;
+        // The history's accuracy measure is a share: a loss is not kept in it
+        // (compare judges a loss between two sets).
+        h.test_acc = run.metric.proportion ? run.test_acc : std::nullopt;
         h.peak_memory_bytes = max_memory(run);
         h.counters = run.counters;
         runs.push_back(std::move(h));
@@ -494,7 +496,7 @@ int History::add_lines(const std::string& jsonl, const std::string& source) {
     const bool ok_run = str_at(j, "status") == "ok";
     for (const auto& [key, lo, hi, positive] :
          {std::tuple{"train_time_s", 0.0, 1e12, true}, std::tuple{"step_ms", 0.0, 1e12, true},
-          std::tuple{"samples_per_s", 0.0, 1e15, true}, std::tuple{"test_acc", -train::kMaxMetric, train::kMaxMetric, false},
+          std::tuple{"samples_per_s", 0.0, 1e15, true}, std::tuple{"test_acc", 0.0, 1.0, false},
           std::tuple{"peak_memory_bytes", 0.0, 1e18, true}, std::tuple{"repeat", 1.0, 1e6, false}}) {
       if (!j.contains(key) || j[key].is_null()) continue;
       const auto& v = j[key];

@@ -251,11 +251,13 @@ std::string report_markdown(const Report& r) {
           "on this machine (95% interval, power 0.8), by runs a side.\n\n"
        << "| measure | repeats measured | 1 run | 3 runs | 5 runs |\n|---|---|---|---|---|\n";
     for (const auto& [measure, m] : r.noise["machine"].items()) {
-      const bool points = measure.rfind("test ", 0) == 0;  // the task's metric, in points
+      // The task's metric: a share in points, another (a loss) in its own units.
+      const bool metric = measure.rfind("test ", 0) == 0;
+      const char* own = r.set.metric.proportion ? "%.2f points" : "%.4f";
       md << "| " << escape_md(measure) << " | " << fmt_num(num_at(m, "runs"), "%.0f");
       for (const char* n : {"resolves_with_1", "resolves_with_3", "resolves_with_5"}) {
         const auto v = num_at(m, n);
-        md << " | " << (points ? fmt_num(v, "%.2f points") : fmt_num(v ? OptNum(*v * 100) : v, "%.1f%%"));
+        md << " | " << (metric ? fmt_num(v, own) : fmt_num(v ? OptNum(*v * 100) : v, "%.1f%%"));
       }
       md << " |\n";
     }

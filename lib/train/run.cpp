@@ -109,7 +109,7 @@ void Run::setup() {
                       "but this run has no validation samples (data.val_fraction)");
   }
   if (cfg_.train.target > 0 && splits_.val.size() == 0) {
-    throw ConfigError("train.target: time to accuracy is read from validation accuracy, but this "
+    throw ConfigError("train.target: time to target is read from the validation metric, but this "
                       "run has no validation samples (data.val_fraction)");
   }
   const auto& family = models::model_family(cfg_.model.arch);

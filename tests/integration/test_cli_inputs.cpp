@@ -881,7 +881,7 @@ TEST_CASE("history: two adds on a fresh file both land, another application's fi
   for (const auto& [field, want] : {std::pair{R"("train_time_s":"600")", "train_time_s: not a number"},
                                     std::pair{R"("repeat":1e300)", "repeat is 1e+300: outside [1, 1e+06] (an integer)"},
                                     std::pair{R"("step_ms":-3)", "step_ms is -3: outside [0, 1e+12]"},
-                                    std::pair{R"("test_acc":1e308)", "test_acc is 1e+308: outside [-1e+06, 1e+06]"}}) {
+                                    std::pair{R"("test_acc":1e308)", "test_acc is 1e+308: outside [0, 1]"}}) {
     tmp.write("doctored.jsonl", line + field + "}\n");
     r = run_cli("history add " + (tmp / "doctored.jsonl").string() + " --db " + db);
     CAPTURE(r.output);

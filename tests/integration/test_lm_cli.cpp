@@ -112,6 +112,15 @@ TEST_CASE("cli lm: the decoder learns the snippets' next tokens from packed wind
   INFO(md);
   CHECK(has(md, "| test loss |"));
   CHECK_FALSE(has(md, "| test acc |"));
+  // The history takes the set (its times and memory; a loss is not an accuracy to trend).
+  const auto db = (fresh_dir("lm-history") / "h.sqlite").string();
+  fs::create_directories(fs::path(db).parent_path());
+  const auto h = run_cli("history add " + set.string() + " --db " + db);
+  CHECK_MESSAGE(h.code == 0, h.output);
+  const auto exported = run_cli("history export --db " + db);
+  CHECK_MESSAGE(exported.code == 0, exported.output);
+  CHECK(has(exported.output, "\"rung\":\"00-lm\""));
+  CHECK(has(exported.output, "\"test_acc\":null"));
 }
 
 TEST_CASE("cli lm: padded documents train too and the eager attention matches the fused one and a family or task or dataset that cannot go with the decoder is refused") {

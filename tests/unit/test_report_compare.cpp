@@ -470,7 +470,7 @@ TEST_CASE("report and compare: a language model's loss reads as itself and lower
   const auto one = compare_sets(load_result_set(tmp.path / "one"), load_result_set(tmp.path / "one-worse"), bounds);
   INFO(one.markdown);
   CHECK(one.unresolved >= 1);
-  CHECK(has(one.markdown, "one seed a side"));
+  CHECK(has(one.markdown, "needs 2 or more seeds on each side (base 1, other 1)"));
 }
 
 TEST_CASE("compare: a config recorded before train.task and data.tokenizer existed hashes as one recording their first values") {

@@ -77,7 +77,8 @@ struct MeasureRow {
   bool difference = false;  // change is OTHER - BASE in points (accuracy), else OTHER / BASE
   std::optional<stats::Interval> change;
   // slower / faster / same / unresolved (time); less accurate / more accurate /
-  // outside band (accuracy); larger / smaller (memory); "" when no bound applies.
+  // outside band (a share such as accuracy); worse <metric> / better <metric>
+  // (another metric: "worse loss"); larger / smaller (memory); "" when no bound applies.
   std::string verdict;
   std::string note;              // why unresolved or not judged
   std::optional<int> repeats_needed;  // per side, to resolve a change of the bound's size
