@@ -842,7 +842,7 @@ TEST_CASE("smoke suite: every rung runs and matches the committed baseline (conf
   CHECK(doc["comparisons"][0]["regressions"] == 0);
   int accuracies = 0, losses = 0;
   for (const auto& row : doc["comparisons"][0]["rows"]) {
-    if (row["change"].is_null()) continue;
+    if (!row.contains("change") || row["change"].is_null()) continue;
     INFO(row.dump());
     if (row["measure"] == "test accuracy") {
       ++accuracies;
