@@ -38,8 +38,7 @@ namespace {
 
 // A run's test metric: "test acc 85.20%", "test loss 7.0512".
 std::string test_metric(const train::RunRecord& run) {
-  const std::string word = run.metric.proportion ? "acc" : run.metric.name;
-  return "test " + word + " " + (run.test_acc ? run.metric.shown(*run.test_acc) : std::string("n/a"));
+  return "test " + run.metric.short_name() + " " + (run.test_acc ? run.metric.shown(*run.test_acc) : std::string("n/a"));
 }
 
 // A rung as this machine will run it: the --set values (the suite's, the

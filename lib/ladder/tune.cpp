@@ -631,7 +631,7 @@ std::string Tuner::write_outputs(const std::optional<size_t>& winner) {
      << "p = 0.05; a setting that converges faster than the base allows is never ranked, one significantly "
         "slower is ranked and named (its time pays for the extra samples).\n\n"
      << "| rank | setting | predicted samples/s | measured samples/s | time to target | 95% interval | "
-        "samples to target | test " << (metric_.proportion ? "acc" : metric_.name) << " | memory/rank | verdict |\n|---|---|---|---|---|---|---|---|---|---|\n";
+        "samples to target | test " << metric_.short_name() << " | memory/rank | verdict |\n|---|---|---|---|---|---|---|---|---|---|\n";
   for (const size_t i : table_order(rows_)) {
     const auto& r = rows_[i];
     md << "| " << (r.rank > 0 ? std::to_string(r.rank) : "-") << " | " << r.label << " | "
@@ -1018,7 +1018,7 @@ bool Tuner::confirm() {
       save();
       say(reached ? "  reached at step " + format_double("%.0f", rec.target->step.value_or(0)) + " in " +
                         time_text(rec.target->time_s.value_or(0)) + ", test " +
-                        (metric_.proportion ? std::string("acc") : metric_.name) + " " + metric_.shown(rec.test_acc.value_or(0))
+                        metric_.short_name() + " " + metric_.shown(rec.test_acc.value_or(0))
                   : "  did not reach the target");
     }
   }

@@ -726,8 +726,8 @@ CompareOutcome compare_sets(const ResultSet& base, const ResultSet& other,
   md << "## " << base.dir.string() << " vs " << other.dir.string() << "\n\n"
      << "| set | path | machine | hardware | LibTorch | accel-bench |\n|---|---|---|---|---|---|\n"
      << set_row("base", base) << set_row("other", other) << "\n"
-     << "| rung | base | other | time base | time other | time ratio | " << metric_short(base.metric) << " base | "
-     << metric_short(base.metric) << " other | " << metric_short(base.metric)
+     << "| rung | base | other | time base | time other | time ratio | " << base.metric.short_name() << " base | "
+     << base.metric.short_name() << " other | " << base.metric.short_name()
      << (base.metric.proportion ? " delta (points)" : " delta") << " | mem base | mem other | mem ratio | verdict |\n"
      << "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   // Time to target: the base's suite target, else the other's.

@@ -608,10 +608,6 @@ std::string fmt_pct(OptNum f) { return f ? fmt_num(*f * 100, "%.2f%%") : "n/a"; 
 
 std::string fmt_metric(const train::MetricFacts& metric, OptNum v) { return v ? metric.shown(*v) : "n/a"; }
 
-std::string metric_short(const train::MetricFacts& metric) {
-  return metric.proportion ? std::string("acc") : metric.name;
-}
-
 std::string fmt_gb(OptNum b) { return b ? fmt_num(*b / 1e9, "%.2f GB") : "n/a"; }
 
 }  // namespace accel::results

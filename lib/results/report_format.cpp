@@ -147,7 +147,7 @@ std::string target_markdown(const ResultSet& set, const std::vector<TargetScore>
   }
   md << "\n\n| rung | runs | reached | time to target | 95% interval | samples to target"
      << (ref.empty() ? "" : " | convergence vs " + escape_md(ref) + " | samples allowed | normalised time")
-     << " | article time | article " << metric_short(set.metric) << " |\n|---|---|---|---|---|---" << (ref.empty() ? "" : "|---|---|---")
+     << " | article time | article " << set.metric.short_name() << " |\n|---|---|---|---|---|---" << (ref.empty() ? "" : "|---|---|---")
      << "|---|---|\n";
   for (const auto& s : scores) {
     md << "| " << escape_md(s.id) << " | " << s.runs << " | " << s.reached << " | ";
@@ -180,7 +180,7 @@ std::string report_markdown(const Report& r) {
      << escape_md(set.machine_id) << "\n\n";
   const std::string target =
       set.target_accuracy ? "time to " + fmt_metric(set.metric, set.target_accuracy) + " val" : "time to target";
-  const std::string test_col = "test " + metric_short(set.metric);
+  const std::string test_col = "test " + set.metric.short_name();
   // Text sets count samples (texts) and tokens; image sets, images as the article.
   bool text = false;
   for (const auto& row : r.rungs) text = text || row.tokens_total.median.has_value();
@@ -206,7 +206,7 @@ std::string report_markdown(const Report& r) {
      << per << "/device | " << per << " total | " << (text ? "tokens/s | " : "") << "MFU | "
      << target
      << " | status | article time | article vs scratch | article vs prev | article vs its " << base
-     << " | article " << metric_short(set.metric) << " | article mem |\n"
+     << " | article " << set.metric.short_name() << " | article mem |\n"
      << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|" << (text ? "---|" : "")
      << "---|---|---|---|---|---|---|---|---|\n";
   for (const auto& row : r.rungs) {

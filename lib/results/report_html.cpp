@@ -260,7 +260,7 @@ std::string run_html(const RunRecord& run, const std::string& name) {
       {"finished", run.finished_at.empty() ? "n/a" : run.finished_at}};
   for (size_t e = 0; e < run.epoch_time_s.size(); ++e) {
     facts.emplace_back("epoch " + std::to_string(e + 1),
-                       fmt_time(run.epoch_time_s[e]) + ", val " + metric_short(run.metric) + " " +
+                       fmt_time(run.epoch_time_s[e]) + ", val " + run.metric.short_name() + " " +
                            (run.epoch_val_acc[e] != -1.0 ? fmt_metric(run.metric, run.epoch_val_acc[e]) : std::string("n/a")));
   }
   h << pairs_table(facts);

@@ -195,6 +195,19 @@ void welch_difference(const std::vector<double>& base, const std::vector<double>
   method = m;
 }
 
+// OUT's interval: its point +- q se, or the point alone ("no spread") where
+// no standard error was found (se < 0).
+Interval spread_around(Interval out, double se, double q) {
+  if (se < 0) {
+    out.low = out.high = out.point;
+    out.method = "no spread";
+    return out;
+  }
+  out.low = out.point - q * se;
+  out.high = out.point + q * se;
+  return out;
+}
+
 }  // namespace
 
 std::optional<Interval> accuracy_difference(const std::vector<double>& base, double base_test_samples,
@@ -215,14 +228,7 @@ std::optional<Interval> accuracy_difference(const std::vector<double>& base, dou
     q = normal_quantile(two_sided(confidence));
     out.method = "binomial, the test sets' sampling noise";
   }
-  if (se < 0) {
-    out.low = out.high = out.point;
-    out.method = "no spread";
-    return out;
-  }
-  out.low = out.point - q * se;
-  out.high = out.point + q * se;
-  return out;
+  return spread_around(out, se, q);
 }
 
 std::optional<Interval> mean_difference(const std::vector<double>& base, const std::vector<double>& other,
@@ -233,14 +239,7 @@ std::optional<Interval> mean_difference(const std::vector<double>& base, const s
   out.point = mean_of(other) - mean_of(base);
   double se = -1, q = 0;
   if (base.size() >= 2 && other.size() >= 2) welch_difference(base, other, 1, confidence, se, q, out.method);
-  if (se < 0) {
-    out.low = out.high = out.point;
-    out.method = "no spread";
-    return out;
-  }
-  out.low = out.point - q * se;
-  out.high = out.point + q * se;
-  return out;
+  return spread_around(out, se, q);
 }
 
 int repeats_needed(double sd, double effect, double confidence) {

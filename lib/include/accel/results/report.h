@@ -189,9 +189,6 @@ std::string fmt_pct(OptNum fraction);
 // The task's metric: a share as a percent ("77.08%"), another as itself
 // ("7.0512"); "n/a" when missing.
 std::string fmt_metric(const train::MetricFacts& metric, OptNum v);
-// Its column heading's word: "acc" for a share (as the articles' tables),
-// else its name ("loss").
-std::string metric_short(const train::MetricFacts& metric);
 std::string fmt_gb(OptNum bytes);
 std::string fmt_num(OptNum v, const char* format);
 // A number for a CSV cell: "%.6g", empty when missing.

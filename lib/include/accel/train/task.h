@@ -27,6 +27,9 @@ struct MetricFacts {
   std::string unit() const { return proportion ? "%" : ""; }
   // "85.20%" or "7.0512".
   std::string shown(double value) const;
+  // A column heading's word: "acc" for a share (as the articles' tables),
+  // else its name ("loss").
+  std::string short_name() const { return proportion ? std::string("acc") : name; }
 };
 
 struct TaskInfo {
