@@ -223,6 +223,12 @@ std::vector<Field> build_table() {
         "what the run learns, a row of the task registry: its loss, the metric the loop logs, "
         "validates and picks the best weights by, and the model's head")
           .one_of(train::task_choices()).default_for("gpt", "causal_lm").since_results(),
+      i("train.loss_chunk_tokens", 0,
+        "the output projection and the cross-entropy as one op over chunks of this many tokens, "
+        "so the [tokens, vocab] logits are never held whole in training or evaluation (a fused "
+        "linear cross-entropy, as Liger Kernel's and torchtune's chunked loss); 0 = the whole "
+        "logits, then the loss")
+          .at_least(0).kind(IntKind::I64).only({"gpt"}).since_results(),
       s("train.test_weights", "last",
         "the weights the test pass uses: last = the last step's (a plain loop); best_val = "
         "those with the best validation accuracy so far (Lightning's ModelCheckpoint(monitor="

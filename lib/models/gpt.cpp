@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "accel/models/family.h"
+#include "accel/models/linear_cross_entropy.h"
 #include "accel/util/errors.h"
 #include "name_utils.h"
 
@@ -316,7 +317,8 @@ torch::Tensor DecoderLMImpl::output_weight() const {
   return lm_head ? lm_head->weight : tokens->weight;
 }
 
-torch::Tensor DecoderLMImpl::run(const torch::Tensor& ids, const torch::Tensor& mask, bool logits) {
+torch::Tensor DecoderLMImpl::run(const torch::Tensor& ids, const torch::Tensor& mask, Head head,
+                                 const torch::Tensor& labels) {
   if (ids.dim() != 2 || ids.size(1) < 1) throw std::invalid_argument("input_ids: expected [batch, seq] with seq >= 1");
   const int64_t S = ids.size(1);
   if (S > spec_.max_positions) {
@@ -344,27 +346,38 @@ torch::Tensor DecoderLMImpl::run(const torch::Tensor& ids, const torch::Tensor& 
   }
   begin(unit);
   const auto h = gd::apply_norm(final_norm, x);
-  if (!logits) return end(unit, h);
-  if (lm_head) return end(unit, gd::project(h, lm_head->weight, torch::Tensor()));
-  if (!hooks_) return gd::project(h, tokens->weight, torch::Tensor());
+  if (head == Head::Hidden) return end(unit, h);
+  auto out = [&](const torch::Tensor& w) {
+    if (head == Head::Loss) return linear_cross_entropy(h, w, labels, loss_chunk_);
+    return gd::project(h, w, torch::Tensor());
+  };
+  if (lm_head) return end(unit, out(lm_head->weight));
+  if (!hooks_) return out(tokens->weight);
   // A tied output projection reads unit 0's matrix, which a sharding
   // strategy freed after the embeddings: gathered again around the head,
   // and (through the output's hook) again before the head's backward.
   hooks_->before(0);
-  return end(unit, hooks_->after(0, gd::project(h, tokens->weight, torch::Tensor())));
+  return end(unit, hooks_->after(0, out(tokens->weight)));
 }
 
 torch::Tensor DecoderLMImpl::hidden_states(const torch::Tensor& ids, const torch::Tensor& mask) {
-  return run(ids, mask, /*logits=*/false);
+  return run(ids, mask, Head::Hidden);
 }
 
 torch::Tensor DecoderLMImpl::forward(const torch::Tensor& ids, const torch::Tensor& mask) {
-  return run(ids, mask, /*logits=*/true);
+  return run(ids, mask, Head::Logits);
 }
 
 torch::Tensor DecoderLMImpl::forward(const data::Inputs& inputs) {
-  const auto mask = inputs.find("attention_mask");
-  return forward(data::input(inputs, "input_ids"), mask == inputs.end() ? torch::Tensor() : mask->second);
+  const auto mask_it = inputs.find("attention_mask");
+  const torch::Tensor mask = mask_it == inputs.end() ? torch::Tensor() : mask_it->second;
+  const auto labels = inputs.find("labels");
+  if (labels == inputs.end()) return forward(data::input(inputs, "input_ids"), mask);
+  const torch::Tensor ids = data::input(inputs, "input_ids");
+  if (labels->second.sizes() != ids.sizes()) {
+    throw std::invalid_argument("labels: expected the next tokens [batch, seq] of input_ids");
+  }
+  return run(ids, mask, Head::Loss, labels->second);
 }
 
 void DecoderLMImpl::replace_head(int num_classes) {

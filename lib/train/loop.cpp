@@ -30,11 +30,28 @@ EvalResult Run::evaluate(data::Loader& loader, EvalCount& count) {
   auto loss_sum = torch::zeros({}, on.dtype(torch::kDouble));
   auto seen = torch::zeros({}, on.dtype(torch::kDouble));
   int64_t samples = 0;
+  const bool in_model = loss_in_model(cfg_);
   while (auto batch = loader.next()) {
+    const int64_t n = batch->valid;
+    if (in_model) {
+      // The model makes the mean loss of the real rows (train.loss_chunk_tokens):
+      // their inputs alone, the sum its mean times their units (none: none).
+      if (n <= 0) continue;
+      data::Inputs rows;
+      for (const auto& [name, t] : batch->inputs) rows.emplace(name, t.narrow(0, 0, n));
+      const auto yy = fabric_->to_device(batch->y.narrow(0, 0, n));
+      const auto mean = step_fn_->forward(with_labels(std::move(rows), yy)).to(torch::kDouble);
+      const auto units = task_->units(yy);
+      const auto sum = torch::where(units > 0, mean * units, torch::zeros_like(mean));
+      loss_sum += sum;
+      metric += sum;
+      seen += units;
+      samples += n;
+      continue;
+    }
     auto logits = step_fn_->forward(batch->inputs);
     auto y = logits.device() == batch->y.device() ? batch->y
                                                    : batch->y.to(logits.device(), true);
-    const int64_t n = batch->valid;
     if (n <= 0) continue;
     auto lg = logits.narrow(0, 0, n);
     auto yy = y.narrow(0, 0, n);
@@ -197,8 +214,10 @@ bool Run::train_batch(const data::Batch& batch, int epoch, EpochState& es, int64
     p.loss = out.loss.detach().to(torch::kDouble, /*non_blocking=*/false, /*copy=*/true);
     const auto units = task_->units(y.narrow(0, 0, n));
     // A metric that is the loss: the step's mean loss times its units where
-    // every row is real (no second cross-entropy over the logits).
-    const auto metric = task_->metric_is_loss && n == y.size(0)
+    // every row is real (no second cross-entropy over the logits), or where
+    // the model made the loss and gave no logits (its mean then counts the
+    // rows a rank repeats to fill its last batch, as the loss trained on does).
+    const auto metric = task_->metric_is_loss && (n == y.size(0) || !out.logits.defined())
                             ? out.loss.detach().to(torch::kDouble) * units
                             : task_->metric_sum(out.logits.narrow(0, 0, n), y.narrow(0, 0, n)).to(torch::kDouble);
     p.metric = torch::stack({metric, units});

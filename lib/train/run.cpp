@@ -142,6 +142,13 @@ void Run::setup() {
     eval_cap = std::max<int64_t>(1, int64_t(memory / 4 / double(local) / per_sample));
   }
   auto& model = *built_.module;
+  if (loss_in_model(cfg_)) {
+    if (!model.computes_loss() || !task_->metric_is_loss) {
+      throw ConfigError("train.loss_chunk_tokens: model.arch \"" + cfg_.model.arch + "\" with train.task \"" +
+                        cfg_.train.task + "\" makes no loss of its own; set it to 0");
+    }
+    model.set_loss_chunk(cfg_.train.loss_chunk_tokens);
+  }
   init_weights(model);
   fsetup_.emplace(fabric_->setup_module(
       built_.module, [raw = built_.module.get()](const data::Inputs& x) { return raw->forward(x); },

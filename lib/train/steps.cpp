@@ -18,12 +18,17 @@ void mark(const StepContext& c, StepPhase p) {
 }
 
 // The loops' first lines: forward and the task's loss (cross-entropy for
-// classification), in the profile's forward scope.
-StepOutput forward_loss(TrainStep& step, const TaskRow& task, const data::Batch& batch, const torch::Tensor& y) {
+// classification), in the profile's forward scope; or, where the model makes
+// the loss itself (train.loss_chunk_tokens), forward with the labels.
+StepOutput forward_loss(TrainStep& step, const StepContext& c, const data::Batch& batch, const torch::Tensor& y) {
   RECORD_USER_SCOPE("accel::forward");
   StepOutput out;
+  if (loss_in_model(c.cfg)) {
+    out.loss = step.forward(with_labels(batch.inputs, y));
+    return out;
+  }
   out.logits = step.forward(batch.inputs);
-  out.loss = task.loss(out.logits, y);
+  out.loss = c.task.loss(out.logits, y);
   return out;
 }
 
@@ -37,7 +42,7 @@ class PlainStep : public TrainStep {
   }
   StepOutput run(const data::Batch& batch, const torch::Tensor& y, const StepWindow& w) override {
     auto& opt = c_.setup.optimizer;
-    StepOutput out = forward_loss(*this, c_.task, batch, y);
+    StepOutput out = forward_loss(*this, c_, batch, y);
     mark(c_, StepPhase::Forward);
     {
       RECORD_USER_SCOPE("accel::backward");
@@ -66,7 +71,7 @@ class FabricStep : public TrainStep {
   torch::Tensor forward(const data::Inputs& inputs) override { return c_.setup.model.forward(inputs); }
   StepOutput run(const data::Batch& batch, const torch::Tensor& y, const StepWindow& w) override {
     auto& opt = c_.setup.optimizer;
-    StepOutput out = forward_loss(*this, c_.task, batch, y);
+    StepOutput out = forward_loss(*this, c_, batch, y);
     mark(c_, StepPhase::Forward);
     {
       RECORD_USER_SCOPE("accel::backward");
@@ -97,7 +102,7 @@ class FabricStep : public TrainStep {
 class GraphedTrainStep : public TrainStep {
  public:
   GraphedTrainStep(const StepContext& c, std::unique_ptr<TrainStep> inner)
-      : c_(c), inner_(std::move(inner)), plain_(c.cfg.train.loop == "plain") {
+      : c_(c), inner_(std::move(inner)), plain_(c.cfg.train.loop == "plain"), loss_in_model_(loss_in_model(c.cfg)) {
     capturable_ = dynamic_cast<Capturable*>(&c_.setup.optimizer.inner());
     if (!capturable_) throw RunError("runtime.cuda_graphs: the optimizer is not capturable");
     graph_ = std::make_unique<GraphedStep>(
@@ -106,8 +111,14 @@ class GraphedTrainStep : public TrainStep {
           for (auto& p : opt.params()) {
             if (p.grad().defined()) p.grad().zero_();
           }
-          auto logits = inner_->forward(x);
-          auto loss = c_.task.loss(logits, yy);
+          torch::Tensor logits, loss;
+          if (loss_in_model_) {
+            loss = inner_->forward(with_labels(x, yy));
+            logits = loss;  // a graph's second output; not read back as logits
+          } else {
+            logits = inner_->forward(x);
+            loss = c_.task.loss(logits, yy);
+          }
           if (plain_) {
             loss.backward();
             opt.inner().step();
@@ -126,6 +137,7 @@ class GraphedTrainStep : public TrainStep {
     capturable_->before_step();
     StepOutput out;
     std::tie(out.loss, out.logits) = graph_->run(batch.inputs, y);
+    if (loss_in_model_) out.logits = torch::Tensor();
     return out;
   }
 
@@ -133,6 +145,7 @@ class GraphedTrainStep : public TrainStep {
   StepContext c_;
   std::unique_ptr<TrainStep> inner_;
   bool plain_;
+  bool loss_in_model_;
   Capturable* capturable_ = nullptr;
   std::unique_ptr<GraphedStep> graph_;
 };

@@ -30,7 +30,7 @@ struct StepWindow {
 
 struct StepOutput {
   torch::Tensor loss;    // the batch's mean loss (a graph's output buffer when captured)
-  torch::Tensor logits;  // the head's outputs [B, head] (the task's: classes, or one)
+  torch::Tensor logits;  // the head's outputs [B, head] (the task's: classes, or one); undefined where the model made the loss
 };
 
 class TrainStep {
@@ -55,6 +55,15 @@ struct StepContext {
   const TaskRow& task;  // the loss the step trains on
   StepClock* clock = nullptr;  // marks the end of each phase (result.json's step_split_ms)
 };
+
+// train.loss_chunk_tokens: the model computes the loss from the labels
+// (models::Model::computes_loss) and returns it instead of the logits.
+inline bool loss_in_model(const config::RunConfig& cfg) { return cfg.train.loss_chunk_tokens > 0; }
+// The inputs with the labels beside them, as such a model takes them.
+inline data::Inputs with_labels(data::Inputs inputs, const torch::Tensor& y) {
+  inputs["labels"] = y;
+  return inputs;
+}
 
 // train.loop plain | fabric, and runtime.cuda_graphs around either.
 std::unique_ptr<TrainStep> make_train_step(const StepContext& ctx);

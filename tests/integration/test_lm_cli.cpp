@@ -168,7 +168,7 @@ TEST_CASE("cli lm: padded documents train too and the eager attention matches th
   CHECK(has(bad.output, "data.packing"));
 }
 
-TEST_CASE("cli lm: ddp on 2 ranks equals one process on the global batch and fsdp with the tied output projection equals ddp") {
+TEST_CASE("cli lm: ddp on 2 ranks equals one process on the global batch and fsdp with the tied output projection equals ddp and the chunked loss trains as the whole logits do") {
   REQUIRE_MESSAGE(have_text_data(), "text data missing: run scripts/setup.sh");
   const auto one = fresh_dir("lm-one"), ddp = fresh_dir("lm-ddp"), fsdp = fresh_dir("lm-fsdp");
   auto cmd = [](int batch) {
@@ -192,4 +192,22 @@ TEST_CASE("cli lm: ddp on 2 ranks equals one process on the global batch and fsd
   CHECK(f["strategy"] == "fsdp");
   CHECK(f["test_acc"].get<double>() == doctest::Approx(d["test_acc"].get<double>()).epsilon(1e-4));
   CHECK(f["ranks"][0]["param_bytes"].get<double>() < 0.6 * d["ranks"][0]["param_bytes"].get<double>());
+  // The loss fused with the output projection over chunks of 100 tokens (not
+  // a divisor of a batch's 1,024): the same losses, alone and under FSDP's
+  // gathers around the tied head, and the same validation and test loss.
+  const auto chunked = fresh_dir("lm-chunked"), fsdp_chunked = fresh_dir("lm-fsdp-chunked");
+  r = run_cli(cmd(16) + " --set train.loss_chunk_tokens=100 --out " + chunked.string());
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  r = run_cli("compare-losses " + one.string() + " " + chunked.string() + " --tolerance 1e-4");
+  CHECK_MESSAGE(r.code == 0, r.output);
+  r = run_cli(cmd(8) + " --set train.loss_chunk_tokens=100 --set runtime.devices=2 --set runtime.strategy=fsdp --out " +
+              fsdp_chunked.string());
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  r = run_cli("compare-losses " + fsdp.string() + " " + fsdp_chunked.string() + " --tolerance 1e-4");
+  CHECK_MESSAGE(r.code == 0, r.output);
+  const auto o = result_of(one), c = result_of(chunked);
+  CHECK(c["config"]["train"]["loss_chunk_tokens"] == 100);
+  CHECK(c["epochs"][0]["val_loss"].get<double>() == doctest::Approx(o["epochs"][0]["val_loss"].get<double>()).epsilon(1e-4));
+  CHECK(c["test_acc"].get<double>() == doctest::Approx(o["test_acc"].get<double>()).epsilon(1e-4));
+  CHECK(result_of(fsdp_chunked)["test_acc"].get<double>() == doctest::Approx(f["test_acc"].get<double>()).epsilon(1e-4));
 }

@@ -1,16 +1,20 @@
 // The decoder-only language models (accel/models/gpt.h): presets' parameter
 // counts and Hugging Face names, shapes, causality, rotary positions, grouped
-// key-value heads, the FLOPs rule MFU is reported by, and a model that learns.
+// key-value heads, the FLOPs rule MFU is reported by, a model that learns, and
+// the chunked loss a model makes from labels.
 // torch first: glog (through torch) defines CHECK, doctest must win.
 #include <torch/torch.h>
 
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <set>
 #include <string>
 
 #include "accel/models/attention.h"
 #include "accel/models/gpt.h"
+#include "accel/models/linear_cross_entropy.h"
+#include "accel/precision/precision.h"
 #include "accel/util/errors.h"
 
 namespace am = accel::models;
@@ -219,5 +223,91 @@ TEST_CASE("gpt: both styles learn a repeated sequence and the loss falls") {
     CAPTURE(last);
     CHECK(first > 3.0);  // about ln 32 at init
     CHECK(last < 0.5);
+  }
+}
+
+TEST_CASE("gpt: the chunked linear cross-entropy equals the cross-entropy of the whole logits and so do its gradients") {
+  torch::manual_seed(7);
+  const int64_t N = 37, H = 16, V = 50;
+  const auto h0 = torch::randn({N, H}), w0 = torch::randn({V, H});
+  auto y = torch::randint(0, V, {N}, torch::kLong);
+  y.narrow(0, 5, 3).fill_(-100);  // no next token there (padding)
+  auto h_ref = h0.clone().requires_grad_(true), w_ref = w0.clone().requires_grad_(true);
+  const auto ref = torch::cross_entropy_loss(torch::mm(h_ref, w_ref.t()), y, {}, at::Reduction::Mean, -100);
+  (ref * 2.5).backward();
+  for (int64_t chunk : {int64_t(0), int64_t(1), int64_t(8), int64_t(37), int64_t(100)}) {
+    CAPTURE(chunk);
+    auto h = h0.clone().requires_grad_(true), w = w0.clone().requires_grad_(true);
+    const auto loss = am::linear_cross_entropy(h, w, y, chunk);
+    CHECK((loss.scalar_type() == torch::kFloat));
+    CHECK(loss.item<double>() == doctest::Approx(ref.item<double>()).epsilon(1e-6));
+    (loss * 2.5).backward();  // the incoming gradient scales both
+    CHECK((h.grad() - h_ref.grad()).abs().max().item<double>() < 1e-6);
+    CHECK((w.grad() - w_ref.grad()).abs().max().item<double>() < 1e-6);
+    CHECK(h.grad().select(0, 6).abs().max().item<double>() == 0.0);  // an ignored token has no gradient
+    torch::NoGradGuard no_grad;
+    CHECK(am::linear_cross_entropy(h, w, y, chunk).item<double>() == doctest::Approx(ref.item<double>()).epsilon(1e-6));
+  }
+  // Every label ignored: NaN, as cross_entropy's mean; a shape that cannot project is refused.
+  CHECK(std::isnan(am::linear_cross_entropy(h0, w0, torch::full({N}, -100, torch::kLong), 8).item<double>()));
+  CHECK_THROWS_AS(am::linear_cross_entropy(h0, torch::randn({V, H + 1}), y, 8), std::invalid_argument);
+  CHECK_THROWS_AS(am::linear_cross_entropy(h0, w0, y.narrow(0, 0, N - 1), 8), std::invalid_argument);
+}
+
+TEST_CASE("gpt: under bf16 autocast the chunked loss runs its matmuls in bf16 like the whole logits' loss") {
+  torch::manual_seed(8);
+  const auto h0 = torch::randn({64, 32}), w0 = torch::randn({200, 32}) * 0.1;
+  const auto y = torch::randint(0, 200, {64}, torch::kLong);
+  auto h_ref = h0.clone().requires_grad_(true), h = h0.clone().requires_grad_(true);
+  auto w_ref = w0.clone().requires_grad_(true), w = w0.clone().requires_grad_(true);
+  torch::Tensor ref, loss;
+  {
+    accel::precision::AutocastGuard autocast(c10::DeviceType::CPU, torch::kBFloat16);
+    ref = torch::cross_entropy_loss(torch::mm(h_ref, w_ref.t()).to(torch::kFloat), y);
+    loss = am::linear_cross_entropy(h, w, y, 16);
+  }
+  // The products in bf16 (8 bits of mantissa): the fp32 loss differs from both by far more than theirs from each other.
+  const double fp32 = torch::cross_entropy_loss(torch::mm(h0, w0.t()), y).item<double>();
+  CHECK(std::abs(loss.item<double>() - ref.item<double>()) < 1e-5);
+  CHECK(std::abs(loss.item<double>() - fp32) > 1e-5);
+  ref.backward();
+  loss.backward();
+  CHECK((h.grad().scalar_type() == torch::kFloat));
+  CHECK((h.grad() - h_ref.grad()).abs().max().item<double>() < 2e-2 * h_ref.grad().abs().max().item<double>());
+  CHECK((w.grad() - w_ref.grad()).abs().max().item<double>() < 2e-2 * w_ref.grad().abs().max().item<double>());
+}
+
+TEST_CASE("gpt: the loss the model makes from labels equals the loss of its logits with the same gradients tied or untied") {
+  for (const char* preset : {"gpt_tiny", "llama_tiny"}) {
+    CAPTURE(preset);
+    torch::manual_seed(9);
+    auto spec = small(preset);
+    spec.layers = 2;
+    spec.tie_embeddings = std::string(preset) == "gpt_tiny";  // llama's lm_head its own
+    am::DecoderLM model(spec);
+    CHECK(model->computes_loss());
+    model->set_loss_chunk(7);
+    const auto ids = torch::randint(0, 96, {3, 12}, torch::kLong);
+    auto y = torch::randint(0, 96, {3, 12}, torch::kLong);
+    y[2].narrow(0, 8, 4).fill_(-100);
+    const auto ref = torch::cross_entropy_loss(model->forward(ids, {}).flatten(0, 1), y.flatten(), {},
+                                               at::Reduction::Mean, -100);
+    ref.backward();
+    std::vector<torch::Tensor> grads;
+    for (auto& p : model->parameters()) {
+      grads.push_back(p.grad().clone());
+      p.mutable_grad() = torch::Tensor();
+    }
+    const auto loss = model->forward(accel::data::Inputs{{"input_ids", ids}, {"labels", y}});
+    CHECK(loss.dim() == 0);
+    CHECK(loss.item<double>() == doctest::Approx(ref.item<double>()).epsilon(1e-6));
+    loss.backward();
+    size_t i = 0;
+    for (auto& p : model->parameters()) {
+      CHECK((p.grad() - grads[i]).abs().max().item<double>() < 1e-5 * (1 + grads[i].abs().max().item<double>()));
+      ++i;
+    }
+    CHECK_THROWS_AS(model->forward(accel::data::Inputs{{"input_ids", ids}, {"labels", y.narrow(1, 0, 11)}}),
+                    std::invalid_argument);
   }
 }

@@ -128,7 +128,13 @@ class DecoderLMImpl : public Model {
   // input_ids int64 [B, S], attention_mask [B, S] (undefined: no padding):
   // next-token logits [B, S, vocab].
   torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask);
+  // With inputs["labels"] [B, S] (-100 where there is no next token): the
+  // mean next-token cross-entropy (accel/models/linear_cross_entropy.h),
+  // made chunk by chunk inside the head's wrap unit, so FSDP's gathers hold
+  // around it as around the logits.
   torch::Tensor forward(const data::Inputs& inputs) override;
+  bool computes_loss() const override { return true; }
+  void set_loss_chunk(int64_t tokens) override { loss_chunk_ = tokens; }
   // The final normed hidden states [B, S, hidden] (before lm_head), and the
   // output projection's weight [vocab, hidden]: a loss that never makes the
   // whole logits (chunked cross-entropy) reads these. Not under a sharding
@@ -151,13 +157,15 @@ class DecoderLMImpl : public Model {
   torch::nn::Linear lm_head{nullptr};  // untied only
 
  private:
-  // The final normed hidden states, or (logits) the next-token logits,
-  // computed inside the last wrap unit.
-  torch::Tensor run(const torch::Tensor& ids, const torch::Tensor& mask, bool logits);
+  // What run() ends in, computed inside the last wrap unit.
+  enum class Head { Hidden, Logits, Loss };
+  torch::Tensor run(const torch::Tensor& ids, const torch::Tensor& mask, Head head,
+                    const torch::Tensor& labels = {});
   std::string base() const { return spec_.llama() ? "model." : "transformer."; }
   DecoderSpec spec_;
   std::shared_ptr<torch::nn::Module> base_;
   const dist::UnitHooks* hooks_ = nullptr;
+  int64_t loss_chunk_ = 0;
 };
 TORCH_MODULE(DecoderLM);
 
