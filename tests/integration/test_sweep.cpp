@@ -885,12 +885,14 @@ TEST_CASE("sweep --plan: the smoke suite's runs stay small whatever the CPU, and
       CHECK(w["val_samples"].get<int>() <= 128 * ranks);
       CHECK(w["test_samples_per_pass"].get<int>() <= 128 * ranks);
       CHECK(w["test_passes_max"].get<int>() <= 2);
-      // The text bf16 rung, which a CPU may emulate: two steps, one evaluation batch.
+      // The text bf16 rung, which a CPU may emulate: one step, one evaluation
+      // batch of 32; the text ZeRO-2 rung in 32-true (its path, not bf16's).
       if (rung["id"] == "t03-mixed") {
-        CHECK(w["steps"] == 2);
-        CHECK(w["val_samples"].get<int>() <= 64);
-        CHECK(w["test_samples_per_pass"].get<int>() <= 64);
+        CHECK(w["steps"] == 1);
+        CHECK(w["val_samples"].get<int>() <= 32);
+        CHECK(w["test_samples_per_pass"].get<int>() <= 32);
       }
+      if (rung["id"] == "t06-zero2") CHECK(rung["precision"] == "32-true");
     }
     CHECK(runs == 13);
     CHECK(plan["not_estimated"] == 0);  // the committed baseline prices every run
