@@ -13,7 +13,9 @@
 # peaks). On a machine where that exceeds the budget (LADDER_BUDGET_MIN, 16
 # minutes of runs, so that set-up, build and reports keep the whole job within
 # 25 minutes on a 2-core machine), every rung trains the same share of its
-# batches so that the runs fit, and says so; the sweep prints the time left
+# batches so that the runs fit (at least 30%; beyond that the plan cuts the
+# emulated rungs' steps, then the timing runs, then the evaluations: docs/CLI.md),
+# and says so; the sweep prints the time left
 # as runs finish. The reports' MFU divide by the same peaks. `accel-bench
 # calibrate --comm` fits the collectives once (the report's predicted
 # scaling), and `accel-bench report --html` writes report.md, report.csv,

@@ -41,6 +41,19 @@ std::string test_metric(const train::RunRecord& run) {
   return "test " + run.metric.short_name() + " " + (run.test_acc ? run.metric.shown(*run.test_acc) : std::string("n/a"));
 }
 
+// What a budget cuts beyond the floor's share of the training batches, in
+// the order of what they buy least per minute: first the steps of the rungs
+// cut short where their precision is emulated (their accuracy is not the
+// rung's already; more steps only refine a speed known to be poor), then
+// the timing runs (between-run samples: intervals, not figures), one a
+// rung at a time, then the evaluations (the accuracy's resolution).
+struct BudgetCuts {
+  bool short_emulated = false;
+  int timing_runs = -1;       // -1: --timing-runs as given
+  double eval_fraction = 1;   // the share of the evaluation batches kept
+};
+constexpr int64_t kShortSteps = 6;  // an emulated rung's steps when shortened: 2 warm-up, 4 timed
+
 // A rung as this machine will run it: the --set values (the suite's, the
 // rung's, the command line's; then the where_emulated ones), its resolved
 // config, or why it will not run.
@@ -78,7 +91,7 @@ class Sweep {
   // What each rung will do here (nothing run, nothing written); its runs are
   // added to the ETA. fraction < 1: every run whose steps are not capped
   // keeps that share of its training batches per epoch (--budget).
-  SweepPlan make_plan(double fraction);
+  SweepPlan make_plan(double fraction, const BudgetCuts& cuts = {});
   // Runs the suite as planned by the last make_plan.
   SweepSummary run(const SweepPlan& plan, std::chrono::steady_clock::time_point started);
 
@@ -131,8 +144,11 @@ class Sweep {
   std::optional<Estimator> estimator_;
   std::optional<machine::PeakTable> peaks_;  // opts_.peaks, loaded once
   std::map<std::string, train::SplitSizes> sizes_;  // by data section and seed
+  int timing_runs() const { return cuts_.timing_runs >= 0 ? cuts_.timing_runs : opts_.timing_runs; }
   double fraction_ = 1;
-  std::map<std::string, std::vector<std::string>> budget_sets_;  // by rung id
+  BudgetCuts cuts_;
+  std::map<std::string, std::vector<std::string>> budget_sets_;   // by rung id
+  std::map<std::string, std::vector<std::string>> budget_notes_;  // by rung id: what the cuts did
   std::chrono::steady_clock::time_point started_;
   metrics::DirLock lock_;  // on the set's folder while the sweep writes it
 };
@@ -320,14 +336,41 @@ Json Sweep::plan_rung(const SuiteRung& r, const Prepared& prepared, bool upstrea
       const bool scalable = cfg.train.max_steps == 0 ||
                             cfg.train.max_steps >= int64_t(cfg.train.epochs) * shape.work.batches_per_epoch;
       out["scalable"] = scalable;
-      if (pass == 1 || fraction_ >= 1 || !scalable || shape.work.batches_per_epoch <= 0) break;
-      const auto keep = std::max<int64_t>(
-          1, int64_t(std::floor(fraction_ * double(shape.work.batches_per_epoch))));
-      p.budget_sets = {"train.limit_train_batches=" + std::to_string(keep)};
-      budget_sets_[r.id] = p.budget_sets;
-      out["scaled"] = {{"fraction", fraction_},
-                       {"batches_per_epoch", shape.work.batches_per_epoch},
-                       {"set", p.budget_sets}};
+      if (pass == 1) break;
+      std::vector<std::string> sets, notes;
+      if (fraction_ < 1 && scalable && shape.work.batches_per_epoch > 0) {
+        const auto keep = std::max<int64_t>(
+            1, int64_t(std::floor(fraction_ * double(shape.work.batches_per_epoch))));
+        sets.push_back("train.limit_train_batches=" + std::to_string(keep));
+        out["scaled"] = {{"fraction", fraction_},
+                         {"batches_per_epoch", shape.work.batches_per_epoch},
+                         {"set", sets}};
+      }
+      const bool cut_short = !p.emulated.is_null() && !p.emulated.value("comparable", true);
+      if (cuts_.short_emulated && cut_short && shape.work.steps > kShortSteps) {
+        sets.push_back("train.max_steps=" + std::to_string(kShortSteps));
+        sets.push_back("train.warmup_steps=" + std::to_string(std::min(cfg.train.warmup_steps, 2)));
+        notes.push_back(p.precision + " is emulated on this CPU: shortened from " + std::to_string(shape.work.steps) +
+                        " to " + std::to_string(kShortSteps) + " steps");
+      }
+      if (cuts_.eval_fraction < 1) {
+        const int64_t per_pass = std::max(shape.work.val_samples_per_pass, shape.work.test_samples_per_pass);
+        const int64_t bs = std::max<int64_t>(1, train::eval_batch_size(cfg.train, std::max<int64_t>(1, per_pass / world)));
+        const int64_t batches = (per_pass / std::max(1, world) + bs - 1) / bs;
+        const auto kept = std::max<int64_t>(1, int64_t(std::ceil(cuts_.eval_fraction * double(batches))));
+        if (kept < batches) {
+          sets.push_back("train.limit_eval_batches=" + std::to_string(kept));
+          notes.push_back("its evaluations cut to " + std::to_string(kept) + " of their " + std::to_string(batches) +
+                          " batches");
+        }
+      }
+      if (sets.empty()) break;
+      p.budget_sets = sets;
+      budget_sets_[r.id] = sets;
+      if (!notes.empty()) {
+        budget_notes_[r.id] = notes;
+        out["budget_cuts"] = notes;
+      }
     }
     const auto& w = shape.work;
     out["precision"] = shape.precision;
@@ -367,7 +410,7 @@ Json Sweep::plan_rung(const SuiteRung& r, const Prepared& prepared, bool upstrea
     // Its timing runs: the same config, the steps capped (between-run
     // samples of its speed); none for a rung cut short where emulated.
     const bool comparable = p.emulated.is_null() || p.emulated.value("comparable", true);
-    if (opts_.timing_runs > 0 && !upstream && comparable) {
+    if (timing_runs() > 0 && !upstream && comparable) {
       const auto all = p.run_sets({});
       const auto capped = timing_sets(config::load_config(r.config.string(), all), w.steps);
       if (!capped.empty()) {
@@ -375,7 +418,7 @@ Json Sweep::plan_rung(const SuiteRung& r, const Prepared& prepared, bool upstrea
         with.insert(with.end(), capped.begin(), capped.end());
         const auto wt = train::plan_work(config::to_run_config(config::load_config(r.config.string(), with)),
                                          sizes, world);
-        Json t = {{"runs", opts_.timing_runs}, {"set", capped}, {"steps", wt.steps}, {"estimate_s", nullptr}};
+        Json t = {{"runs", timing_runs()}, {"set", capped}, {"steps", wt.steps}, {"estimate_s", nullptr}};
         if (est) {
           t["estimate_s"] = est->seconds(wt);
           t["estimate"] = {{"fixed_s", est->fixed_s},
@@ -515,6 +558,12 @@ std::optional<Sweep::Job> Sweep::start_rung(const SuiteRung& r, Json& entry, boo
     }
   }
   if (!p.budget_sets.empty()) entry["budget_sets"] = p.budget_sets;
+  if (const auto it = budget_notes_.find(r.id); it != budget_notes_.end()) {
+    entry["budget_cuts"] = it->second;
+    std::string cuts;
+    for (const auto& c : it->second) cuts += (cuts.empty() ? "" : "; ") + c;
+    progress_.note(r.id + ": to fit the budget, " + cuts);
+  }
   if (!p.emulated.is_null()) {
     entry["where_emulated"] = p.emulated;
     std::string added;
@@ -704,9 +753,11 @@ bool Sweep::excluded(const SuiteRung& r) const {
          std::find(opts_.only.begin(), opts_.only.end(), r.id) == opts_.only.end();
 }
 
-SweepPlan Sweep::make_plan(double fraction) {
+SweepPlan Sweep::make_plan(double fraction, const BudgetCuts& cuts) {
   fraction_ = fraction;
+  cuts_ = cuts;
   budget_sets_.clear();
+  budget_notes_.clear();
   SweepPlan out;
   out.suite = suite_.name;
   out.machine_id = machine_["id"].get<std::string>();
@@ -811,7 +862,8 @@ SweepSummary Sweep::run(const SweepPlan& planned, std::chrono::steady_clock::tim
   if (planned.budget_s > 0) {
     manifest_["budget"] = {{"minutes", planned.budget_s / 60},
                            {"fraction", planned.fraction},
-                           {"estimate_unscaled_s", planned.unscaled_s ? Json(*planned.unscaled_s) : Json(nullptr)}};
+                           {"estimate_unscaled_s", planned.unscaled_s ? Json(*planned.unscaled_s) : Json(nullptr)},
+                           {"cuts", planned.cuts}};
   }
   save();
   // Upstream runs first (the rungs start from them), each once.
@@ -840,7 +892,7 @@ SweepSummary Sweep::run(const SweepPlan& planned, std::chrono::steady_clock::tim
   }
   if (opts_.adaptive && summary_.stop_signal == 0) run_adaptive(jobs);
   // Then the timing runs, round-robin too, of every rung whose full run ended ok.
-  for (int k = 0; k < opts_.timing_runs && summary_.stop_signal == 0; ++k) {
+  for (int k = 0; k < timing_runs() && summary_.stop_signal == 0; ++k) {
     for (auto& job : jobs) {
       if (job.timing.empty() || !job.all_ok) continue;
       if (!run_timing(job, k)) break;
@@ -993,11 +1045,46 @@ class Sweeps {
         plans.budget_s = opts_.budget_minutes * 60;
         plans.fraction = f;
       }
+      // Even the floor does not fit: cut beyond it, what buys least per
+      // minute first (BudgetCuts), until the runs fit or nothing is left.
+      if (plans.fraction < 1 && plans.total_s && *plans.total_s > plans.budget_s * 1.01) {
+        std::vector<std::pair<BudgetCuts, std::string>> stages;
+        BudgetCuts c;
+        c.short_emulated = true;
+        stages.push_back({c, "the rungs cut short where their precision is emulated run " +
+                                 std::to_string(kShortSteps) + " steps"});
+        for (int t = opts_.timing_runs - 1; t >= 0; --t) {
+          c.timing_runs = t;
+          stages.push_back({c, t > 0 ? std::to_string(t) + " timing run" + (t == 1 ? "" : "s") + " a rung"
+                                     : "no timing runs"});
+        }
+        c.eval_fraction = kBudgetFloor;
+        stages.push_back({c, "evaluations cut to " + std::to_string(int(kBudgetFloor * 100)) + "% of their batches"});
+        const auto unscaled = plans.unscaled_s;
+        const auto floor_s = plans.total_s;
+        const double fraction = plans.fraction;
+        std::vector<std::string> cuts;
+        double before = floor_s.value_or(0);
+        for (const auto& [stage, what] : stages) {
+          eta_ = EtaTracker();
+          plans = plan_all(fraction, stage);
+          const double now = plans.total_s.value_or(0);
+          if (now < before - 1e-9) cuts.push_back(what);  // a stage that cut nothing here is not said
+          before = now;
+          if (!plans.total_s || now <= opts_.budget_minutes * 60 * 1.01) break;
+        }
+        plans.unscaled_s = unscaled;
+        plans.budget_s = opts_.budget_minutes * 60;
+        plans.fraction = fraction;
+        plans.floor_s = floor_s;
+        plans.cuts = cuts;
+      }
     }
     for (auto& p : plans.suites) {
       p.budget_s = plans.budget_s;
       p.fraction = plans.fraction;
       p.unscaled_s = plans.unscaled_s;
+      p.cuts = plans.cuts;
     }
     return plans;
   }
@@ -1015,11 +1102,11 @@ class Sweeps {
   }
 
  private:
-  SweepPlans plan_all(double fraction) {
+  SweepPlans plan_all(double fraction, const BudgetCuts& cuts = {}) {
     SweepPlans plans;
     plans.total_s = 0.0;
     for (auto& sweep : sweeps_) {
-      plans.suites.push_back(sweep->make_plan(fraction));
+      plans.suites.push_back(sweep->make_plan(fraction, cuts));
       const auto& p = plans.suites.back();
       plans.runs += p.runs;
       plans.unestimated += p.unestimated;
@@ -1078,13 +1165,21 @@ std::vector<std::string> plans_summary(const SweepPlans& plans) {
                     duration_text(*plans.unscaled_s) + " on this machine, so every run whose " +
                     "steps are not capped trains " + f + " of its batches per epoch " +
                     "(train.limit_train_batches; set-up and evaluation unchanged): about " +
-                    duration_text(plans.total_s.value_or(0)) +
-                    (plans.total_s.value_or(0) > plans.budget_s * 1.01
+                    duration_text(plans.floor_s.value_or(plans.total_s.value_or(0))) +
+                    (plans.floor_s.value_or(plans.total_s.value_or(0)) > plans.budget_s * 1.01
                          ? ", over the budget: no run trains less than " +
                                std::to_string(int(kBudgetFloor * 100)) + "%"
                          : "") +
                     ". Accuracies are then not the full ladder's, and compare finds the configs "
                     "changed; run without --budget for the full ladder");
+      if (!plans.cuts.empty()) {
+        std::string cuts;
+        for (const auto& c : plans.cuts) cuts += (cuts.empty() ? "" : "; then ") + c;
+        const double total = plans.total_s.value_or(0);
+        out.push_back("budget " + budget + ": beyond that floor, what buys least per minute is cut first: " + cuts +
+                      " (each rung's cuts are in the plan above and in its report): about " + duration_text(total) +
+                      (total > plans.budget_s * 1.01 ? ", still over the budget with nothing left to cut" : ""));
+      }
     } else {
       out.push_back("budget " + budget + ": the runs fit as configured");
     }
@@ -1124,9 +1219,9 @@ std::string plan_text(const SweepPlan& p) {
     }
     const auto& w = r["work"];
     emulated = emulated || r.value("where_emulated", false);
-    scaled = scaled || r.contains("scaled");
+    scaled = scaled || r.contains("scaled") || r.contains("budget_cuts");
     const std::string prec = r.value("precision", "") + (r.value("where_emulated", false) ? "*" : "") +
-                             (r.contains("scaled") ? "+" : "");
+                             (r.contains("scaled") || r.contains("budget_cuts") ? "+" : "");
     const std::string ranks =
         std::to_string(r.value("ranks", 1)) + "x" + std::to_string(r.value("threads", 1));
     const int64_t vp = w.value("val_passes", int64_t(0));
@@ -1149,6 +1244,11 @@ std::string plan_text(const SweepPlan& p) {
   for (const auto& r : p.rungs) {
     if (r.contains("limit_note") && r["limit_note"].is_string()) {
       out << "  ! " << r.value("id", "") << ": " << r["limit_note"].get<std::string>() << "\n";
+    }
+    if (r.contains("budget_cuts") && r["budget_cuts"].is_array()) {
+      std::string cuts;
+      for (const auto& c : r["budget_cuts"]) cuts += (cuts.empty() ? "" : "; ") + c.get<std::string>();
+      out << "  + " << r.value("id", "") << ", to fit the budget: " << cuts << "\n";
     }
   }
   int most_runs = 1;
@@ -1202,7 +1302,9 @@ Json plans_json(const SweepPlans& plans) {
           {"estimate_s", plans.total_s ? Json(*plans.total_s) : Json(nullptr)},
           {"unscaled_estimate_s", plans.unscaled_s ? Json(*plans.unscaled_s) : Json(nullptr)},
           {"budget_s", plans.budget_s > 0 ? Json(plans.budget_s) : Json(nullptr)},
-          {"fraction", plans.fraction}};
+          {"fraction", plans.fraction},
+          {"floor_estimate_s", plans.floor_s ? Json(*plans.floor_s) : Json(nullptr)},
+          {"cuts", plans.cuts}};
 }
 
 }  // namespace accel::ladder

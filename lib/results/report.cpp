@@ -559,6 +559,11 @@ Report build_report(const ResultSet& set, const PeakTable& peaks) {
         rep.notes.push_back(r.id + ": " + r.emulated_note + " (ran with " + sets + ")" +
                             (r.comparable ? "." : "; cut short, so no speedup is given."));
       }
+      if (!r.budget_cuts.empty()) {
+        std::string cuts;
+        for (const auto& c : r.budget_cuts) cuts += (cuts.empty() ? "" : "; ") + c;
+        rep.notes.push_back(r.id + ": to fit the sweep's budget, " + cuts + ".");
+      }
       std::set<std::string> seen;
       for (const auto& run : r.repeats) {
         for (const auto& w : run.warnings) {

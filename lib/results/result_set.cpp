@@ -135,6 +135,11 @@ RungRuns rung_from_manifest(const fs::path& set, const Json& entry, bool upstrea
       }
     }
   }
+  if (entry.contains("budget_cuts") && entry["budget_cuts"].is_array()) {
+    for (const auto& v : entry["budget_cuts"]) {
+      if (v.is_string()) r.budget_cuts.push_back(v.get<std::string>());
+    }
+  }
   if (entry.contains("runs") && entry["runs"].is_array()) {
     for (const auto& run : entry["runs"]) {
       r.repeats.push_back(read_run(set / run_dir(set, run, r.id)));

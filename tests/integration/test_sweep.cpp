@@ -1159,3 +1159,55 @@ TEST_CASE("sweep: --to-target trains every rung to the suite's target and the re
   CHECK(r.code == 2);
   CHECK(has(r.output, "target_accuracy"));
 }
+
+TEST_CASE("sweep --budget: where even the floor cannot fit, the emulated rungs are shortened, then the timing runs and the evaluations cut, said in the plan and beside each rung in the report" * doctest::test_suite("process")) {
+  accel_test::TempDir tmp;
+  tmp.write("s/tiny.json", kTiny);
+  tmp.write("s/full-eval.json", R"({"extends": "tiny.json", "train": {"limit_eval_batches": 0}})");
+  tmp.write("s/bf16.json", R"({"extends": "tiny.json", "train": {"loop": "fabric", "limit_train_batches": 8},
+                               "runtime": {"precision": "bf16-mixed"}})");
+  const char* rungs = R"("rungs": [
+      {"id": "00-scratch", "article": "00", "config": "full-eval.json", "changes": "scratch, every evaluation batch"},
+      {"id": "04-bf16", "article": "04", "config": "bf16.json", "changes": "bf16",
+       "where_emulated": {"set": ["train.max_steps=10"], "note": "emulated: ten steps", "comparable": false}}]})";
+  const auto suite = tmp.write("s/suite.json", std::string(R"({"suite": "tiny", )") + rungs);
+  // A committed set of this (AVX2-only, as ACCEL_CPU_FLAGS makes it) machine to estimate from.
+  const std::string avx2 = "ACCEL_CPU_FLAGS='fpu avx2 fma'";
+  auto r = run_cli_env(avx2, "sweep --suite " + suite.string() + " --out " + (tmp / "committed").string());
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  const auto budgeted = tmp.write("s/budgeted.json", std::string(R"({"suite": "tiny", "results": "../committed/tiny", )") + rungs);
+  r = run_cli_env(avx2, "sweep --plan --json --suite " + budgeted.string() + " --budget 0.001 --timing-runs 1");
+  REQUIRE(r.code == 0);
+  const Json plan = Json::parse(r.output);
+  CHECK(plan["fraction"] == doctest::Approx(0.3));
+  // The timing runs would cut nothing (these rungs are too short for any), so they are not said.
+  REQUIRE(plan["cuts"].size() == 2);
+  CHECK(has(plan["cuts"][0].get<std::string>(), "emulated run 6 steps"));
+  CHECK(has(plan["cuts"][1].get<std::string>(), "evaluations cut to 30%"));
+  CHECK(plan["estimate_s"].get<double>() < plan["floor_estimate_s"].get<double>());
+  const auto& scratch = plan["suites"][0]["rungs"][0];
+  const auto& bf16 = plan["suites"][0]["rungs"][1];
+  CHECK_FALSE(scratch.contains("timing"));
+  CHECK(scratch["budget_cuts"] == Json::array({"its evaluations cut to 2 of their 4 batches"}));
+  CHECK(bf16["work"]["steps"] == 6);
+  CHECK(bf16["budget_cuts"] == Json::array({"bf16-mixed is emulated on this CPU: shortened from 10 to 6 steps"}));
+  // A budget the floor holds cuts nothing beyond it.
+  r = run_cli_env(avx2, "sweep --plan --json --suite " + budgeted.string() + " --budget 600 --timing-runs 1");
+  REQUIRE(r.code == 0);
+  CHECK(Json::parse(r.output)["cuts"].empty());
+  // The sweep runs what it planned, and the report says it beside each rung.
+  const auto out = tmp / "out";
+  r = run_cli_env(avx2, "sweep --suite " + budgeted.string() + " --budget 0.001 --timing-runs 1 --out " + out.string());
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  CHECK(has(r.output, "beyond that floor, what buys least per minute is cut first"));
+  CHECK(has(r.output, "04-bf16: to fit the budget, bf16-mixed is emulated on this CPU: shortened from 10 to 6 steps"));
+  const auto set = the_set(out);
+  check_work_as_planned(set);
+  CHECK(read(set / "04-bf16/result.json")["steps"] == 6);
+  CHECK(read(set / "sweep.json")["budget"]["cuts"].size() == 2);
+  r = run_cli("report " + set.string());
+  CHECK(has(r.output, "04-bf16: to fit the sweep's budget, bf16-mixed is emulated on this CPU: shortened from 10 to 6 steps."));
+  CHECK(has(r.output, "00-scratch: to fit the sweep's budget, its evaluations cut to 2 of their 4 batches."));
+}

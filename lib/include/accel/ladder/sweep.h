@@ -108,6 +108,7 @@ struct SweepPlan {
   // runs before scaling.
   double budget_s = 0, fraction = 1;
   std::optional<double> unscaled_s;
+  std::vector<std::string> cuts;  // what the budget cut beyond its floor (SweepPlans::cuts)
 };
 
 // The plans of the suites of one command, and their totals.
@@ -116,6 +117,11 @@ struct SweepPlans {
   int runs = 0, unestimated = 0;
   std::optional<double> total_s, unscaled_s;
   double budget_s = 0, fraction = 1;
+  // Where even the floor's share of the batches did not fit: that plan's
+  // seconds, and what was cut beyond it, in order (each said in the plan,
+  // and per rung in sweep.json's "budget_cuts" and the report).
+  std::optional<double> floor_s;
+  std::vector<std::string> cuts;
 };
 
 // Throws accel::ConfigError for a bad suite or options (before running

@@ -46,6 +46,9 @@ struct RungRuns {
   std::string emulated_note;
   std::vector<std::string> emulated_sets;
   bool comparable = true;  // false: the where_emulated settings cut it short
+  // What the sweep cut beyond its budget's floor for this rung ("bf16-mixed
+  // is emulated on this CPU: shortened from 20 to 6 steps"); empty: nothing.
+  std::vector<std::string> budget_cuts;
   std::string committed;  // upstream: the committed run folder it came from
   std::vector<RunRecord> repeats;
   // Timing runs (sweep --timing-runs): short runs of the rung's config after
