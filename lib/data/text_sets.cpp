@@ -54,7 +54,7 @@ class TokenCollator : public Collator {
 };
 
 // Rows of seq + 1 tokens -> inputs (the first seq) and next tokens (the last
-// seq, -100 past a row's real tokens); a mask only where a row is padded, so
+// seq, kNoTarget past a row's real tokens); a mask only where a row is padded, so
 // packed windows run the attention without one.
 class StreamCollator : public Collator {
  public:
@@ -71,7 +71,7 @@ class StreamCollator : public Collator {
     if (rows.numel() > 0 && lengths.min().item<int64_t>() <= seq) {
       b.inputs.emplace("attention_mask", (positions < lengths).to(torch::kLong));
     }
-    b.y = ids.narrow(1, 1, seq).masked_fill(predicted.logical_not(), -100).contiguous();
+    b.y = ids.narrow(1, 1, seq).masked_fill(predicted.logical_not(), kNoTarget).contiguous();
     b.tokens = predicted.sum().item<int64_t>();
     return b;
   }

@@ -493,9 +493,10 @@ BuiltModel build(const config::ModelConfig& m, const DataFacts& data) {
   BuiltModel b;
   const int64_t seq = data.max_length > 0 ? data.max_length : 128;
   b.flops_per_sample = decoder_forward_flops(spec, seq);
-  b.activation_bytes_per_sample = transformer_activation_bytes(spec.layers, seq, spec.hidden, spec.heads) +
-                                  // the logits and their gradient, fp32
-                                  2.0 * 4.0 * double(seq) * double(spec.vocab_size);
+  // the logits and their gradient, fp32
+  b.head_bytes_per_sample = 2.0 * 4.0 * double(seq) * double(spec.vocab_size);
+  b.activation_bytes_per_sample =
+      transformer_activation_bytes(spec.layers, seq, spec.hidden, spec.heads) + b.head_bytes_per_sample;
   b.layers = spec.layers;
   b.dims = {{"arch", "gpt"},
             {"style", spec.style},

@@ -122,8 +122,15 @@ void Run::setup() {
   // itself): a training batch whose activations cannot fit is refused; an
   // evaluation batch is capped (below) so its activations take at most a
   // quarter of the memory.
+  double act = built_.activation_bytes_per_sample;
+  if (loss_in_model(cfg_)) {
+    if (!task_->metric_is_loss || !built_.module->make_own_loss(cfg_.train.loss_chunk_tokens)) {
+      throw ConfigError("train.loss_chunk_tokens: model.arch \"" + cfg_.model.arch + "\" with train.task \"" +
+                        cfg_.train.task + "\" makes no loss of its own; set it to 0");
+    }
+    act -= built_.head_bytes_per_sample;  // one chunk's logits at a time
+  }
   const double memory = fabric_->plan().accelerator->host ? metrics::physical_memory_bytes() : 0.0;
-  const double act = built_.activation_bytes_per_sample;
   int64_t eval_cap = 0;
   if (memory > 0 && act > 0) {
     const int64_t local = std::max(1, fabric_->context().local_world_size);
@@ -142,13 +149,6 @@ void Run::setup() {
     eval_cap = std::max<int64_t>(1, int64_t(memory / 4 / double(local) / per_sample));
   }
   auto& model = *built_.module;
-  if (loss_in_model(cfg_)) {
-    if (!model.computes_loss() || !task_->metric_is_loss) {
-      throw ConfigError("train.loss_chunk_tokens: model.arch \"" + cfg_.model.arch + "\" with train.task \"" +
-                        cfg_.train.task + "\" makes no loss of its own; set it to 0");
-    }
-    model.set_loss_chunk(cfg_.train.loss_chunk_tokens);
-  }
   init_weights(model);
   fsetup_.emplace(fabric_->setup_module(
       built_.module, [raw = built_.module.get()](const data::Inputs& x) { return raw->forward(x); },

@@ -57,7 +57,7 @@ struct StepContext {
 };
 
 // train.loss_chunk_tokens: the model computes the loss from the labels
-// (models::Model::computes_loss) and returns it instead of the logits.
+// (models::Model::make_own_loss) and returns it instead of the logits.
 inline bool loss_in_model(const config::RunConfig& cfg) { return cfg.train.loss_chunk_tokens > 0; }
 // The inputs with the labels beside them, as such a model takes them.
 inline data::Inputs with_labels(data::Inputs inputs, const torch::Tensor& y) {

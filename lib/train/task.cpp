@@ -21,25 +21,24 @@ TaskRow classification() {
   r.info.head = "classes";
   r.loss = [](const torch::Tensor& out, const torch::Tensor& y) { return torch::cross_entropy_loss(out, y); };
   r.loss_sum = [](const torch::Tensor& out, const torch::Tensor& y) {
-    return torch::cross_entropy_loss(out, y, {}, at::Reduction::Sum, -100).to(torch::kDouble);
+    return torch::cross_entropy_loss(out, y, {}, at::Reduction::Sum, data::kNoTarget).to(torch::kDouble);
   };
   r.metric_sum = [](const torch::Tensor& out, const torch::Tensor& y) { return out.argmax(1).eq(y).sum(); };
   return r;
 }
 
 // Causal language modelling: the model's next-token logits [B, S, vocab]
-// against the next tokens [B, S] (-100 where there is none: padding, a
+// against the next tokens [B, S] (data::kNoTarget where there is none: padding, a
 // document's end), cross-entropy as a mean over the real next tokens. The
 // metric is that loss itself (its exponential is the perplexity), lower
 // better: the best weights and a target are a validation loss, as language
 // model training reports them.
-constexpr int64_t kIgnoredToken = -100;
 
 torch::Tensor token_loss(const torch::Tensor& out, const torch::Tensor& y, at::Reduction::Reduction r) {
   if (out.dim() != 3 || y.dim() != 2 || out.size(0) != y.size(0) || out.size(1) != y.size(1)) {
     throw std::invalid_argument("causal_lm: expected logits [batch, seq, vocab] and next tokens [batch, seq]");
   }
-  return torch::cross_entropy_loss(out.flatten(0, 1), y.flatten(), {}, r, kIgnoredToken);
+  return torch::cross_entropy_loss(out.flatten(0, 1), y.flatten(), {}, r, data::kNoTarget);
 }
 
 TaskRow causal_lm() {
@@ -62,7 +61,7 @@ TaskRow causal_lm() {
   };
   r.metric_sum = r.loss_sum;
   r.metric_is_loss = true;
-  r.count_sum = [](const torch::Tensor& y) { return y.ne(kIgnoredToken).sum(); };
+  r.count_sum = [](const torch::Tensor& y) { return y.ne(data::kNoTarget).sum(); };
   return r;
 }
 

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "accel/models/attention.h"
+#include "accel/models/family.h"
 #include "accel/models/gpt.h"
 #include "accel/models/linear_cross_entropy.h"
 #include "accel/precision/precision.h"
@@ -285,8 +286,7 @@ TEST_CASE("gpt: the loss the model makes from labels equals the loss of its logi
     spec.layers = 2;
     spec.tie_embeddings = std::string(preset) == "gpt_tiny";  // llama's lm_head its own
     am::DecoderLM model(spec);
-    CHECK(model->computes_loss());
-    model->set_loss_chunk(7);
+    CHECK(model->make_own_loss(7));
     const auto ids = torch::randint(0, 96, {3, 12}, torch::kLong);
     auto y = torch::randint(0, 96, {3, 12}, torch::kLong);
     y[2].narrow(0, 8, 4).fill_(-100);
@@ -310,4 +310,29 @@ TEST_CASE("gpt: the loss the model makes from labels equals the loss of its logi
     CHECK_THROWS_AS(model->forward(accel::data::Inputs{{"input_ids", ids}, {"labels", y.narrow(1, 0, 11)}}),
                     std::invalid_argument);
   }
+}
+
+TEST_CASE("gpt: a model that makes its own loss in chunks drops the whole logits from its activation estimate") {
+  accel::config::ModelConfig m;
+  m.arch = "gpt";
+  m.preset = "gpt_tiny";
+  am::DataFacts facts;
+  facts.kind = "tokens";
+  facts.max_length = 32;
+  facts.vocab_size = 500;
+  const auto built = am::model_family("gpt").build(m, facts);
+  // The logits and their gradient in fp32, one sample's 32 tokens over 500 ids.
+  CHECK(built.head_bytes_per_sample == doctest::Approx(2.0 * 4.0 * 32 * 500));
+  CHECK(built.activation_bytes_per_sample > built.head_bytes_per_sample);
+  CHECK(built.module->make_own_loss(16));
+  // Another family cannot: it answers so and the core keeps the logits.
+  accel::config::ModelConfig v;
+  v.arch = "vit";
+  v.preset = "vit_tiny_fmnist";
+  am::DataFacts images;
+  images.kind = "image";
+  images.classes = 10;
+  images.channels = 1;
+  images.image_size = 28;
+  CHECK_FALSE(am::model_family("vit").build(v, images).module->make_own_loss(16));
 }

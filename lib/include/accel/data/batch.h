@@ -26,9 +26,15 @@ Inputs inputs_to(const Inputs& inputs, const torch::Device& device);
 // The batch size (dim 0 of the first input); 0 for no inputs.
 int64_t batch_rows(const Inputs& inputs);
 
+// The label that has no target: a token stream's next token past a row's
+// real tokens, which every loss and metric skips (PyTorch's cross_entropy
+// ignore_index default, so a model's labels mean what a Hugging Face
+// model's `labels=` mean).
+inline constexpr int64_t kNoTarget = -100;
+
 struct Batch {
   Inputs inputs;
-  torch::Tensor y;  // int64 [B]; a token stream's next tokens [B, S] (set by its collator)
+  torch::Tensor y;  // int64 [B]; a token stream's next tokens [B, S] (set by its collator), kNoTarget where none
   // The leading rows that are real samples of this rank; the rest pad the
   // rank's share to the common length (DistributedSampler's wrap-around), so
   // metrics count every sample once over all ranks.

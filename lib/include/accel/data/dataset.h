@@ -96,7 +96,7 @@ ExampleSet make_token_set(const std::vector<std::vector<int32_t>>& rows, torch::
 // tokens); labels all 0; num_classes = vocab_size (the head is the
 // vocabulary). The collator ("tokens") gives "input_ids" int64 [B, seq], an
 // "attention_mask" only where a row is padded, and the next tokens as
-// Batch::y int64 [B, seq], -100 where there is none; Batch::tokens counts
+// Batch::y int64 [B, seq], kNoTarget (batch.h) where there is none; Batch::tokens counts
 // the predicted tokens.
 ExampleSet make_token_stream_set(const std::vector<std::vector<int32_t>>& documents, int64_t seq,
                                  bool packed, int64_t pad_id, int64_t vocab_size);

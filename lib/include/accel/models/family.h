@@ -46,6 +46,9 @@ struct BuiltModel {
   // Recomputation in Large Transformer Models", eq. 1), doubled for fp32.
   // 0 when unknown. An estimate, to refuse a batch that cannot fit.
   double activation_bytes_per_sample = 0;
+  // Of those, the head's whole outputs and their gradient (fp32), which a
+  // model making its own loss in chunks (Model::make_own_loss) never holds.
+  double head_bytes_per_sample = 0;
   int64_t layers = 1;  // transformer layers: evaluation keeps one layer's activations at a time
 };
 

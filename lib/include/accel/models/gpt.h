@@ -128,13 +128,15 @@ class DecoderLMImpl : public Model {
   // input_ids int64 [B, S], attention_mask [B, S] (undefined: no padding):
   // next-token logits [B, S, vocab].
   torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask);
-  // With inputs["labels"] [B, S] (-100 where there is no next token): the
+  // With inputs["labels"] [B, S] (data::kNoTarget where there is no next token): the
   // mean next-token cross-entropy (accel/models/linear_cross_entropy.h),
   // made chunk by chunk inside the head's wrap unit, so FSDP's gathers hold
   // around it as around the logits.
   torch::Tensor forward(const data::Inputs& inputs) override;
-  bool computes_loss() const override { return true; }
-  void set_loss_chunk(int64_t tokens) override { loss_chunk_ = tokens; }
+  bool make_own_loss(int64_t chunk_tokens) override {
+    loss_chunk_ = chunk_tokens;
+    return true;
+  }
   // The final normed hidden states [B, S, hidden] (before lm_head), and the
   // output projection's weight [vocab, hidden]: a loss that never makes the
   // whole logits (chunked cross-entropy) reads these. Not under a sharding

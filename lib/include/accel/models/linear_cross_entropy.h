@@ -17,6 +17,8 @@
 
 #include <torch/torch.h>
 
+#include "accel/data/batch.h"
+
 namespace accel::models {
 
 // The mean cross-entropy of hidden [..., H] projected by weight [V, H]
@@ -26,6 +28,6 @@ namespace accel::models {
 // at once). Differentiable in hidden and weight where grad mode is on.
 torch::Tensor linear_cross_entropy(const torch::Tensor& hidden, const torch::Tensor& weight,
                                    const torch::Tensor& labels, int64_t chunk,
-                                   int64_t ignore_index = -100);
+                                   int64_t ignore_index = data::kNoTarget);
 
 }  // namespace accel::models

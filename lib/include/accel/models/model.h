@@ -35,14 +35,14 @@ class Model : public torch::nn::Module, public dist::Wrappable {
   // Why a source tensor of another shape cannot load, where there is more to
   // say than the shapes (ViT's position embeddings); "" otherwise.
   virtual std::string shape_hint(const std::string& /*name*/) const { return ""; }
-  // Whether forward(inputs) computes the task's loss itself where the inputs
-  // carry "labels" (the next tokens, as a Hugging Face model's labels=):
-  // it then returns the mean loss, a float32 scalar, and never holds the
-  // whole head's outputs (train.loss_chunk_tokens). A family that cannot
-  // leaves this false and the core computes the loss from the logits.
-  virtual bool computes_loss() const { return false; }
-  // Tokens per chunk of that loss (<= 0: all at once).
-  virtual void set_loss_chunk(int64_t /*tokens*/) {}
+  // Asks forward(inputs) to compute the task's loss itself where the inputs
+  // carry "labels" (the next tokens, as a Hugging Face model's labels=),
+  // `chunk_tokens` tokens at a time (<= 0: all at once): it then returns the
+  // mean loss, a float32 scalar, and never holds the whole head's outputs
+  // (train.loss_chunk_tokens). Whether the model can: a family that cannot
+  // answers false, changes nothing, and the core computes the loss from the
+  // logits.
+  virtual bool make_own_loss(int64_t /*chunk_tokens*/) { return false; }
 };
 
 int64_t count_parameters(const torch::nn::Module& module);
