@@ -11,7 +11,10 @@
 # CPU has native bf16 (AMX or AVX512-BF16), on LibTorch 1.13 and on 2.11.
 #
 #   bash bench/bf16_step.sh     # BUILDS ("build build-cuda": those present), ROUNDS (3),
-#                               # STEPS (60 timed, after 10 warm-up), OUT (runs/bf16-step/<time>)
+#                               # STEPS (60 timed), WARMUP (10 steps before them),
+#                               # MODELS ("text vision"), OUT (runs/bf16-step/<time>)
+# Where bf16 is emulated (AVX2 only: a text bf16 step takes seconds), fewer
+# steps measure the same ratio: MODELS=text STEPS=4 WARMUP=2 ROUNDS=2.
 #
 # Not part of any test command: it measures, and says whether the step is 1.3x faster.
 set -euo pipefail
@@ -23,19 +26,23 @@ say() { echo "bf16_step: $*" >&2; }
 case "${1:-}" in -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
   "") ;; *) die "no arguments (settings are environment variables; see --help)" ;; esac
 
-ROUNDS=${ROUNDS:-3} STEPS=${STEPS:-60}
+ROUNDS=${ROUNDS:-3} STEPS=${STEPS:-60} WARMUP=${WARMUP:-10} MODELS=${MODELS:-text vision}
 [[ $ROUNDS =~ ^[1-9][0-9]*$ && $STEPS =~ ^[1-9][0-9]*$ ]] || die "ROUNDS and STEPS must be whole numbers >= 1"
+[[ $WARMUP =~ ^[1-9][0-9]*$ ]] || die "WARMUP must be a whole number >= 1 (the first step pays for the allocations)"
+for m in $MODELS; do [[ $m = text || $m = vision ]] || die "MODELS: \"$m\" is neither text nor vision"; done
+[ -n "${MODELS// /}" ] || die "MODELS: empty (text, vision or both)"
 builds=()
 for b in ${BUILDS:-build build-cuda}; do [ -x "$b/accel-bench" ] && builds+=("$b"); done
 [ ${#builds[@]} -gt 0 ] || die "no accel-bench in ${BUILDS:-build build-cuda} (scripts/build.sh; scripts/test-cuda-leg.sh builds build-cuda)"
 [ "$(bf16_hardware)" = native ] || say "warning: this CPU has neither AMX nor AVX512-BF16: bf16 is emulated (about 12x slower)"
 out=${OUT:-runs/bf16-step/$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$out"
-common=(--set train.warmup_steps=10 --set train.max_steps=$((STEPS + 10)) --set train.val_every_steps=0
+common=(--set train.warmup_steps=$WARMUP --set train.max_steps=$((STEPS + WARMUP)) --set train.val_every_steps=0
         --set train.limit_eval_batches=1 --set train.save_checkpoint=false --set runtime.threads=2 -q --force)
 # model label, 32-true config, bf16-mixed config, extra settings
-models=("text configs/ladder/text-cpu/t02-trainer.json configs/ladder/text-cpu/t03-mixed.json"
-        "vision configs/ladder/cpu/03-fabric.json configs/ladder/cpu/04-bf16-mixed.json")
+models=()
+[[ " $MODELS " = *" text "* ]] && models+=("text configs/ladder/text-cpu/t02-trainer.json configs/ladder/text-cpu/t03-mixed.json")
+[[ " $MODELS " = *" vision "* ]] && models+=("vision configs/ladder/cpu/03-fabric.json configs/ladder/cpu/04-bf16-mixed.json")
 rows=() bounds=()
 for b in "${builds[@]}"; do
   text_r=""
@@ -105,7 +112,7 @@ for b in "${builds[@]}"; do
 done
 cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -n 1)
 {
-  echo "CPU: $cpu, $(nproc) cores, bf16 $(bf16_hardware); $ROUNDS alternating round(s) of 10 warm-up + $STEPS timed steps, 2 threads; $(date -u +%FT%TZ)${OPENBLAS_CORETYPE:+; OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE from the environment: 32-true runs on those kernels}"
+  echo "CPU: $cpu, $(nproc) cores, bf16 $(bf16_hardware); $ROUNDS alternating round(s) of $WARMUP warm-up + $STEPS timed steps, 2 threads; $(date -u +%FT%TZ)${OPENBLAS_CORETYPE:+; OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE from the environment: 32-true runs on those kernels}"
   echo
   echo "| model | LibTorch (build) | 32-true step ms | bf16-mixed step ms | bf16 speedup | text >= 1.3x | rounds 32-true / bf16 |"
   echo "|---|---|---:|---:|---:|---|---|"

@@ -1211,3 +1211,63 @@ TEST_CASE("sweep --budget: where even the floor cannot fit, the emulated rungs a
   CHECK(has(r.output, "04-bf16: to fit the sweep's budget, bf16-mixed is emulated on this CPU: shortened from 10 to 6 steps."));
   CHECK(has(r.output, "00-scratch: to fit the sweep's budget, its evaluations cut to 2 of their 4 batches."));
 }
+
+TEST_CASE("sweep --plan: a peaks file where bf16 runs 12x slower than fp32 prices the bf16 rung 12x and the budget shortens it first" * doctest::test_suite("process")) {
+  accel_test::TempDir tmp;
+  tmp.write("s/tiny.json", kTiny);
+  tmp.write("s/fp32.json", R"({"extends": "tiny.json", "train": {"loop": "fabric"}})");
+  tmp.write("s/bf16.json", R"({"extends": "tiny.json", "train": {"loop": "fabric", "limit_train_batches": 8},
+                               "runtime": {"precision": "bf16-mixed"}})");
+  const char* rungs = R"("rungs": [
+      {"id": "03-fabric", "article": "03", "config": "fp32.json", "changes": "fabric"},
+      {"id": "04-bf16", "article": "04", "config": "bf16.json", "changes": "bf16",
+       "where_emulated": {"set": ["train.max_steps=10"], "note": "emulated: ten steps", "comparable": false}}]})";
+  const auto suite = tmp.write("s/suite.json", std::string(R"({"suite": "tiny", )") + rungs);
+  // The committed set: a machine with native bf16 (AMX), whose calibration
+  // prices bf16-mixed as fp32 (a CPU step is not bound by its matmuls' peak).
+  auto r = run_cli_env("ACCEL_CPU_FLAGS='fpu avx2 fma avx512f avx512_bf16 amx_tile amx_bf16'",
+                       "sweep --suite " + suite.string() + " --out " + (tmp / "committed").string());
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  const auto committed = the_set(tmp / "committed");
+  std::ofstream(committed / "peaks.json")
+      << R"({"cpu": {"fp32": {"1": 100.0, "2": 190.0}, "bf16": {"1": 250.0, "2": 480.0}}})";
+  const double init = read(committed / "04-bf16/result.json")["init_time_s"].get<double>();
+  // This machine: AVX2 only, its bf16 matmuls 12x slower than fp32's, or (to
+  // compare) as fast.
+  const auto slow = tmp.write("peaks-slow.json", R"({"cpu": {"fp32": {"1": 60.0}, "bf16": {"1": 5.0}}})");
+  const auto even = tmp.write("peaks-even.json", R"({"cpu": {"fp32": {"1": 60.0}, "bf16": {"1": 60.0}}})");
+  const auto budgeted =
+      tmp.write("s/budgeted.json", std::string(R"({"suite": "tiny", "results": "../committed/tiny", )") + rungs);
+  const std::string avx2 = "ACCEL_CPU_FLAGS='fpu avx2 fma'";
+  auto plan = [&](const fs::path& peaks, const std::string& budget) {
+    auto p = run_cli_env(avx2, "sweep --plan --json --suite " + budgeted.string() + " --peaks " + peaks.string() +
+                                   (budget.empty() ? "" : " --budget " + budget));
+    INFO(p.output);
+    REQUIRE(p.code == 0);
+    return Json::parse(p.output);
+  };
+  const Json at_slow = plan(slow, ""), at_even = plan(even, "");
+  auto rung_estimate = [](const Json& p, int i) { return p["suites"][0]["rungs"][i]["estimate_s"].get<double>(); };
+  // The fp32 rung costs the same under both files; the bf16 rung's work past
+  // its start 12 times as much where bf16 is 12x slower.
+  CHECK(rung_estimate(at_slow, 0) == doctest::Approx(rung_estimate(at_even, 0)));
+  CHECK((rung_estimate(at_slow, 1) - init) == doctest::Approx(12.0 * (rung_estimate(at_even, 1) - init)).epsilon(0.01));
+  CHECK(at_slow["suites"][0]["rungs"][1]["work"]["steps"] == 10);  // where_emulated applies either way
+  // A budget the even machine's floor holds but the slow one's does not: the
+  // slow machine's plan shortens the emulated rung first, and says so.
+  const double floor_slow = plan(slow, "0.0001")["floor_estimate_s"].get<double>();
+  const double floor_even = plan(even, "0.0001")["floor_estimate_s"].get<double>();
+  REQUIRE(floor_slow > 2 * floor_even);
+  const std::string between = std::to_string((floor_even + floor_slow) / 2 / 60);
+  const Json even_plan = plan(even, between);
+  CHECK(even_plan["cuts"].empty());
+  CHECK(even_plan["suites"][0]["rungs"][1]["work"]["steps"] == 10);
+  const Json slow_plan = plan(slow, between);
+  REQUIRE_FALSE(slow_plan["cuts"].empty());
+  CHECK(has(slow_plan["cuts"][0].get<std::string>(), "emulated run 6 steps"));
+  CHECK(slow_plan["suites"][0]["rungs"][1]["work"]["steps"] == 6);
+  CHECK(slow_plan["suites"][0]["rungs"][1]["budget_cuts"] ==
+        Json::array({"bf16-mixed is emulated on this CPU: shortened from 10 to 6 steps"}));
+  CHECK_FALSE(slow_plan["suites"][0]["rungs"][0].contains("budget_cuts"));
+}
