@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "accel/data/batch.h"
 #include "accel/util/errors.h"
 
 namespace accel::train {
