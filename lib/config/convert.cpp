@@ -112,6 +112,7 @@ TrainConfig train_of(const json& t) {
   c.test_weights = t["test_weights"].get<std::string>();
   c.task = t["task"].get<std::string>();
   take(t, "loss_chunk_tokens", c.loss_chunk_tokens);
+  take(t, "activation_checkpointing", c.activation_checkpointing);
   c.val_every_steps = t["val_every_steps"].get<int64_t>();
   c.accumulate = t["accumulate"].get<int>();
   c.inject_delay = t["inject_delay"].get<double>();

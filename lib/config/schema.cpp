@@ -229,6 +229,12 @@ std::vector<Field> build_table() {
         "linear cross-entropy, as Liger Kernel's and torchtune's chunked loss); 0 = the whole "
         "logits, then the loss")
           .at_least(0).kind(IntKind::I64).only({"gpt"}).since_results(),
+      s("train.activation_checkpointing", "none",
+        "full = keep only each transformer block's input for the backward and run the block "
+        "again there (activation checkpointing: torch.utils.checkpoint around every block, "
+        "torchtitan's full mode), trading one more forward for the activations' memory; "
+        "none = keep every activation")
+          .one_of({"none", "full"}).only({"gpt"}).since_results(),
       s("train.test_weights", "last",
         "the weights the test pass uses: last = the last step's (a plain loop); best_val = "
         "those with the best validation accuracy so far (Lightning's ModelCheckpoint(monitor="

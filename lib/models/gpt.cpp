@@ -341,7 +341,14 @@ torch::Tensor DecoderLMImpl::run(const torch::Tensor& ids, const torch::Tensor& 
   int unit = 1;
   for (auto& block : blocks) {
     begin(unit);
-    x = end(unit, block->forward(x, padding, cos, sin));
+    if (recompute_ && is_training()) {
+      // By value: the backward runs it again after run() has returned.
+      x = end(unit, checkpoint([block, padding, cos, sin](const torch::Tensor& in) mutable {
+                return block->forward(in, padding, cos, sin);
+              }, x));
+    } else {
+      x = end(unit, block->forward(x, padding, cos, sin));
+    }
     ++unit;
   }
   begin(unit);
@@ -495,6 +502,10 @@ BuiltModel build(const config::ModelConfig& m, const DataFacts& data) {
   b.flops_per_sample = decoder_forward_flops(spec, seq);
   // the logits and their gradient, fp32
   b.head_bytes_per_sample = 2.0 * 4.0 * double(seq) * double(spec.vocab_size);
+  // Recomputing the blocks keeps each block's input (fp32) and, during one
+  // block's backward, that block's activations.
+  b.recompute_bytes_per_sample = transformer_activation_bytes(1, seq, spec.hidden, spec.heads) +
+                                 4.0 * double(spec.layers) * double(seq) * double(spec.hidden);
   b.activation_bytes_per_sample =
       transformer_activation_bytes(spec.layers, seq, spec.hidden, spec.heads) + b.head_bytes_per_sample;
   b.layers = spec.layers;

@@ -122,14 +122,29 @@ void Run::setup() {
   // itself): a training batch whose activations cannot fit is refused; an
   // evaluation batch is capped (below) so its activations take at most a
   // quarter of the memory.
-  double act = built_.activation_bytes_per_sample;
+  // The head's outputs and the layers' activations, each as this run keeps them.
+  double head_act = built_.head_bytes_per_sample;
+  double body_act = built_.activation_bytes_per_sample - built_.head_bytes_per_sample;
+  const double eval_body_act = body_act;  // evaluation keeps no activations for a backward
   if (loss_in_model(cfg_)) {
     if (!task_->metric_is_loss || !built_.module->make_own_loss(cfg_.train.loss_chunk_tokens)) {
       throw ConfigError("train.loss_chunk_tokens: model.arch \"" + cfg_.model.arch + "\" with train.task \"" +
                         cfg_.train.task + "\" makes no loss of its own; set it to 0");
     }
-    act -= built_.head_bytes_per_sample;  // one chunk's logits at a time
+    head_act = 0;  // one chunk's logits at a time
   }
+  if (cfg_.train.activation_checkpointing == "full") {
+    if (!built_.module->recompute_blocks(true)) {
+      throw ConfigError("train.activation_checkpointing: model.arch \"" + cfg_.model.arch +
+                        "\" cannot run its blocks again in the backward; set it to \"none\"");
+    }
+    if (cfg_.runtime.cuda_graphs) {
+      throw ConfigError("train.activation_checkpointing: \"full\" runs a backward inside the backward, which a "
+                        "captured CUDA Graph cannot hold; set it to \"none\" or runtime.cuda_graphs to false");
+    }
+    body_act = built_.recompute_bytes_per_sample;
+  }
+  const double act = body_act + head_act;
   const double memory = fabric_->plan().accelerator->host ? metrics::physical_memory_bytes() : 0.0;
   int64_t eval_cap = 0;
   if (memory > 0 && act > 0) {
@@ -145,7 +160,7 @@ void Run::setup() {
                         "; lower it and raise train.accumulate to keep the effective batch");
     }
     // In evaluation only one layer's activations live at a time.
-    const double per_sample = act / double(std::max<int64_t>(1, built_.layers));
+    const double per_sample = (eval_body_act + head_act) / double(std::max<int64_t>(1, built_.layers));
     eval_cap = std::max<int64_t>(1, int64_t(memory / 4 / double(local) / per_sample));
   }
   auto& model = *built_.module;

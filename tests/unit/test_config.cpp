@@ -232,7 +232,7 @@ TEST_CASE("config: unknown key names the file and the path and lists the valid k
   fs::path file = dir.write("x.json", R"({"train": {"epoch": 3}})");
   std::string msg = config_error([&] { load_config(file); });
   check_message(msg, {file.string() + ": unknown key \"train.epoch\"",
-                      "valid keys in \"train\": accumulate, batch_size, checkpoint_every, epochs, eval_batch_size",
+                      "valid keys in \"train\": accumulate, activation_checkpointing, batch_size, checkpoint_every, epochs, eval_batch_size",
                       "did you mean \"train.epochs\"?"});
   // The same key in another section is suggested.
   check_message(resolve_error({{"train", {{"lr", 0.1}}}}),

@@ -336,3 +336,42 @@ TEST_CASE("gpt: a model that makes its own loss in chunks drops the whole logits
   images.image_size = 28;
   CHECK_FALSE(am::model_family("vit").build(v, images).module->make_own_loss(16));
 }
+
+TEST_CASE("gpt: recomputing the blocks in the backward gives the losses and gradients of keeping their activations, dropout's masks and the generator included") {
+  for (const bool bf16 : {false, true}) {
+    CAPTURE(bf16);
+    auto spec = small("llama_tiny");
+    spec.layers = 3;
+    spec.dropout = 0.2;  // the recomputed blocks must draw the forward's masks again
+    torch::manual_seed(4);
+    am::DecoderLM kept(spec);
+    torch::manual_seed(4);
+    am::DecoderLM again(spec);
+    CHECK(again->recompute_blocks(true));
+    kept->train();
+    again->train();
+    const auto ids = torch::randint(0, 96, {2, 16}, torch::kLong);
+    const auto y = torch::randint(0, 96, {2, 16}, torch::kLong);
+    auto step = [&](am::DecoderLM& m) {
+      torch::manual_seed(77);
+      torch::Tensor loss;
+      {
+        accel::precision::AutocastGuard autocast(c10::DeviceType::CPU, torch::kBFloat16, bf16);
+        loss = torch::cross_entropy_loss(m->forward(ids, {}).flatten(0, 1).to(torch::kFloat), y.flatten());
+      }
+      loss.backward();
+      return std::make_pair(loss.item<double>(), torch::rand({4}));  // what the run draws next
+    };
+    const auto [loss_kept, next_kept] = step(kept);
+    const auto [loss_again, next_again] = step(again);
+    CHECK(loss_again == loss_kept);
+    CHECK(torch::equal(next_again, next_kept));  // the generator left as the forward left it
+    const auto pk = kept->named_parameters(true), pa = again->named_parameters(true);
+    for (const auto& kv : pk) {
+      CAPTURE(kv.key());
+      const auto& ga = pa[kv.key()].grad();
+      REQUIRE(ga.defined());
+      CHECK(torch::allclose(ga, kv.value().grad(), 1e-5, 1e-7));
+    }
+  }
+}

@@ -101,6 +101,7 @@ struct TrainConfig {
   std::string test_weights = "last";  // last | best_val: the weights the test pass uses
   std::string task = "classification";  // a row of the task registry (accel/train/task.h)
   int64_t loss_chunk_tokens = 0;    // the model computes its loss in chunks of this many tokens; 0 = from whole logits
+  std::string activation_checkpointing = "none";  // none | full: every block run again in the backward
   int64_t val_every_steps = 0;      // validate every N steps too; 0 = at each epoch's end only
   double inject_delay = 0.0;        // fault injection: each step slowed by this fraction; 0 = off
   double target = 0.0;              // validation accuracy to reach; 0 = none

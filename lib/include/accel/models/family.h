@@ -49,6 +49,10 @@ struct BuiltModel {
   // Of those, the head's whole outputs and their gradient (fp32), which a
   // model making its own loss in chunks (Model::make_own_loss) never holds.
   double head_bytes_per_sample = 0;
+  // What the transformer layers' activations take instead where the model
+  // recomputes its blocks in the backward (Model::recompute_blocks); 0 when
+  // it cannot.
+  double recompute_bytes_per_sample = 0;
   int64_t layers = 1;  // transformer layers: evaluation keeps one layer's activations at a time
 };
 

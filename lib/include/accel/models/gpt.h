@@ -137,6 +137,10 @@ class DecoderLMImpl : public Model {
     loss_chunk_ = chunk_tokens;
     return true;
   }
+  bool recompute_blocks(bool on) override {
+    recompute_ = on;
+    return true;
+  }
   // The final normed hidden states [B, S, hidden] (before lm_head), and the
   // output projection's weight [vocab, hidden]: a loss that never makes the
   // whole logits (chunked cross-entropy) reads these. Not under a sharding
@@ -168,6 +172,7 @@ class DecoderLMImpl : public Model {
   std::shared_ptr<torch::nn::Module> base_;
   const dist::UnitHooks* hooks_ = nullptr;
   int64_t loss_chunk_ = 0;
+  bool recompute_ = false;
 };
 TORCH_MODULE(DecoderLM);
 

@@ -43,6 +43,12 @@ class Model : public torch::nn::Module, public dist::Wrappable {
   // answers false, changes nothing, and the core computes the loss from the
   // logits.
   virtual bool make_own_loss(int64_t /*chunk_tokens*/) { return false; }
+  // Asks forward to keep no activations of its transformer blocks for the
+  // backward but each block's input, and to run each block again in the
+  // backward (activation checkpointing, accel/models/checkpoint.h;
+  // train.activation_checkpointing "full"). Whether the model can: a family
+  // that cannot answers false and changes nothing.
+  virtual bool recompute_blocks(bool /*on*/) { return false; }
 };
 
 int64_t count_parameters(const torch::nn::Module& module);
