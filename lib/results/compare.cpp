@@ -303,6 +303,7 @@ struct Side {
   std::string status() const {
     if (rung == nullptr) return "missing";
     if (!rung->needs.empty() && rung->repeats.empty()) return "needs " + rung->needs;
+    if (left_out()) return "not run (--only)";
     if (ok.empty()) {
       if (rung->repeats.empty()) return "missing";
       // A record refused as read (impossible figures, not JSON): its reason.
@@ -314,6 +315,8 @@ struct Side {
     return ok.size() == rung->repeats.size() ? "ok" : "ok " + std::to_string(ok.size()) + "/" +
                                                           std::to_string(rung->repeats.size());
   }
+  // Left out of its sweep on purpose (`sweep --only`): not run, so not failed.
+  bool left_out() const { return rung != nullptr && rung->repeats.empty() && rung->sweep_status == "excluded"; }
 };
 
 Side side_of(const ResultSet& set, const std::string& id, OptNum target) {
@@ -741,14 +744,24 @@ CompareOutcome compare_sets(const ResultSet& base, const ResultSet& other,
       }
     }
     std::string verdict;
-    if (b.rung == nullptr) {
+    if ((b.rung == nullptr || b.left_out()) && (o.rung == nullptr || o.left_out())) {
+      // A rung neither side's sweep ran (`--only` on both): nothing to judge, nothing lost.
+      verdict = "run on neither side (--only)";
+    } else if (b.rung == nullptr) {
       verdict = "new (no baseline)";
+    } else if (b.left_out()) {
+      verdict = o.ok.empty() ? uncompared("base not run (--only), other " + o.status(), bounds, out)
+                             : "new (no baseline: base not run (--only))";
     } else if (b.ok.empty() && !b.rung->needs.empty() && b.rung->repeats.empty()) {
       // Left out by design where BASE was made (a CUDA rung on a CPU).
       verdict = o.ok.empty() ? "run on neither machine" : "new (no baseline: base " +
                                                               b.status() + ")";
     } else if (b.ok.empty()) {
       verdict = uncompared("base has no ok run (" + b.status() + ")", bounds, out);
+    } else if (o.left_out()) {
+      // Chosen away where OTHER was made, not broken: not compared (a gate
+      // fails on it unless --allow-uncompared), but no regression.
+      verdict = uncompared("other not run (--only)", bounds, out);
     } else if (o.ok.empty()) {
       ++out.regressions;
       verdict = "REGRESSION: " + o.status() + " (ok in base)";

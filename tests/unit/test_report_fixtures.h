@@ -169,6 +169,12 @@ struct SetBuilder {
                                  {"status", "skipped"}, {"needs", what}, {"runs", Json::array()}});
     return *this;
   }
+  // A rung its sweep left out (`sweep --only` named others).
+  SetBuilder& left_out(const std::string& id, const std::string& article) {
+    manifest["rungs"].push_back({{"id", id}, {"article", article}, {"changes", "x"},
+                                 {"status", "excluded"}, {"runs", Json::array()}});
+    return *this;
+  }
   fs::path write() {
     write_json(dir / "sweep.json", manifest);
     return dir;
