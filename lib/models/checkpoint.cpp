@@ -2,6 +2,7 @@
 #include "accel/models/checkpoint.h"
 
 #include <mutex>
+#include <optional>
 
 #include <ATen/core/ivalue.h>
 
@@ -15,9 +16,8 @@ namespace checkpoint_detail {
 struct Recompute : torch::CustomClassHolder {
   Stretch fn;
   c10::Device device = c10::Device(c10::DeviceType::CPU);
-  torch::Tensor rng_state;  // the device's default generator before the forward
-  bool autocast = false;
-  c10::ScalarType autocast_dtype = c10::ScalarType::BFloat16;
+  torch::Tensor rng_state;  // the device's default generator before the forward; undefined: no draws
+  std::optional<c10::ScalarType> autocast;  // the forward's autocast dtype, where it was on
 };
 
 at::Generator generator_of(const c10::Device& device) { return at::globalContext().defaultGenerator(device); }
@@ -33,6 +33,27 @@ void set_rng_state(const c10::Device& device, const torch::Tensor& state) {
   std::lock_guard<std::mutex> lock(gen.mutex());
   gen.set_state(state);
 }
+
+// The device's generator set to STATE for a scope, then put back as it was
+// (however the scope ends), so the rest of the run draws what it would have.
+// An undefined STATE leaves the generator alone.
+class GeneratorStateGuard {
+ public:
+  GeneratorStateGuard(const c10::Device& device, const torch::Tensor& state) : device_(device) {
+    if (!state.defined()) return;
+    saved_ = rng_state(device);
+    set_rng_state(device, state);
+  }
+  ~GeneratorStateGuard() {
+    if (saved_.defined()) set_rng_state(device_, saved_);
+  }
+  GeneratorStateGuard(const GeneratorStateGuard&) = delete;
+  GeneratorStateGuard& operator=(const GeneratorStateGuard&) = delete;
+
+ private:
+  c10::Device device_;
+  torch::Tensor saved_;
+};
 
 class CheckpointFn : public torch::autograd::Function<CheckpointFn> {
  public:
@@ -50,19 +71,12 @@ class CheckpointFn : public torch::autograd::Function<CheckpointFn> {
     const auto x = ctx->get_saved_variables()[0].detach().requires_grad_(true);
     torch::Tensor out;
     {
-      // The forward's random draws again (dropout's masks), then the
-      // generator as it was, so the rest of the run draws what it would have.
-      const auto now = rng_state(r->device);
-      set_rng_state(r->device, r->rng_state);
-      try {
-        torch::AutoGradMode grad(true);
-        precision::AutocastGuard autocast(r->device.type(), r->autocast_dtype, r->autocast);
-        out = r->fn(x);
-      } catch (...) {
-        set_rng_state(r->device, now);
-        throw;
-      }
-      set_rng_state(r->device, now);
+      // The forward's random draws again (dropout's masks) and its autocast.
+      GeneratorStateGuard draws(r->device, r->rng_state);
+      torch::AutoGradMode grad(true);
+      precision::AutocastGuard autocast(r->device.type(), r->autocast.value_or(c10::ScalarType::BFloat16),
+                                        r->autocast.has_value());
+      out = r->fn(x);
     }
     // Reentrant: the stretch's parameters receive their gradients here (their
     // hooks fire as in any backward), x's comes back to the outer graph.
@@ -73,17 +87,13 @@ class CheckpointFn : public torch::autograd::Function<CheckpointFn> {
 
 }  // namespace checkpoint_detail
 
-torch::Tensor checkpoint(const Stretch& fn, const torch::Tensor& x) {
+torch::Tensor checkpoint(const Stretch& fn, const torch::Tensor& x, bool draws) {
   if (!torch::GradMode::is_enabled() || !x.requires_grad()) return fn(x);
   auto r = c10::make_intrusive<checkpoint_detail::Recompute>();
   r->fn = fn;
   r->device = x.device();
-  r->rng_state = checkpoint_detail::rng_state(x.device());
-  const auto type = x.device().type();
-  if (type == c10::DeviceType::CPU || type == c10::DeviceType::CUDA) {
-    r->autocast = compat::autocast_enabled(type);
-    if (r->autocast) r->autocast_dtype = compat::autocast_dtype(type);
-  }
+  if (draws) r->rng_state = checkpoint_detail::rng_state(x.device());
+  r->autocast = compat::active_autocast_dtype(x.device().type());
   return checkpoint_detail::CheckpointFn::apply(x, std::move(r));
 }
 

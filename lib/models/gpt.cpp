@@ -345,7 +345,7 @@ torch::Tensor DecoderLMImpl::run(const torch::Tensor& ids, const torch::Tensor& 
       // By value: the backward runs it again after run() has returned.
       x = end(unit, checkpoint([block, padding, cos, sin](const torch::Tensor& in) mutable {
                 return block->forward(in, padding, cos, sin);
-              }, x));
+              }, x, /*draws=*/spec_.dropout > 0));
     } else {
       x = end(unit, block->forward(x, padding, cos, sin));
     }

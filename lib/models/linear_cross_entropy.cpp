@@ -11,11 +11,7 @@ namespace lce_detail {
 // The dtype the matmuls run in: autocast's where it is on for the hidden
 // states' device, else the hidden states' own.
 torch::ScalarType compute_dtype(const torch::Tensor& h) {
-  const auto device = h.device().type();
-  if ((device == c10::DeviceType::CPU || device == c10::DeviceType::CUDA) && compat::autocast_enabled(device)) {
-    return compat::autocast_dtype(device);
-  }
-  return h.scalar_type();
+  return compat::active_autocast_dtype(h.device().type()).value_or(h.scalar_type());
 }
 
 struct Sums {

@@ -338,11 +338,15 @@ TEST_CASE("gpt: a model that makes its own loss in chunks drops the whole logits
 }
 
 TEST_CASE("gpt: recomputing the blocks in the backward gives the losses and gradients of keeping their activations, dropout's masks and the generator included") {
-  for (const bool bf16 : {false, true}) {
+  // Dropout 0.2: the recomputed blocks must draw the forward's masks again;
+  // dropout 0: nothing drawn, so the generator's state is not kept at all.
+  for (const auto& [bf16, dropout] : {std::pair{false, 0.2}, std::pair{true, 0.2}, std::pair{false, 0.0},
+                                      std::pair{true, 0.0}}) {
     CAPTURE(bf16);
+    CAPTURE(dropout);
     auto spec = small("llama_tiny");
     spec.layers = 3;
-    spec.dropout = 0.2;  // the recomputed blocks must draw the forward's masks again
+    spec.dropout = dropout;
     torch::manual_seed(4);
     am::DecoderLM kept(spec);
     torch::manual_seed(4);

@@ -18,9 +18,10 @@ using Stretch = std::function<torch::Tensor(const torch::Tensor&)>;
 
 // fn(x), recomputed in the backward. Where grad mode is off or x needs no
 // gradient, simply fn(x). fn must be a function of x and of parameters that
-// keep their values until the backward (a training step's), may draw random
-// numbers from x's device's default generator (dropout: the same draws
-// again), and must return a new tensor.
-torch::Tensor checkpoint(const Stretch& fn, const torch::Tensor& x);
+// keep their values until the backward (a training step's), and must return
+// a new tensor. Where DRAWS, fn may draw random numbers from x's device's
+// default generator (dropout): its state is kept (a few KB) and the backward
+// makes the same draws again; where not (no dropout), fn must draw none.
+torch::Tensor checkpoint(const Stretch& fn, const torch::Tensor& x, bool draws = true);
 
 }  // namespace accel::models

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <limits>
+#include <optional>
 #include <sstream>
 #include <type_traits>
 #include <utility>
@@ -150,6 +151,15 @@ inline c10::ScalarType autocast_dtype(c10::DeviceType device) {
   return device == c10::DeviceType::CPU ? at::autocast::get_autocast_cpu_dtype()
                                         : at::autocast::get_autocast_gpu_dtype();
 #endif
+}
+
+// The dtype autocast computes DEVICE's ops in right now, or nothing where it
+// is off or the device has no autocast (any device: kernels that pick their
+// own compute dtype ask this, as autocast's ops would decide).
+inline std::optional<c10::ScalarType> active_autocast_dtype(c10::DeviceType device) {
+  if (device != c10::DeviceType::CPU && device != c10::DeviceType::CUDA) return std::nullopt;
+  if (!autocast_enabled(device)) return std::nullopt;
+  return autocast_dtype(device);
 }
 
 // 1.13's set_autocast_cpu_dtype throws c10::Error for anything but bf16
