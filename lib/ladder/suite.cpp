@@ -156,6 +156,16 @@ Suite load_suite(const fs::path& file) {
       bad(s, "rung " + r.id + ": init_from \"" + r.init_from + "\" is not an upstream id");
     }
   }
+  // A rung's "article" names the reference's figures it is shown beside: a
+  // name the reference lacks would show none, silently.
+  if (s.reference.is_object()) {
+    const auto& refs = s.reference.contains("rungs") ? s.reference["rungs"] : Json();
+    for (const auto& r : s.rungs) {
+      if (!r.article.empty() && !(refs.is_object() && refs.contains(r.article))) {
+        bad(s, "rung " + r.id + ": article \"" + r.article + "\" is not a rung of the reference");
+      }
+    }
+  }
   if (!s.convergence_reference.empty() &&
       std::none_of(s.rungs.begin(), s.rungs.end(), [&](const SuiteRung& r) { return r.id == s.convergence_reference; })) {
     bad(s, "convergence_reference: \"" + s.convergence_reference + "\" is not a rung id");

@@ -1,6 +1,7 @@
 #include "accel/results/report.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <set>
@@ -157,6 +158,29 @@ void reference_figures(RungRow& row, const Json& reference) {
   row.ref_time_min = num_at(reference, key + "/time_min");
   row.ref_acc_pct = num_at(reference, key + "/test_acc_pct");
   row.ref_mem_gb = num_at(reference, key + "/memory_gb");
+  row.ref_mem_ratio_prev = num_at(reference, key + "/memory_vs_prev");
+  // A figure per technique: its own ratios, its own source.
+  const auto own = num_at(reference, key + "/speedup_vs_prev");
+  if (own) row.ref_speedup_prev = own;
+  const auto source = clean_text(str_at(reference, key + "/source"), 600);
+  if (source.empty() || row.ref_time_min) return;
+  std::string figures;
+  if (own) figures = fmt_num(own, "%.2fx") + " speed";
+  if (row.ref_mem_ratio_prev) {
+    const auto measure = clean_text(str_at(reference, key + "/memory_measure"), 200);
+    figures += (figures.empty() ? "" : ", ") + fmt_num(row.ref_mem_ratio_prev, "%.2fx") + " less memory" +
+               (measure.empty() ? "" : " (" + measure + ")");
+  }
+  const auto note = clean_text(str_at(reference, key + "/note"), 300);
+  if (!figures.empty()) {
+    figures += " over the step before";
+  } else {
+    figures = note.empty() ? "no single figure" : note;
+  }
+  const auto setup = clean_text(str_at(reference, key + "/setup"), 300);
+  const auto hardware = clean_text(str_at(reference, key + "/hardware"), 200);
+  row.ref_figure_note = row.article + ": " + figures + "; " +
+                        (setup.empty() ? "" : setup + ", ") + (hardware.empty() ? "" : "on " + hardware + "; ") + source;
 }
 
 // The article's speedup between the same two rungs as ours: the article's
@@ -316,7 +340,13 @@ void add_speedups(std::vector<RungRow>& rows) {
     }
     if (prev != nullptr) {
       r.prev_id = prev->id;
-      r.ref_speedup_prev = article_speedup(*prev, r);
+      // The article's between the same two rungs; a per-technique figure stands as given.
+      if (!r.ref_speedup_prev) r.ref_speedup_prev = article_speedup(*prev, r);
+      if (!prev->mem_per_rank.empty() && !r.mem_per_rank.empty()) {
+        const double before = *std::max_element(prev->mem_per_rank.begin(), prev->mem_per_rank.end());
+        const double now = *std::max_element(r.mem_per_rank.begin(), r.mem_per_rank.end());
+        if (before > 0 && now > 0) r.mem_ratio_prev = before / now;
+      }
     }
     if (!r.comparable || !r.speed || *r.speed <= 0) continue;
     if (scratch != nullptr && scratch->speed && *scratch->speed > 0) r.speedup_scratch = *scratch->speed / *r.speed;
@@ -544,8 +574,14 @@ Report build_report(const ResultSet& set, const PeakTable& peaks) {
     }
   }
   if (set.reference.is_object()) {
-    rep.notes.push_back("Article figures: " + str_at(set.reference, "source", "?") + "; " +
+    const auto label = str_at(set.reference, "label", "article");
+    std::string title = label + " figures";
+    title[0] = char(std::toupper(static_cast<unsigned char>(title[0])));
+    rep.notes.push_back(title + ": " + str_at(set.reference, "source", "?") + "; " +
                         str_at(set.reference, "hardware", "") + ".");
+    for (const auto& row : rep.rungs) {
+      if (!row.ref_figure_note.empty()) rep.notes.push_back(row.id + " beside " + row.ref_figure_note + ".");
+    }
   }
   for (const auto* rows : {&set.upstream, &set.rungs}) {
     for (const auto& r : *rows) {

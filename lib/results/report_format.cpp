@@ -1,9 +1,11 @@
 // Markdown and CSV renderings of a Report (build_report in report.cpp).
+#include <algorithm>
 #include <functional>
 #include <cstdio>
 #include <sstream>
 
 #include "accel/results/report.h"
+#include "accel/util/json_doc.h"
 
 namespace accel::results {
 
@@ -189,16 +191,25 @@ std::string report_markdown(const Report& r) {
   // The story first: what each rung changed and what it bought, with the
   // speedup's interval and verdict and the article's between the same rungs.
   const bool steady = r.speed_measure == kSpeedSteadyStep;
-  md << "| rung | what changed | " << (steady ? "step per sample (ms)" : "train time")
-     << " | vs prev | vs scratch | article vs prev | " << test_col << " | peak mem/rank | status |\n"
-        "|---|---|---|---|---|---|---|---|---|\n";
+  // "article", or what the reference calls its figures ("published": one per technique).
+  const std::string label =
+      set.reference.is_object() ? escape_md(clean_text(str_at(set.reference, "label", "article"), 40)) : "article";
+  // Memory beside the published memory figures, where the reference has any.
+  const bool mem_ratios = std::any_of(r.rungs.begin(), r.rungs.end(),
+                                      [](const RungRow& row) { return row.ref_mem_ratio_prev.has_value(); });
+  md << "| rung | what changed | " << (steady ? "step per sample (ms)" : "train time") << " | vs prev | vs scratch | "
+     << label << " vs prev | " << test_col << " | peak mem/rank | "
+     << (mem_ratios ? "less mem vs prev | " + label + " less mem vs prev | " : "") << "status |\n"
+     << "|---|---|---|---|---|---|---|---|" << (mem_ratios ? "---|---|" : "") << "---|\n";
   for (const auto& row : r.rungs) {
     std::string when = time_cell(row.time_s, minutes);
     if (steady) when = row.speed ? fmt_num(*row.speed * 1000, "%.4g") : "n/a";  // what the speedups divide
     md << "| " << escape_md(row.id) << " | " << escape_md(row.changes) << " | " << when << " | "
        << speedup(row.speedup_prev, row.speedup_prev_iv) << " | " << speedup(row.speedup_scratch, row.speedup_scratch_iv)
        << " | " << speedup(row.ref_speedup_prev) << " | " << acc_cell(row.acc, set.metric) << " | " << mem_cell(row.mem_per_rank)
-       << " | " << escape_md(row.status) << " |\n";
+       << " | ";
+    if (mem_ratios) md << speedup(row.mem_ratio_prev) << " | " << speedup(row.ref_mem_ratio_prev) << " | ";
+    md << escape_md(row.status) << " |\n";
   }
   md << "\n" << kEveryColumn << "\n\n";
   md << "| rung | article | what changed | devices x threads | precision | strategy | epochs "

@@ -645,6 +645,15 @@ TEST_CASE("sweep and compare: bad arguments exit 2 and write nothing" * doctest:
   r = run_cli("sweep --suite " + (tmp / "rung-set.json").string() + " --out " + (tmp / "o").string());
   CHECK(r.code == 2);
   CHECK(has(r.output, "rungs[0].set: expected a list of \"section.key=value\" strings"));
+  // A rung shown beside a reference figure the reference does not have.
+  tmp.write("ref.json", R"({"source": "s", "rungs": {"packing": {"speedup_vs_prev": 2.0}}})");
+  tmp.write("a.json", "{}");
+  tmp.write("rung-article.json",
+            R"({"suite": "x", "reference": "ref.json", "rungs": [{"id": "a", "config": "a.json", "article": "packnig"}]})");
+  r = run_cli("sweep --suite " + (tmp / "rung-article.json").string() + " --out " + (tmp / "o").string());
+  CHECK(r.code == 2);
+  CHECK(has(r.output, "rung a: article \"packnig\" is not a rung of the reference"));
+  CHECK_FALSE(fs::exists(tmp / "o"));
   CHECK(run_cli("compare " + tmp.path.string()).code == 2);  // one set only
   CHECK(run_cli("compare a b --fail-slower -5").code == 2);
   CHECK(run_cli("report " + (tmp / "nothing").string()).code == 2);

@@ -163,6 +163,52 @@ TEST_CASE("report: speedups vs scratch and vs the rung before, and the article's
   CHECK(has(md, "Article figures: test source"));
 }
 
+TEST_CASE("report: a reference of published figures per technique stands beside each rung's measured speedup and memory") {
+  accel_test::TempDir tmp;
+  // Figures as ratios over the step before, each with its own source: no
+  // times, so nothing is derived from them; the memory columns appear
+  // because the reference has a memory figure.
+  const Json published = {
+      {"source", "per-technique figures"},
+      {"hardware", "their own"},
+      {"label", "published"},
+      {"rungs",
+       {{"fused", {{"speedup_vs_prev", 3.0}, {"source", "Paper A"}, {"setup", "GPT-2 at 1K"}, {"hardware", "A100"}}},
+        {"ckpt",
+         {{"speedup_vs_prev", 0.769},
+          {"memory_vs_prev", 6.857},
+          {"memory_measure", "the whole run"},
+          {"source", "Paper B"}}},
+        {"ddp", {{"note", "near-linear"}, {"source", "Paper C"}}}}}};
+  FakeRun eager, fused, ckpt, ddp;
+  eager.time_s = 90, fused.time_s = 60, ckpt.time_s = 75, ddp.time_s = 40;
+  eager.mem = {2e9}, fused.mem = {1.6e9}, ckpt.mem = {0.4e9}, ddp.mem = {0.5e9, 0.5e9};
+  SetBuilder(tmp.path)
+      .reference(published)
+      .rung("l00", "", {eager})
+      .rung("l01", "fused", {fused})
+      .rung("l05", "ckpt", {ckpt})
+      .rung("l06", "ddp", {ddp})
+      .write();
+  const auto rep = build_report(load_result_set(tmp.path), PeakTable{});
+  CHECK(*row(rep, "l01").speedup_prev == doctest::Approx(1.5));
+  CHECK(*row(rep, "l01").ref_speedup_prev == 3.0);  // the paper's, not derived from the rung before
+  CHECK(*row(rep, "l05").ref_speedup_prev == 0.769);
+  CHECK(*row(rep, "l05").mem_ratio_prev == doctest::Approx(4.0));
+  CHECK(*row(rep, "l05").ref_mem_ratio_prev == 6.857);
+  CHECK_FALSE(row(rep, "l00").ref_speedup_prev.has_value());
+  CHECK_FALSE(row(rep, "l06").ref_speedup_prev.has_value());
+  const auto md = report_markdown(rep);
+  INFO(md);
+  CHECK(has(md, " | published vs prev | "));
+  CHECK(has(md, " | peak mem/rank | less mem vs prev | published less mem vs prev | status |"));
+  CHECK(has(md, "| 0.40 GB | 4.00x | 6.86x | ok |"));
+  CHECK(has(md, "Published figures: per-technique figures; their own."));
+  CHECK(has(md, "l01 beside fused: 3.00x speed over the step before; GPT-2 at 1K, on A100; Paper A."));
+  CHECK(has(md, "l05 beside ckpt: 0.77x speed, 6.86x less memory (the whole run) over the step before; Paper B."));
+  CHECK(has(md, "l06 beside ddp: near-linear; Paper C."));
+}
+
 TEST_CASE("report: a set whose rungs ran a fixed few steps ranks them by the steady step per sample and says so") {
   accel_test::TempDir tmp;
   // A GPU check's shape: 40 steps a rung, training times mostly warm-up

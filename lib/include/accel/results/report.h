@@ -113,6 +113,16 @@ struct RungRow {
   // our scratch / prev / base rung's article rung over this one's (nullopt
   // where either rung is not one of the article's).
   OptNum ref_time_min, ref_acc_pct, ref_mem_gb, ref_speedup_scratch, ref_speedup_prev, ref_speedup_base;
+  // A reference of published figures per technique (each from its own
+  // source, results/reference/lm-techniques.json) gives them as ratios over
+  // the rung before, not as times: its speedup (ref_speedup_prev takes it)
+  // and memory ratio, and where each comes from (its source, setup and
+  // hardware, for the report's notes).
+  OptNum ref_mem_ratio_prev;
+  std::string ref_figure_note;
+  // The rung before's largest per-rank peak memory over this rung's (how
+  // many times less memory this rung took); nullopt where either is unknown.
+  OptNum mem_ratio_prev;
   // Each measure over the ok repeats: median, IQR, CV, the 95% interval of
   // the mean; with one run, its step time's interval from its own steps.
   struct Spread {
