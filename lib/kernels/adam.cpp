@@ -1,6 +1,8 @@
 // The one-pass CPU Adam update (accel/kernels/adam.h). No LibTorch headers:
 // compiled at -O3 without FMA contraction (CMakeLists.txt), once per ISA, one
-// picked at run time; the loop is plain C++ that GCC vectorizes.
+// picked at run time; the loop is plain C++ that GCC vectorizes, given
+// -fno-math-errno (without it std::sqrt, which may set errno, keeps the whole
+// loop scalar).
 #include "accel/kernels/adam.h"
 
 #include "isa.h"
