@@ -95,7 +95,7 @@ for prec in $PRECISIONS; do
         pj=$out/peer-$malloc-$prec-t$th-r$r.json
         envs=()
         [ "$malloc" = kept ] && envs=(MALLOC_MMAP_THRESHOLD_=268435456 MALLOC_TRIM_THRESHOLD_=1073741824)
-        line=$(env "${envs[@]}" "$PYTHON" -W ignore bench/lm_peer.py --precision "$prec" --threads "$th" \
+        line=$(env ${envs[@]+"${envs[@]}"} "$PYTHON" -W ignore bench/lm_peer.py --precision "$prec" --threads "$th" \
                  --warmup "$WARMUP" --steps "$STEPS" --adam "$ADAM" 2>"${pj%.json}.log" | tail -n 1) \
           || die "lm_peer.py failed ($prec, $th threads, $malloc malloc): $(tail -n 1 "${pj%.json}.log")"
         echo "$line" >>"$out/peer.jsonl"

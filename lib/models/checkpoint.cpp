@@ -45,7 +45,13 @@ class GeneratorStateGuard {
     set_rng_state(device, state);
   }
   ~GeneratorStateGuard() {
-    if (saved_.defined()) set_rng_state(device_, saved_);
+    if (!saved_.defined()) return;
+    try {
+      set_rng_state(device_, saved_);
+    } catch (...) {
+      // A destructor may not throw (it may run while an exception unwinds);
+      // a state the generator took once it takes again.
+    }
   }
   GeneratorStateGuard(const GeneratorStateGuard&) = delete;
   GeneratorStateGuard& operator=(const GeneratorStateGuard&) = delete;

@@ -302,8 +302,8 @@ struct Side {
   int timing = 0;  // timing runs among step_ms's and train_s's samples (timing_factors)
   std::string status() const {
     if (rung == nullptr) return "missing";
-    if (!rung->needs.empty() && rung->repeats.empty()) return "needs " + rung->needs;
     if (left_out()) return "not run (--only)";
+    if (!rung->needs.empty() && rung->repeats.empty()) return "needs " + rung->needs;
     if (ok.empty()) {
       if (rung->repeats.empty()) return "missing";
       // A record refused as read (impossible figures, not JSON): its reason.
@@ -750,7 +750,8 @@ CompareOutcome compare_sets(const ResultSet& base, const ResultSet& other,
     } else if (b.rung == nullptr) {
       verdict = "new (no baseline)";
     } else if (b.left_out()) {
-      verdict = o.ok.empty() ? uncompared("base not run (--only), other " + o.status(), bounds, out)
+      // No baseline, as for a rung base lacks: nothing to judge OTHER by.
+      verdict = o.ok.empty() ? "run on neither side (base not run (--only), other " + o.status() + ")"
                              : "new (no baseline: base not run (--only))";
     } else if (b.ok.empty() && !b.rung->needs.empty() && b.rung->repeats.empty()) {
       // Left out by design where BASE was made (a CUDA rung on a CPU).

@@ -160,10 +160,13 @@ void reference_figures(RungRow& row, const Json& reference) {
   row.ref_mem_gb = num_at(reference, key + "/memory_gb");
   row.ref_mem_ratio_prev = num_at(reference, key + "/memory_vs_prev");
   // A figure per technique: its own ratios, its own source.
+  // An article's times give its speedups between any two of its rungs; a
+  // figure given as a ratio stands only where the reference has no times.
+  if (row.ref_time_min) return;
   const auto own = num_at(reference, key + "/speedup_vs_prev");
   if (own) row.ref_speedup_prev = own;
   const auto source = clean_text(str_at(reference, key + "/source"), 600);
-  if (source.empty() || row.ref_time_min) return;
+  if (source.empty()) return;
   std::string figures;
   if (own) figures = fmt_num(own, "%.2fx") + " speed";
   if (row.ref_mem_ratio_prev) {
@@ -574,8 +577,8 @@ Report build_report(const ResultSet& set, const PeakTable& peaks) {
     }
   }
   if (set.reference.is_object()) {
-    const auto label = str_at(set.reference, "label", "article");
-    std::string title = label + " figures";
+    const auto label = clean_text(str_at(set.reference, "label", "article"), 40);
+    std::string title = (label.empty() ? std::string("article") : label) + " figures";
     title[0] = char(std::toupper(static_cast<unsigned char>(title[0])));
     rep.notes.push_back(title + ": " + str_at(set.reference, "source", "?") + "; " +
                         str_at(set.reference, "hardware", "") + ".");

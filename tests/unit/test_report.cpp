@@ -179,7 +179,9 @@ TEST_CASE("report: a reference of published figures per technique stands beside 
           {"memory_vs_prev", 6.857},
           {"memory_measure", "the whole run"},
           {"source", "Paper B"}}},
-        {"ddp", {{"note", "near-linear"}, {"source", "Paper C"}}}}}};
+        {"ddp", {{"note", "near-linear"}, {"source", "Paper C"}}},
+        // Times and a ratio: the times rule (speedups between our rungs' own articles).
+        {"timed", {{"time_min", 10.0}, {"speedup_vs_prev", 9.0}, {"source", "Article D"}}}}}};
   FakeRun eager, fused, ckpt, ddp;
   eager.time_s = 90, fused.time_s = 60, ckpt.time_s = 75, ddp.time_s = 40;
   eager.mem = {2e9}, fused.mem = {1.6e9}, ckpt.mem = {0.4e9}, ddp.mem = {0.5e9, 0.5e9};
@@ -189,6 +191,7 @@ TEST_CASE("report: a reference of published figures per technique stands beside 
       .rung("l01", "fused", {fused})
       .rung("l05", "ckpt", {ckpt})
       .rung("l06", "ddp", {ddp})
+      .rung("l08", "timed", {ddp})
       .write();
   const auto rep = build_report(load_result_set(tmp.path), PeakTable{});
   CHECK(*row(rep, "l01").speedup_prev == doctest::Approx(1.5));
@@ -198,6 +201,8 @@ TEST_CASE("report: a reference of published figures per technique stands beside 
   CHECK(*row(rep, "l05").ref_mem_ratio_prev == 6.857);
   CHECK_FALSE(row(rep, "l00").ref_speedup_prev.has_value());
   CHECK_FALSE(row(rep, "l06").ref_speedup_prev.has_value());
+  CHECK_FALSE(row(rep, "l08").ref_speedup_prev.has_value());  // l06 has no time of the article's
+  CHECK(*row(rep, "l08").ref_time_min == 10.0);
   const auto md = report_markdown(rep);
   INFO(md);
   CHECK(has(md, " | published vs prev | "));
@@ -207,6 +212,7 @@ TEST_CASE("report: a reference of published figures per technique stands beside 
   CHECK(has(md, "l01 beside fused: 3.00x speed over the step before; GPT-2 at 1K, on A100; Paper A."));
   CHECK(has(md, "l05 beside ckpt: 0.77x speed, 6.86x less memory (the whole run) over the step before; Paper B."));
   CHECK(has(md, "l06 beside ddp: near-linear; Paper C."));
+  CHECK_FALSE(has(md, "l08 beside"));
 }
 
 TEST_CASE("report: a set whose rungs ran a fixed few steps ranks them by the steady step per sample and says so") {

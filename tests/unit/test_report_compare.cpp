@@ -597,8 +597,23 @@ TEST_CASE("compare: a failed base rung is not compared and fails a gate, a rung 
 
 TEST_CASE("compare: a rung sweep --only left out on both sides is run on neither, on one side not compared") {
   accel_test::TempDir tmp;
-  SetBuilder(tmp / "base").rung("a", "00", {FakeRun{}}).left_out("b", "01").left_out("c", "02").write();
-  SetBuilder(tmp / "other").rung("a", "00", {FakeRun{}}).left_out("b", "01").rung("c", "02", {FakeRun{}}).write();
+  FakeRun failed;
+  failed.status = "failed";
+  SetBuilder(tmp / "base")
+      .rung("a", "00", {FakeRun{}})
+      .left_out("b", "01")
+      .left_out("c", "02")
+      .left_out("d", "03")
+      .left_out("e", "04")
+      .write();
+  SetBuilder(tmp / "other")
+      .rung("a", "00", {FakeRun{}})
+      .left_out("b", "01")
+      .rung("c", "02", {FakeRun{}})
+      .needs("d", "03", "CUDA")
+      .rung("e", "04", {failed})
+      .write();
+  SetBuilder(tmp / "ran").rung("a", "00", {FakeRun{}}).left_out("b", "01").rung("c", "02", {FakeRun{}}).write();
   SetBuilder(tmp / "fewer").left_out("a", "00").left_out("b", "01").rung("c", "02", {FakeRun{}}).write();
   const auto base = load_result_set(tmp / "base"), other = load_result_set(tmp / "other");
   // A partial set against itself: every rung it ran compared, nothing else counted.
@@ -610,21 +625,28 @@ TEST_CASE("compare: a rung sweep --only left out on both sides is run on neither
   CHECK(has(self.markdown, "| b | not run (--only) | not run (--only) |"));
   CHECK(has(self.markdown, "| run on neither side (--only) |"));
   CHECK_FALSE(has(self.markdown, "FAIL"));
-  // The other side ran one more: new, not a failure.
+  // The other side ran one more: new, not a failure. Without a baseline
+  // nothing is judged: a rung the other machine could not run, or whose run
+  // failed, is run on neither side, as for a rung base lacks.
   const auto more = compare_sets(base, other, all_bounds());
+  INFO(more.markdown);
   CHECK(more.uncompared == 0);
+  CHECK(more.regressions == 0);
   CHECK(has(more.markdown, "new (no baseline: base not run (--only))"));
+  CHECK(has(more.markdown, "| run on neither side (base not run (--only), other needs CUDA) |"));
+  CHECK(has(more.markdown, "| run on neither side (base not run (--only), other failed) |"));
   // The other side left out one base ran: not compared, so a gate fails
   // unless --allow-uncompared; never called a failed run.
   const auto fewer = load_result_set(tmp / "fewer");
-  const auto less = compare_sets(other, fewer, all_bounds());
+  const auto ran = load_result_set(tmp / "ran");
+  const auto less = compare_sets(ran, fewer, all_bounds());
   INFO(less.markdown);
   CHECK(less.uncompared == 1);
   CHECK(has(less.markdown, "| FAIL: other not run (--only) |"));
   CHECK_FALSE(has(less.markdown, "REGRESSION"));
   CompareBounds allowed = all_bounds();
   allowed.allow_uncompared = true;
-  const auto let = compare_sets(other, fewer, allowed);
+  const auto let = compare_sets(ran, fewer, allowed);
   CHECK(let.regressions == 0);
   CHECK(has(let.markdown, "| other not run (--only) |"));
   CHECK(has(let.markdown, "WARNING: 1 rungs of base"));
