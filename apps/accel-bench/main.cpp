@@ -750,7 +750,11 @@ void add_ladder_commands(CLI::App& app, LadderArgs& a) {
   compare->add_option("sets", a.compare_sets, "BASE OTHER...")->required();
   compare->add_option("--fail-slower", a.bounds.slower_pct,
                       "Fail when a rung is PCT % slower beyond doubt (step time and training time)");
-  compare->add_option("--fail-accuracy-drop", a.bounds.acc_drop_points, "Fail when test accuracy drops by POINTS (a loss: rises by POINTS, in its own units)");
+  compare->add_option("--fail-accuracy-drop", a.bounds.acc_drop_points,
+                      "Fail when test accuracy (a share) drops by POINTS percentage points");
+  compare->add_option("--fail-loss-rise", a.bounds.loss_rise,
+                      "Fail when a test loss (a metric that is not a share: a language model's) rises by DELTA, "
+                      "in its own units");
   compare->add_option("--fail-memory-growth", a.bounds.memory_growth_pct, "Fail when peak memory grows by PCT %");
   compare->add_option("--accuracy-band", a.bounds.acc_band_points, "Fail when accuracy differs by more than POINTS either way");
   compare->add_option("--history", a.compare_history,
@@ -829,7 +833,7 @@ void add_history_commands(CLI::App& app, LadderArgs& a) {
   show->add_option("--machine", a.history_machine, "Only this machine id");
   show->add_option("--rung", a.history_rung, "Only this rung");
   show->add_option("--measure", a.history_measure,
-                   "training time (default), step time, samples/s, test accuracy or peak memory");
+                   "training time (default), step time, samples/s, test accuracy, test loss or peak memory");
   show->add_option("--charts", a.history_chart_dir, "Also write history.svg/.png/.csv here");
   auto* exp = history->add_subcommand("export", "Write every run as JSON lines (history add reads them back)");
   exp->add_option("-o,--out", a.history_out, "Here instead of standard output");

@@ -54,14 +54,17 @@ ChartData accuracy_chart(const Report& r) {
   c.name = "accuracy";
   const auto& m = r.set.metric;
   c.ylabel = metric_measure(m) + (m.proportion ? " (%)" : "");
-  c.title = "Test " + m.name + " per rung";
+  c.title = "Test " + m.name + " per rung" + (r.mixed_metrics ? " (rungs of another metric: no bar)" : "");
   const double k = m.scale();
   std::ostringstream csv;
   csv << "rung,ours,ours_low,ours_high,article\n";
   for (const auto& row : r.rungs) {
-    csv << csv_label(row.comparable ? row.id : row.id + " (cut short)") << "," << csv_num(scaled(row.acc.median, k)) << ","
-        << csv_num(scaled(row.acc.min, k)) << "," << csv_num(scaled(row.acc.max, k)) << ","
-        << csv_num(row.ref_acc_pct) << "\n";
+    // A rung of another metric (a mixed set's) has no bar on this axis.
+    const bool own = row.metric == m;
+    csv << csv_label(row.comparable ? row.id : row.id + " (cut short)") << ","
+        << csv_num(own ? scaled(row.acc.median, k) : std::nullopt) << ","
+        << csv_num(own ? scaled(row.acc.min, k) : std::nullopt) << ","
+        << csv_num(own ? scaled(row.acc.max, k) : std::nullopt) << "," << csv_num(row.ref_acc_pct) << "\n";
   }
   c.csv = csv.str();
   return c;

@@ -196,6 +196,9 @@ AdaptiveRound adaptive_round(const CompareOutcome& outcome, int max_runs) {
 
 Json measure_noise(const ResultSet& set) {
   const std::string metric = metric_measure(set.metric);  // in points, not a log
+  // A task metric (each rung's own: a set may hold several) is in its own
+  // units, never a log, and has no floor.
+  auto is_metric = [](const std::string& measure) { return measure.rfind("test ", 0) == 0; };
   Json rungs = Json::object();
   std::map<std::string, std::vector<double>> per_measure;
   std::map<std::string, int> runs_of;
@@ -211,7 +214,7 @@ Json measure_noise(const ResultSet& set) {
       if (!run.peak_memory_bytes.empty()) {
         v["peak memory"].push_back(std::log(*std::max_element(run.peak_memory_bytes.begin(), run.peak_memory_bytes.end())));
       }
-      if (run.test_acc) v[metric].push_back(*run.test_acc * set.metric.scale());
+      if (run.test_acc) v[metric_measure(run.metric)].push_back(*run.test_acc * run.metric.scale());
     }
     if (ok < 3) continue;
     ++measured;
@@ -237,7 +240,7 @@ Json measure_noise(const ResultSet& set) {
     // Repeats that time alike to the digit measure the clock, not the
     // machine: a zero spread would give one-run compares zero-width
     // intervals. Times and memory keep at least kNoiseFloorLog.
-    if (measure != metric && sd < kNoiseFloorLog) {
+    if (!is_metric(measure) && sd < kNoiseFloorLog) {
       m["measured_sd"] = sd;
       m["floored"] = true;
       warnings.push_back(measure + ": the repeats spread " + format_double("%.2g", sd) +
@@ -249,7 +252,7 @@ Json measure_noise(const ResultSet& set) {
     // The smallest change a compare resolves at this spread, per runs a side.
     for (int n : {1, 3, 5}) {
       m["resolves_with_" + std::to_string(n)] =
-          measure == metric ? stats::smallest_resolved_difference(sd, n)  // points, or the metric's units
+          is_metric(measure) ? stats::smallest_resolved_difference(sd, n)  // points, or the metric's units
                             : stats::smallest_resolved_change(sd, n);
     }
     machine[measure] = m;
@@ -333,7 +336,7 @@ Side side_of(const ResultSet& set, const std::string& id, OptNum target) {
       m.push_back(*std::max_element(run.peak_memory_bytes.begin(), run.peak_memory_bytes.end()));
     }
     if (run.step_ms_median) s.step_ms.values.push_back(*run.step_ms_median);
-    if (target) {
+    if (target && run.metric == set.metric) {  // the target is of the set's metric
       if (const auto t = time_to_target(run, *target)) {
         s.to_target.values.push_back(*t);
       } else {
@@ -490,9 +493,11 @@ MeasureRow ratio_row(const std::string& rung, const std::string& measure, const 
 // The task's metric on the test split: a share (accuracy) in points, by the
 // difference of two proportions; another metric (a loss) in its own units,
 // by the difference of two means. A bound is judged in the metric's better
-// direction: --fail-accuracy-drop is a drop in accuracy, a rise in a loss.
+// direction and each kind has its own: --fail-accuracy-drop a drop in a
+// share, --fail-loss-rise a rise in a loss.
 MeasureRow accuracy_row(const std::string& rung, const Side& b, const Side& o, const CompareBounds& bounds) {
   const train::MetricFacts& metric = b.ok.front()->metric;
+  const std::optional<double> drop = bounds.metric_drop(metric);
   const double scale = metric.scale();
   MeasureRow r;
   r.rung = rung;
@@ -510,7 +515,12 @@ MeasureRow accuracy_row(const std::string& rung, const Side& b, const Side& o, c
   r.change = metric.proportion ? stats::accuracy_difference(b.accs, b.test_samples, o.accs, o.test_samples,
                                                             bounds.confidence)
                                : stats::mean_difference(b.accs, o.accs, bounds.confidence);
-  if (!r.change || !(bounds.acc_drop_points || bounds.acc_band_points)) return r;
+  if (r.change && !drop && !bounds.acc_band_points && (bounds.acc_drop_points || bounds.loss_rise)) {
+    // A bound of the other kind only (a mixed set's accuracy gate): said, not judged.
+    r.note = std::string("not judged: ") + (metric.proportion ? "--fail-accuracy-drop" : "--fail-loss-rise") +
+             " bounds a " + (metric.proportion ? "share" : metric.name);
+  }
+  if (!r.change || !(drop || bounds.acc_band_points)) return r;
   r.gated = true;
   if (r.change->method == "no spread") {
     r.verdict = "unresolved";
@@ -537,16 +547,16 @@ MeasureRow accuracy_row(const std::string& rung, const Side& b, const Side& o, c
     better.low = -r.change->high;
     better.high = -r.change->low;
   }
-  const bool accuracy = metric.proportion;  // --fail-accuracy-drop's own words
+  const bool accuracy = metric.proportion;  // the verdict's words
   const std::string worse_word = accuracy ? "less accurate" : "worse " + metric.name;
   const std::string better_word = accuracy ? "more accurate" : "better " + metric.name;
   std::vector<std::string> worse;
   bool unresolved = false;
   std::optional<double> resolve_at;
-  if (bounds.acc_drop_points) {
-    const auto v = stats::judge_lower_is_worse(better, *bounds.acc_drop_points);
+  if (drop) {
+    const auto v = stats::judge_lower_is_worse(better, *drop);
     if (v == stats::Verdict::worse) worse.push_back(worse_word);
-    if (v == stats::Verdict::unresolved) unresolved = true, resolve_at = *bounds.acc_drop_points;
+    if (v == stats::Verdict::unresolved) unresolved = true, resolve_at = *drop;
     if (v == stats::Verdict::better && !bounds.acc_band_points) r.verdict = better_word;
   }
   if (bounds.acc_band_points) {
@@ -591,8 +601,10 @@ std::string judge(const Side& b, const Side& o, const CompareBounds& bounds, Com
   if (bounds.slower_pct && !tr && !step_times) {
     missing.push_back("training or step time (--fail-slower)");
   }
-  if ((bounds.acc_drop_points || bounds.acc_band_points) && !delta) {
-    missing.push_back(metric_measure(b.ok.front()->metric) + " (--fail-accuracy-drop/--accuracy-band)");
+  if ((bounds.metric_drop(b.ok.front()->metric) || bounds.acc_band_points) && !delta) {
+    missing.push_back(metric_measure(b.ok.front()->metric) +
+                      (b.ok.front()->metric.proportion ? " (--fail-accuracy-drop/--accuracy-band)"
+                                                       : " (--fail-loss-rise/--accuracy-band)"));
   }
   if (bounds.memory_growth_pct && !mr) missing.push_back("peak memory (--fail-memory-growth)");
   if (bounds.fail_counters &&
@@ -657,7 +669,8 @@ std::string judge(const Side& b, const Side& o, const CompareBounds& bounds, Com
     const std::string what = r.measure + " " + change_text(r);
     if (beyond_bound(r)) {
       const double bnd = r.difference  // the task's metric, in points
-                             ? bounds.acc_drop_points.value_or(bounds.acc_band_points.value_or(0))
+                             ? (r.unit.empty() ? bounds.loss_rise : bounds.acc_drop_points)
+                                   .value_or(bounds.acc_band_points.value_or(0))
                          : r.measure == "peak memory" ? bounds.memory_growth_pct.value_or(0)
                                                       : bounds.slower_pct.value_or(0);
       fails.push_back(r.verdict + ": " + what + (r.difference ? format_double(r.unit.empty() ? " (> %g)" : " (> %g points)", bnd)
@@ -725,13 +738,23 @@ CompareOutcome compare_sets(const ResultSet& base, const ResultSet& other,
       }
     }
   }
+  // Rungs of more than one task metric (the smoke suite's accuracy and
+  // loss rungs): each row by its own, the column "metric".
+  bool mixed = false;
+  for (const auto* set : {&base, &other}) {
+    for (const auto& rung : set->rungs) {
+      for (const auto& run : rung.repeats) mixed = mixed || (run.present && run.metric != base.metric);
+    }
+  }
+  const std::string metric_head = mixed ? std::string("metric") : base.metric.short_name();
   std::ostringstream md;
   md << "## " << base.dir.string() << " vs " << other.dir.string() << "\n\n"
      << "| set | path | machine | hardware | LibTorch | accel-bench |\n|---|---|---|---|---|---|\n"
      << set_row("base", base) << set_row("other", other) << "\n"
-     << "| rung | base | other | time base | time other | time ratio | " << base.metric.short_name() << " base | "
-     << base.metric.short_name() << " other | " << base.metric.short_name()
-     << (base.metric.proportion ? " delta (points)" : " delta") << " | mem base | mem other | mem ratio | verdict |\n"
+     << "| rung | base | other | time base | time other | time ratio | " << metric_head << " base | "
+     << metric_head << " other | " << metric_head
+     << (mixed ? " delta" : base.metric.proportion ? " delta (points)" : " delta")
+     << " | mem base | mem other | mem ratio | verdict |\n"
      << "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   // Time to target: the base's suite target, else the other's.
   const OptNum target = base.target_accuracy ? base.target_accuracy : other.target_accuracy;
@@ -770,13 +793,19 @@ CompareOutcome compare_sets(const ResultSet& base, const ResultSet& other,
       verdict = judge(b, o, bounds, out, id);
     }
     OptNum delta;
-    // The task's metric: the base set's (a share in points, a loss as itself).
-    const train::MetricFacts& metric = base.metric;
+    // The rung's task metric (a share in points, a loss as itself), named
+    // where the sets hold several.
+    const train::MetricFacts& metric =
+        !b.ok.empty() ? b.ok.front()->metric : !o.ok.empty() ? o.ok.front()->metric : base.metric;
     if (b.acc.median && o.acc.median) delta = (*o.acc.median - *b.acc.median) * metric.scale();
+    auto shown = [&](OptNum v) {
+      const std::string cell = fmt_metric(metric, v);
+      return mixed && !metric.proportion && v ? metric.name + " " + cell : cell;
+    };
     md << "| " << id << " | " << b.status() << " | " << o.status() << " | "
        << fmt_time(b.time.median) << " | " << fmt_time(o.time.median) << " | "
-       << fmt_num(ratio(b.time.median, o.time.median), "%.3fx") << " | " << fmt_metric(metric, b.acc.median)
-       << " | " << fmt_metric(metric, o.acc.median) << " | " << fmt_num(delta, metric.proportion ? "%+.2f" : "%+.4f")
+       << fmt_num(ratio(b.time.median, o.time.median), "%.3fx") << " | " << shown(b.acc.median)
+       << " | " << shown(o.acc.median) << " | " << fmt_num(delta, metric.proportion ? "%+.2f" : "%+.4f")
        << " | "
        << fmt_gb(b.mem.median) << " | " << fmt_gb(o.mem.median) << " | "
        << fmt_num(ratio(b.mem.median, o.mem.median), "%.3fx") << " | " << verdict << " |\n";
@@ -833,8 +862,9 @@ CompareOutcome compare_sets(const ResultSet& base, const ResultSet& other,
        << " interval] | verdict | how |\n"
        << "|---|---|---|---|---|---|---|---|\n";
     for (const auto& r : out.rows) {
-      const char* f = r.unit == "ms" ? "%.1f" : r.unit == "s" ? "%.1f" : "%.2f";
-      md << "| " << r.rung << " | " << r.measure << " (" << r.unit << ") | " << fmt_num(r.base, f) << " | "
+      const char* f = r.unit == "ms" ? "%.1f" : r.unit == "s" ? "%.1f" : r.unit.empty() ? "%.4f" : "%.2f";
+      md << "| " << r.rung << " | " << r.measure << (r.unit.empty() ? "" : " (" + r.unit + ")") << " | "
+         << fmt_num(r.base, f) << " | "
          << fmt_num(r.other, f) << " | " << runs_cell(r.base_runs, r.base_timing) << " / "
          << runs_cell(r.other_runs, r.other_timing) << " | " << change_text(r)
          << " | " << (r.verdict.empty() ? "-" : r.verdict) << (r.note.empty() ? "" : ": " + r.note) << " | "

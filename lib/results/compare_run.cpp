@@ -29,6 +29,7 @@ Json compare_noise(const std::string& noise_file, const ResultSet& base, const R
 CompareRun run_compare(const CompareRequest& q) {
   for (const auto& [flag, b] : {std::pair{"--fail-slower", q.bounds.slower_pct},
                                  std::pair{"--fail-accuracy-drop", q.bounds.acc_drop_points},
+                                 std::pair{"--fail-loss-rise", q.bounds.loss_rise},
                                  std::pair{"--fail-memory-growth", q.bounds.memory_growth_pct},
                                  std::pair{"--accuracy-band", q.bounds.acc_band_points}}) {
     // inf would make every change "same": a gate that can never fail.

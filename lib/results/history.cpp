@@ -89,6 +89,7 @@ OptNum max_memory(const RunRecord& r) {
 struct History::Db {
   sqlite3* db = nullptr;
   std::string file;
+  int version = 0;  // the file's schema once opened (a read-only one may be older)
   ~Db() {
     if (db != nullptr) sqlite3_close(db);
   }
@@ -143,6 +144,8 @@ const std::vector<std::string>& migrations() {
       // 2: the exact work counters, and an index for trends and windows
       "ALTER TABLE runs ADD COLUMN counters TEXT;"
       "CREATE INDEX runs_trend ON runs(machine_id, rung, config_hash, finished_at);",
+      // 3: a language model's test loss (test_acc holds a share only)
+      "ALTER TABLE runs ADD COLUMN test_loss REAL;",
   };
   return steps;
 }
@@ -235,10 +238,9 @@ History::History(const fs::path& file, Mode mode) : db_(std::make_unique<Db>()),
       }
     }
     if (version == 0) throw ConfigError(file_ + ": an empty SQLite file, not an accel-bench history yet");
-    if (version < int(migrations().size())) {
-      throw ConfigError(file_ + ": a history of schema " + std::to_string(version) +
-                        ", older than this accel-bench's; `accel-bench history add` migrates it (it needs to write)");
-    }
+    // An older schema reads as it is (the columns it lacks are empty); an
+    // add migrates it.
+    db_->version = version;
     return;
   }
   if (!file.parent_path().empty()) fs::create_directories(file.parent_path());
@@ -299,6 +301,7 @@ History::History(const fs::path& file, Mode mode) : db_(std::make_unique<Db>()),
                 "migrating the history");
     }
     db_->exec("COMMIT", "cannot write");
+    db_->version = latest;
   } catch (...) {
     sqlite3_exec(db_->db, "ROLLBACK", nullptr, nullptr, nullptr);
     throw;
@@ -327,7 +330,8 @@ void bind_num(sqlite3_stmt* st, int i, const OptNum& v) {
 const char* kInsert =
     "INSERT OR IGNORE INTO runs(run_key, set_id, machine_id, suite, rung, repeat, config_hash,"
     " accel_bench_version, libtorch_version, git_sha, finished_at, status, train_time_s, step_ms,"
-    " samples_per_s, test_acc, peak_memory_bytes, counters) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+    " samples_per_s, test_acc, peak_memory_bytes, counters, test_loss)"
+    " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
 
 int insert_runs(sqlite3* db, const std::vector<HistoryRun>& runs, const std::string& file) {
   sqlite3_stmt* st = nullptr;
@@ -360,6 +364,7 @@ int insert_runs(sqlite3* db, const std::vector<HistoryRun>& runs, const std::str
     } else {
       bind_text(st, 18, r.counters.dump());
     }
+    bind_num(st, 19, r.test_loss);
     if (sqlite3_step(st) != SQLITE_DONE) {
       const std::string msg = sqlite3_errmsg(db);
       sqlite3_finalize(st);
@@ -418,6 +423,7 @@ Json run_json(const HistoryRun& r) {
           {"step_ms", num(r.step_ms)},
           {"samples_per_s", num(r.samples_per_s)},
           {"test_acc", num(r.test_acc)},
+          {"test_loss", num(r.test_loss)},
           {"peak_memory_bytes", num(r.peak_memory_bytes)},
           {"counters", r.counters}};
 }
@@ -459,9 +465,10 @@ int History::add_set(const ResultSet& set) {
         h.train_time_s = run.train_time_s;
         h.step_ms = run.step_ms_median;
         h.samples_per_s = run.samples_per_s;
-        // The history's accuracy measure is a share: a loss is not kept in it
-        // (compare judges a loss between two sets).
+        // A share is the history's test accuracy, a loss its test loss
+        // (another metric, neither).
         h.test_acc = run.metric.proportion ? run.test_acc : std::nullopt;
+        h.test_loss = run.metric.is_loss() ? run.test_acc : std::nullopt;
         h.peak_memory_bytes = max_memory(run);
         h.counters = run.counters;
         runs.push_back(std::move(h));
@@ -497,6 +504,7 @@ int History::add_lines(const std::string& jsonl, const std::string& source) {
     for (const auto& [key, lo, hi, positive] :
          {std::tuple{"train_time_s", 0.0, 1e12, true}, std::tuple{"step_ms", 0.0, 1e12, true},
           std::tuple{"samples_per_s", 0.0, 1e15, true}, std::tuple{"test_acc", 0.0, 1.0, false},
+          std::tuple{"test_loss", -1e6, 1e6, false},
           std::tuple{"peak_memory_bytes", 0.0, 1e18, true}, std::tuple{"repeat", 1.0, 1e6, false}}) {
       if (!j.contains(key) || j[key].is_null()) continue;
       const auto& v = j[key];
@@ -535,6 +543,7 @@ int History::add_lines(const std::string& jsonl, const std::string& source) {
     h.step_ms = num_at(j, "step_ms");
     h.samples_per_s = num_at(j, "samples_per_s");
     h.test_acc = num_at(j, "test_acc");
+    h.test_loss = num_at(j, "test_loss");
     h.peak_memory_bytes = num_at(j, "peak_memory_bytes");
     h.counters = j.value("counters", Json());
     runs.push_back(std::move(h));
@@ -543,10 +552,13 @@ int History::add_lines(const std::string& jsonl, const std::string& source) {
 }
 
 std::vector<HistoryRun> History::runs(const Filter& f) const {
+  // A column a read-only file of an older schema lacks reads as NULL.
   std::string sql =
       "SELECT run_key, set_id, machine_id, suite, rung, repeat, config_hash, accel_bench_version,"
       " libtorch_version, git_sha, finished_at, status, train_time_s, step_ms, samples_per_s, test_acc,"
-      " peak_memory_bytes, counters FROM runs WHERE 1=1";
+      " peak_memory_bytes, " +
+      std::string(db_->version >= 2 ? "counters" : "NULL") + ", " + (db_->version >= 3 ? "test_loss" : "NULL") +
+      " FROM runs WHERE 1=1";
   if (!f.machine.empty()) sql += " AND machine_id = ?1";
   if (!f.rung.empty()) sql += " AND rung = ?2";
   if (!f.config_hash.empty()) sql += " AND config_hash = ?3";
@@ -582,6 +594,7 @@ std::vector<HistoryRun> History::runs(const Filter& f) const {
       h.counters = parse_json_or_discarded(counters);
       if (!h.counters.is_object()) h.counters = Json();  // a doctored row: no counters, never "<discarded>"
     }
+    h.test_loss = num_col(st, 18);
     out.push_back(std::move(h));
   }
   sqlite3_finalize(st);
@@ -597,7 +610,7 @@ std::string History::export_lines() const {
 
 const std::vector<std::string>& history_measures() {
   static const std::vector<std::string> m = {"training time", "step time", "samples/s", "test accuracy",
-                                             "peak memory"};
+                                             "test loss", "peak memory"};
   return m;
 }
 
@@ -606,6 +619,7 @@ OptNum history_measure(const HistoryRun& r, const std::string& measure) {
   if (measure == "step time") return r.step_ms;
   if (measure == "samples/s") return r.samples_per_s;
   if (measure == "test accuracy") return r.test_acc ? OptNum(*r.test_acc * 100) : std::nullopt;
+  if (measure == "test loss") return r.test_loss;
   if (measure == "peak memory") return r.peak_memory_bytes ? OptNum(*r.peak_memory_bytes / 1e9) : std::nullopt;
   std::string names;
   for (const auto& n : history_measures()) names += (names.empty() ? "" : ", ") + n;
@@ -615,7 +629,13 @@ OptNum history_measure(const HistoryRun& r, const std::string& measure) {
 namespace {
 
 const char* measure_unit(const std::string& m) {
-  return m == "training time" ? "s" : m == "step time" ? "ms" : m == "samples/s" ? "1/s" : m == "test accuracy" ? "%" : "GB";
+  return m == "training time" ? "s" : m == "step time" ? "ms" : m == "samples/s" ? "1/s" : m == "test accuracy" ? "%"
+         : m == "test loss" ? "" : "GB";
+}
+// "training time (s)"; a loss in its own units, "test loss".
+std::string with_unit(const std::string& m) {
+  const std::string unit = measure_unit(m);
+  return unit.empty() ? m : m + " (" + unit + ")";
 }
 
 }  // namespace
@@ -645,8 +665,8 @@ std::vector<TrendPoint> history_trend(const std::vector<HistoryRun>& runs, const
 
 std::string trend_text(const std::vector<TrendPoint>& points, const std::string& measure) {
   std::ostringstream out;
-  out << "| date | machine | rung | config | set | git | runs | " << measure << " (" << measure_unit(measure)
-      << ") |\n|---|---|---|---|---|---|---|---|\n";
+  out << "| date | machine | rung | config | set | git | runs | " << with_unit(measure)
+      << " |\n|---|---|---|---|---|---|---|---|\n";
   for (const auto& p : points) {
     out << "| " << markdown_text(p.finished_at) << " | " << markdown_text(p.machine_id) << " | " << markdown_text(p.rung) << " | "
         << markdown_text(p.config_hash.substr(0, 8)) << " | " << markdown_text(p.set_id) << " | " << markdown_text(p.git_sha) << " | "
@@ -671,7 +691,7 @@ std::vector<fs::path> trend_charts(const std::vector<TrendPoint>& points, const 
   c.name = "history";
   c.kind = "lines";
   c.title = measure + " per result set";
-  c.ylabel = measure + " (" + measure_unit(measure) + ")";
+  c.ylabel = with_unit(measure);
   std::ostringstream csv;
   csv << "set";
   for (const auto& s : series) csv << "," << csv_text(s);
@@ -705,6 +725,7 @@ HistoryOutcome judge_against_history(const std::vector<HistoryRun>& history, con
   const std::vector<Judged> judged = {{"training time", bounds.slower_pct, false, false},
                                       {"step time", bounds.slower_pct, false, false},
                                       {"test accuracy", bounds.acc_drop_points, true, true},
+                                      {"test loss", bounds.loss_rise, false, true},
                                       {"peak memory", bounds.memory_growth_pct, false, false}};
   for (const auto& rung : other.rungs) {
     std::vector<const RunRecord*> ok;
@@ -722,15 +743,13 @@ HistoryOutcome judge_against_history(const std::vector<HistoryRun>& history, con
     }
     for (const auto& j : judged) {
       if (!j.bound) continue;
-      // The accuracy bound is in a share's points: a loss is compared between
-      // two sets (compare), not judged against the history's window.
-      if (std::string(j.measure) == "test accuracy" && !ok.front()->metric.proportion) continue;
       std::vector<double> values;
       for (const auto* run : ok) {
         HistoryRun h;
         h.train_time_s = run->train_time_s;
         h.step_ms = run->step_ms_median;
-        h.test_acc = run->test_acc;
+        h.test_acc = run->metric.proportion ? run->test_acc : std::nullopt;
+        h.test_loss = run->metric.is_loss() ? run->test_acc : std::nullopt;
         h.peak_memory_bytes = max_memory(*run);
         if (auto v = history_measure(h, j.measure)) values.push_back(*v);
       }
@@ -764,7 +783,7 @@ HistoryOutcome judge_against_history(const std::vector<HistoryRun>& history, con
       }
       if (v.verdict == "regression") ++out.regressions;
       if (v.verdict == "suspicious") ++out.suspicious;
-      md << "| " << markdown_text(v.rung) << " | " << v.measure << " (" << measure_unit(v.measure) << ") | "
+      md << "| " << markdown_text(v.rung) << " | " << with_unit(v.measure) << " | "
          << format_double("%.4g", *v.value) << " | " << (v.baseline ? format_double("%.4g", *v.baseline) : "-")
          << " | " << v.window_sets << " | " << v.verdict << " |\n";
       out.verdicts.push_back(v);

@@ -71,7 +71,8 @@ std::vector<TargetScore> score_to_target(const ResultSet& set) {
     s.id = r.id;
     std::vector<std::optional<double>> times, samples;
     for (const auto& run : r.repeats) {
-      if (!run.ok()) continue;
+      // The target is of the set's metric: a rung of another metric has none.
+      if (!run.ok() || run.metric != set.metric) continue;
       ++s.runs;
       s.eval_interval = std::max(s.eval_interval, eval_interval_samples(run));
       const auto t = time_to_target(run, target);
@@ -211,6 +212,13 @@ RungRow make_row(const RungRuns& r, const ResultSet& set, const PeakTable& peaks
   row.upstream = r.upstream;
   row.comparable = r.comparable;
   row.runs = int(r.repeats.size());
+  row.metric = set.metric;
+  for (const auto& run : r.repeats) {
+    if (run.present) {
+      row.metric = run.metric;
+      break;
+    }
+  }
   describe_config(row, r);
   std::vector<double> time, acc, total, device, mfu, ttt, tokens, step, mem_max;
   std::vector<std::vector<double>> mem;
@@ -237,7 +245,7 @@ RungRow make_row(const RungRuns& r, const ResultSet& set, const PeakTable& peaks
       peak_sources.insert(peaks.for_run(run)->source);
       row.peak_source = peaks.for_run(run)->source;
     }
-    if (set.target_accuracy && r.comparable) {
+    if (set.target_accuracy && r.comparable && run.metric == set.metric) {
       if (auto t = time_to_target(run, *set.target_accuracy)) ttt.push_back(*t);
     }
     for (size_t k = 0; k < run.peak_memory_bytes.size(); ++k) {
@@ -281,8 +289,8 @@ RungRow make_row(const RungRuns& r, const ResultSet& set, const PeakTable& peaks
   add("samples/s", "1/s", total, 1);
   add("training time", "s", time, 1);
   add("time to target", "s", ttt, 1);
-  const std::string metric_unit = set.metric.unit();
-  add(metric_measure(set.metric), metric_unit.c_str(), acc, set.metric.scale());
+  const std::string metric_unit = row.metric.unit();
+  add(metric_measure(row.metric), metric_unit.c_str(), acc, row.metric.scale());
   add("peak memory", "GB", mem_max, 1);
   reference_figures(row, set.reference);
   return row;
@@ -458,10 +466,25 @@ Report build_report(const ResultSet& set, const PeakTable& peaks) {
   std::set<std::string> sources;
   for (const auto& r : set.upstream) rep.upstream.push_back(make_row(r, set, peaks, sources));
   for (const auto& r : set.rungs) rep.rungs.push_back(make_row(r, set, peaks, sources));
+  for (const auto* rows : {&rep.upstream, &rep.rungs}) {
+    for (const auto& row : *rows) rep.mixed_metrics = rep.mixed_metrics || row.metric != set.metric;
+  }
   choose_speed_measure(rep);
   add_speedups(rep.rungs);
   rep.speedup_base = add_base_speedups(rep.rungs, set.reference);
   rep.notes.push_back(machine_note(set));
+  if (rep.mixed_metrics) {
+    std::set<std::string> names;
+    for (const auto* rows : {&rep.upstream, &rep.rungs}) {
+      for (const auto& row : *rows) names.insert(metric_measure(row.metric));
+    }
+    std::string list;
+    for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+    rep.notes.push_back("Rungs of more than one task metric (" + list +
+                        "): each rung's test metric is its own, a share as a percent and another named "
+                        "with its value; the metric chart and the time to target are of the first run's metric (" +
+                        metric_measure(set.metric) + ").");
+  }
   rep.scaling = predict_scaling(set, peaks.calibration(), rep.notes);
   rep.targets = score_to_target(set);
   const auto& cal = peaks.calibration();
@@ -630,7 +653,7 @@ void add_costs(Report& r, double price, const std::string& note) {
     if (!row.time_s.median) continue;
     row.cost = price * row.billed_units * *row.time_s.median / 3600.0;
     // Per point of a share; a loss has no points to buy.
-    if (r.set.metric.proportion && row.acc.median && *row.acc.median > 0) {
+    if (row.metric.proportion && row.acc.median && *row.acc.median > 0) {
       row.cost_per_point = *row.cost / (*row.acc.median * 100);
     }
   }

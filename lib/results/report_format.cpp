@@ -39,8 +39,11 @@ bool any_minutes(const Report& r) {
   return false;
 }
 
-std::string acc_cell(const Stat& s, const train::MetricFacts& metric) {
-  return with_range(s, fmt_metric(metric, s.median), [&](OptNum v) { return fmt_metric(metric, v); });
+// A rung's test metric; where the set holds more than one metric (`named`),
+// one that is not a share says its name ("loss 6.3087").
+std::string acc_cell(const Stat& s, const train::MetricFacts& metric, bool named = false) {
+  const std::string cell = with_range(s, fmt_metric(metric, s.median), [&](OptNum v) { return fmt_metric(metric, v); });
+  return named && !metric.proportion && s.median ? metric.name + " " + cell : cell;
 }
 
 std::string mem_cell(const std::vector<double>& per_rank) {
@@ -182,7 +185,10 @@ std::string report_markdown(const Report& r) {
      << escape_md(set.machine_id) << "\n\n";
   const std::string target =
       set.target_accuracy ? "time to " + fmt_metric(set.metric, set.target_accuracy) + " val" : "time to target";
-  const std::string test_col = "test " + set.metric.short_name();
+  // One metric: its column name; several (the smoke suite's accuracy and
+  // loss rungs): "test metric", each cell its own.
+  const std::string test_col = r.mixed_metrics ? std::string("test metric") : "test " + set.metric.short_name();
+  const std::string article_metric = r.mixed_metrics ? std::string("acc") : set.metric.short_name();
   // Text sets count samples (texts) and tokens; image sets, images as the article.
   bool text = false;
   for (const auto& row : r.rungs) text = text || row.tokens_total.median.has_value();
@@ -206,7 +212,7 @@ std::string report_markdown(const Report& r) {
     if (steady) when = row.speed ? fmt_num(*row.speed * 1000, "%.4g") : "n/a";  // what the speedups divide
     md << "| " << escape_md(row.id) << " | " << escape_md(row.changes) << " | " << when << " | "
        << speedup(row.speedup_prev, row.speedup_prev_iv) << " | " << speedup(row.speedup_scratch, row.speedup_scratch_iv)
-       << " | " << speedup(row.ref_speedup_prev) << " | " << acc_cell(row.acc, set.metric) << " | " << mem_cell(row.mem_per_rank)
+       << " | " << speedup(row.ref_speedup_prev) << " | " << acc_cell(row.acc, row.metric, r.mixed_metrics) << " | " << mem_cell(row.mem_per_rank)
        << " | ";
     if (mem_ratios) md << speedup(row.mem_ratio_prev) << " | " << speedup(row.ref_mem_ratio_prev) << " | ";
     md << escape_md(row.status) << " |\n";
@@ -217,7 +223,7 @@ std::string report_markdown(const Report& r) {
      << per << "/device | " << per << " total | " << (text ? "tokens/s | " : "") << "MFU | "
      << target
      << " | status | article time | article vs scratch | article vs prev | article vs its " << base
-     << " | article " << set.metric.short_name() << " | article mem |\n"
+     << " | article " << article_metric << " | article mem |\n"
      << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|" << (text ? "---|" : "")
      << "---|---|---|---|---|---|---|---|---|\n";
   for (const auto& row : r.rungs) {
@@ -229,12 +235,13 @@ std::string report_markdown(const Report& r) {
        << " | " << time_cell(row.time_s, minutes) << " | " << speedup(row.speedup_scratch, row.speedup_scratch_iv)
        << " | " << speedup(row.speedup_prev, row.speedup_prev_iv) << " | "
        << speedup(row.speedup_base, row.speedup_base_iv) << " | "
-       << acc_cell(row.acc, set.metric) << " | "
+       << acc_cell(row.acc, row.metric, r.mixed_metrics) << " | "
        << mem_cell(row.mem_per_rank) << " | " << fmt_num(row.ips_device.median, "%.1f") << " | "
        << fmt_num(row.ips_total.median, "%.1f") << " | "
        << (text ? fmt_num(row.tokens_total.median, "%.0f") + " | " : "")
        << (row.mfu.median ? fmt_num(*row.mfu.median * 100, "%.1f%%") : "n/a") << " | "
-       << (set.target_accuracy ? ttt_cell(row, minutes) : "-") << " | " << escape_md(row.status) << " | "
+       << (set.target_accuracy && row.metric == set.metric ? ttt_cell(row, minutes) : "-") << " | "
+       << escape_md(row.status) << " | "
        << fmt_num(row.ref_time_min, "%.2f min") << " | " << speedup(row.ref_speedup_scratch)
        << " | " << speedup(row.ref_speedup_prev) << " | " << speedup(row.ref_speedup_base) << " | "
        << fmt_num(row.ref_acc_pct, "%.2f%%") << " | "
@@ -250,7 +257,7 @@ std::string report_markdown(const Report& r) {
          << (row.devices_threads.empty() ? "-" : escape_md(row.devices_threads)) << " | "
          << (row.precision.empty() ? "-" : escape_md(row.precision)) << " | "
          << fmt_num(row.epochs, "%.0f") << " | " << time_cell(row.time_s, minutes) << " | "
-         << acc_cell(row.acc, set.metric) << " | " << mem_cell(row.mem_per_rank) << " | "
+         << acc_cell(row.acc, row.metric, r.mixed_metrics) << " | " << mem_cell(row.mem_per_rank) << " | "
          << escape_md(row.status) << " |\n";
     }
   }
@@ -264,7 +271,11 @@ std::string report_markdown(const Report& r) {
     for (const auto& [measure, m] : r.noise["machine"].items()) {
       // The task's metric: a share in points, another (a loss) in its own units.
       const bool metric = measure.rfind("test ", 0) == 0;
-      const char* own = r.set.metric.proportion ? "%.2f points" : "%.4f";
+      bool share = r.set.metric.proportion;  // the rungs' metric of that name (a set may hold several)
+      for (const auto& row : r.rungs) {
+        if (metric_measure(row.metric) == measure) share = row.metric.proportion;
+      }
+      const char* own = share ? "%.2f points" : "%.4f";
       md << "| " << escape_md(measure) << " | " << fmt_num(num_at(m, "runs"), "%.0f");
       for (const char* n : {"resolves_with_1", "resolves_with_3", "resolves_with_5"}) {
         const auto v = num_at(m, n);
@@ -283,10 +294,13 @@ std::string report_markdown(const Report& r) {
           "(`sweep --repeats N`) for the rest.\n\n";
     // The measures any rung has, as columns in make_row's order.
     std::vector<std::pair<std::string, std::string>> measures;
-    for (const auto& m : std::vector<std::pair<std::string, std::string>>{
-             {"step time", "ms"}, {"samples/s", "1/s"}, {"training time", "s"}, {"time to target", "s"},
-             {metric_measure(r.set.metric), r.set.metric.unit()},
-             {"peak memory", "GB"}}) {
+    std::vector<std::pair<std::string, std::string>> candidates = {
+        {"step time", "ms"}, {"samples/s", "1/s"}, {"training time", "s"}, {"time to target", "s"},
+        {metric_measure(r.set.metric), r.set.metric.unit()}};
+    // A set of several metrics (the smoke suite's): each other one a column, in rung order.
+    for (const auto& row : r.rungs) candidates.emplace_back(metric_measure(row.metric), row.metric.unit());
+    candidates.emplace_back("peak memory", "GB");
+    for (const auto& m : candidates) {
       for (const auto& row : r.rungs) {
         const bool has = std::any_of(row.spread.begin(), row.spread.end(), [&](const RungRow::Spread& sp) {
           return sp.measure == m.first && sp.unit == m.second;
@@ -328,11 +342,16 @@ std::string report_markdown(const Report& r) {
     }
   }
   if (r.price_per_hour) {
+    // Cost per point of a share: the rungs' share where a set holds a loss too.
+    const train::MetricFacts* cm = &r.set.metric;
+    for (const auto& row : r.rungs) {
+      if (row.metric.proportion && !cm->proportion) cm = &row.metric;
+    }
     md << "\n## Cost\n\nAt " << fmt_num(r.price_per_hour, "%.4g") << " an hour for each billed unit ("
        << escape_md(r.price_note) << "; a GPU run is billed by its GPUs, a CPU run by its machines). Cost per "
-          "point: the run's cost over its test " << r.set.metric.name
-       << (r.set.metric.proportion ? " in percentage points.\n\n" : " (a share's points; this metric has none).\n\n")
-       << "| rung | devices | train time | billed units | cost | cost per " << r.set.metric.name << " point |\n"
+          "point: the run's cost over its test " << cm->name
+       << (cm->proportion ? " in percentage points.\n\n" : " (a share's points; this metric has none).\n\n")
+       << "| rung | devices | train time | billed units | cost | cost per " << cm->name << " point |\n"
           "|---|---|---|---|---|---|\n";
     for (const auto& row : r.rungs) {
       md << "| " << escape_md(row.id) << " | "

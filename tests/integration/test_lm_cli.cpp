@@ -112,7 +112,8 @@ TEST_CASE("cli lm: the decoder learns the snippets' next tokens from packed wind
   INFO(md);
   CHECK(has(md, "| test loss |"));
   CHECK_FALSE(has(md, "| test acc |"));
-  // The history takes the set (its times and memory; a loss is not an accuracy to trend).
+  // The history takes the set: its times and memory, and the loss as its own
+  // measure (a loss is not an accuracy to trend).
   const auto db = (fresh_dir("lm-history") / "h.sqlite").string();
   fs::create_directories(fs::path(db).parent_path());
   const auto h = run_cli("history add " + set.string() + " --db " + db);
@@ -121,6 +122,12 @@ TEST_CASE("cli lm: the decoder learns the snippets' next tokens from packed wind
   CHECK_MESSAGE(exported.code == 0, exported.output);
   CHECK(has(exported.output, "\"rung\":\"00-lm\""));
   CHECK(has(exported.output, "\"test_acc\":null"));
+  CHECK(has(exported.output, "\"test_loss\":"));
+  CHECK_FALSE(has(exported.output, "\"test_loss\":null"));
+  const auto trend = run_cli("history show --db " + db + " --measure \"test loss\"");
+  CHECK_MESSAGE(trend.code == 0, trend.output);
+  CHECK(has(trend.output, "| 00-lm |"));
+  CHECK(has(trend.output, "| test loss |"));
 }
 
 TEST_CASE("cli lm: padded documents train too and the eager attention matches the fused one and a family or task or dataset that cannot go with the decoder is refused") {

@@ -866,6 +866,14 @@ TEST_CASE("smoke suite: every rung runs and matches the committed baseline (conf
   }
   CHECK(accuracies > 0);
   CHECK(losses == 1);
+  // Its report shows each rung by its own metric: the loss rung's as a loss,
+  // never as a percent of the accuracy rungs' column.
+  r = run_cli("report " + set.string());
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  CHECK(r.output.find("| test metric |") != std::string::npos);
+  CHECK(r.output.find(" | loss ") != std::string::npos);
+  CHECK(r.output.find("Rungs of more than one task metric (test accuracy, test loss)") != std::string::npos);
   // Each run trained and evaluated what the sweep planned for it.
   check_work_as_planned(set);
 }

@@ -13,6 +13,7 @@
 #include <iterator>
 
 #include "accel/ladder/tune.h"
+#include "accel/results/charts.h"
 #include "accel/results/compare.h"
 #include "accel/results/history.h"
 #include "accel/machine/peaks.h"
@@ -453,7 +454,7 @@ TEST_CASE("report and compare: a language model's loss reads as itself and lower
   CHECK_FALSE(time_to_target(run, 6.0).has_value());
   // A higher loss beyond the bound is worse; a lower one is better, not a regression.
   CompareBounds bounds = all_bounds();
-  bounds.acc_drop_points = 0.1;
+  bounds.loss_rise = 0.1;
   const auto up = compare_sets(base, load_result_set(tmp.path / "worse"), bounds);
   INFO(up.markdown);
   CHECK(up.regressions == 1);
@@ -471,6 +472,55 @@ TEST_CASE("report and compare: a language model's loss reads as itself and lower
   INFO(one.markdown);
   CHECK(one.unresolved >= 1);
   CHECK(has(one.markdown, "needs 2 or more seeds on each side (base 1, other 1)"));
+}
+
+TEST_CASE("report: a set of accuracy and loss rungs shows each rung by its own metric, never a loss as a percent") {
+  accel_test::TempDir tmp;
+  const Json plan = {{"task", {{"name", "causal_lm"}, {"metric", "loss"}, {"higher_is_better", false},
+                               {"proportion", false}}}};
+  FakeRun acc = timed();
+  acc.acc = 0.85;
+  acc.epoch_val = {0.70, 0.80, 0.85};
+  FakeRun lm = timed();
+  lm.acc = 6.3;
+  lm.epoch_val = {9.5, 8.0, 6.3};
+  lm.plan = plan;
+  lm.config_patch = {{"train", {{"task", "causal_lm"}}}};
+  // The smoke suite's order: accuracy rungs first, a loss rung after, and a target of accuracy.
+  SetBuilder b(tmp.path / "mixed");
+  b.manifest["target_accuracy"] = 0.75;
+  b.rung("a", "00", {acc}).rung("l", "01", {lm}).write();
+  const auto set = load_result_set(tmp.path / "mixed");
+  CHECK(set.metric.name == "accuracy");
+  const auto rep = build_report(set, PeakTable{});
+  CHECK(rep.mixed_metrics);
+  REQUIRE(rep.rungs.size() == 2);
+  CHECK(rep.rungs[1].metric.name == "loss");
+  const auto md = report_markdown(rep);
+  INFO(md);
+  CHECK(has(md, "| test metric |"));
+  CHECK(has(md, "| 85.00% |"));
+  CHECK(has(md, "| loss 6.3000 |"));
+  CHECK_FALSE(has(md, "630.00%"));
+  CHECK(has(md, "Rungs of more than one task metric (test accuracy, test loss)"));
+  // The spread: each metric its own column, the other rung's cell empty.
+  CHECK(has(md, "| training time (s) | time to target (s) | test accuracy (%) | test loss | peak memory (GB) |"));
+  // The accuracy target is no loss's: the loss rung has no time to it.
+  REQUIRE(rep.targets.size() == 1);
+  CHECK(rep.targets[0].id == "a");
+  CHECK_FALSE(rep.rungs[1].ttt_s.median.has_value());
+  // The metric chart plots the set's metric only.
+  for (const auto& c : chart_data(rep)) {
+    if (c.name != "accuracy") continue;
+    CHECK(has(c.title, "rungs of another metric: no bar"));
+    CHECK(has(c.csv, "\na,85,85,85,\n"));
+    CHECK(has(c.csv, "\nl,,,,\n"));
+  }
+  // One metric throughout: the column is named by it, as before.
+  SetBuilder(tmp.path / "one").rung("a", "00", {acc}).write();
+  const auto one = build_report(load_result_set(tmp.path / "one"), PeakTable{});
+  CHECK_FALSE(one.mixed_metrics);
+  CHECK(has(report_markdown(one), "| test acc |"));
 }
 
 TEST_CASE("compare: a config recorded before train.task and data.tokenizer existed hashes as one recording their first values") {
@@ -1089,7 +1139,7 @@ TEST_CASE("history: a file that is not an accel-bench history is refused and lef
   CHECK(file_bytes(tmp / "other.sqlite") == other);
 }
 
-TEST_CASE("history: a schema 1 file is migrated keeping its runs, and a newer schema is refused") {
+TEST_CASE("history: a schema 1 file reads as it is read-only, is migrated by an add keeping its runs, and a newer schema is refused") {
   accel_test::TempDir tmp;
   const auto file = (tmp / "v1.sqlite").string();
   sqlite3* db = nullptr;
@@ -1108,8 +1158,20 @@ TEST_CASE("history: a schema 1 file is migrated keeping its runs, and a newer sc
                        nullptr, nullptr, nullptr) == SQLITE_OK);
   sqlite3_close(db);
   {
+    // Read-only (show, export, compare --history): as it is, unchanged.
+    const auto before = file_bytes(file);
+    const History old(file, History::Mode::read_only);
+    CHECK(old.schema_version() == 1);
+    const auto runs = old.runs();
+    REQUIRE(runs.size() == 1);
+    CHECK(*runs[0].train_time_s == 500);
+    CHECK_FALSE(runs[0].test_loss.has_value());
+    CHECK(has(old.export_lines(), "\"test_loss\":null"));
+    CHECK(file_bytes(file) == before);
+  }
+  {
     History h(file);
-    CHECK(h.schema_version() == 2);
+    CHECK(h.schema_version() == 3);
     const auto runs = h.runs();
     REQUIRE(runs.size() == 1);
     CHECK(*runs[0].train_time_s == 500);
@@ -1120,7 +1182,7 @@ TEST_CASE("history: a schema 1 file is migrated keeping its runs, and a newer sc
   REQUIRE(sqlite3_exec(db, "UPDATE meta SET value='9' WHERE key='schema_version'", nullptr, nullptr, nullptr) ==
           SQLITE_OK);
   sqlite3_close(db);
-  CHECK_THROWS_WITH_AS(History{file}, doctest::Contains("schema 9, newer than this accel-bench's (2)"),
+  CHECK_THROWS_WITH_AS(History{file}, doctest::Contains("schema 9, newer than this accel-bench's (3)"),
                        accel::ConfigError);
 }
 
@@ -1161,6 +1223,110 @@ TEST_CASE("history: one set beyond the window's median is suspicious, two in a r
   CHECK(trend.back().value == 700);
   CHECK(has(trend_text(trend, "training time"), "| 2026-01-07T00:00:00Z | test-cpu-2c-lt1.13.0 | a |"));
   CHECK_THROWS_AS(history_trend(h.runs(), "speed"), accel::ConfigError);
+}
+
+TEST_CASE("history: a language model's test loss is its own measure, trended and judged by --fail-loss-rise, never as accuracy") {
+  accel_test::TempDir tmp;
+  const Json plan = {{"task", {{"name", "causal_lm"}, {"metric", "loss"}, {"higher_is_better", false},
+                               {"proportion", false}}}};
+  auto lm_set = [&](const std::string& name, double loss, const std::string& when) {
+    FakeRun f;
+    f.acc = loss;
+    f.epoch_val = {9.0, 8.0, loss};
+    f.plan = plan;
+    f.config_patch = {{"train", {{"task", "causal_lm"}}}};
+    f.finished_at = when;
+    SetBuilder b(tmp / name);
+    b.manifest["made_at"] = when;
+    return b.rung("l", "00", {f}).write();
+  };
+  History h(tmp / "h.sqlite");
+  for (int i = 0; i < 3; ++i) {
+    h.add_set(load_result_set(lm_set("base" + std::to_string(i), 6.30 + 0.01 * i, "2026-01-0" + std::to_string(i + 1) + "T00:00:00Z")));
+  }
+  const auto runs = h.runs();
+  REQUIRE(runs.size() == 3);
+  CHECK_FALSE(runs[0].test_acc.has_value());
+  CHECK(runs[0].test_loss.value_or(-1) == doctest::Approx(6.30));
+  // An export carries it and reads back.
+  History copy(tmp / "copy.sqlite");
+  CHECK(copy.add_lines(h.export_lines(), "export") == 3);
+  CHECK(copy.runs()[2].test_loss.value_or(-1) == doctest::Approx(6.32));
+  // The trend, in its own units.
+  const auto trend = history_trend(runs, "test loss");
+  REQUIRE(trend.size() == 3);
+  CHECK(trend.back().value == doctest::Approx(6.32));
+  CHECK(has(trend_text(trend, "test loss"), "| runs | test loss |"));
+  CHECK(history_trend(runs, "test accuracy").empty());
+  // Judged by its own bound: 0.5 higher is beyond 0.1 (lower is better), 0.5 lower is not.
+  CompareBounds bounds;
+  bounds.loss_rise = 0.1;
+  auto out = judge_against_history(runs, load_result_set(lm_set("worse", 6.81, "2026-01-05T00:00:00Z")), 5, bounds);
+  INFO(out.markdown);
+  CHECK(out.suspicious == 1);
+  CHECK(has(out.markdown, "| l | test loss | 6.81 | 6.31 | 3 | suspicious |"));
+  out = judge_against_history(runs, load_result_set(lm_set("better", 5.81, "2026-01-06T00:00:00Z")), 5, bounds);
+  CHECK(out.suspicious == 0);
+  CHECK(has(out.markdown, "| l | test loss | 5.81 | 6.31 | 3 | ok |"));
+  // The accuracy bound is a share's: it judges no loss.
+  CompareBounds acc_only;
+  acc_only.acc_drop_points = 0.1;
+  out = judge_against_history(runs, load_result_set(lm_set("worse2", 6.81, "2026-01-07T00:00:00Z")), 5, acc_only);
+  CHECK(out.verdicts.empty());
+  // An export's loss is a number in range.
+  CHECK_THROWS_WITH_AS(copy.add_lines(R"({"run_key":"x","set_id":"s","machine_id":"m","rung":"r","test_loss":2e6})", "bad.jsonl"),
+                       doctest::Contains("bad.jsonl:1: test_loss is 2e+06: outside [-1e+06, 1e+06]"), accel::ConfigError);
+}
+
+TEST_CASE("compare: a loss is gated by --fail-loss-rise and accuracy by --fail-accuracy-drop, each bound naming its own kind") {
+  accel_test::TempDir tmp;
+  const Json plan = {{"task", {{"name", "causal_lm"}, {"metric", "loss"}, {"higher_is_better", false},
+                               {"proportion", false}}}};
+  auto lm_run = [&](double loss) {
+    FakeRun r = timed();
+    r.acc = loss;
+    r.plan = plan;
+    r.config_patch = {{"train", {{"task", "causal_lm"}}}};
+    return r;
+  };
+  auto acc_run = [&](double acc) {
+    FakeRun r = timed();
+    r.acc = acc;
+    return r;
+  };
+  // A mixed set (the smoke suite's): an accuracy rung 0.5 points worse, a loss rung 0.3 worse.
+  SetBuilder(tmp.path / "base").rung("a", "00", {acc_run(0.850)}).rung("l", "01", {lm_run(7.00), lm_run(7.02), lm_run(7.01)}).write();
+  SetBuilder(tmp.path / "other").rung("a", "00", {acc_run(0.845)}).rung("l", "01", {lm_run(7.30), lm_run(7.32), lm_run(7.31)}).write();
+  const auto base = load_result_set(tmp.path / "base");
+  const auto other = load_result_set(tmp.path / "other");
+  // An accuracy bound of 1 point: the accuracy is within it and the loss's 0.3 is not judged by it.
+  CompareBounds acc_only;
+  acc_only.acc_drop_points = 1;
+  auto out = compare_sets(base, other, acc_only);
+  INFO(out.markdown);
+  CHECK(out.regressions == 0);
+  CHECK(has(out.markdown, "not judged: --fail-loss-rise bounds a loss"));
+  // Each rung's metric as its own in the rung table: the loss never as a percent.
+  CHECK(has(out.markdown, "| metric base | metric other | metric delta |"));
+  CHECK(has(out.markdown, "| loss 7.0100 | loss 7.3100 | +0.3000 |"));
+  CHECK(has(out.markdown, "| 85.00% | 84.50% | -0.50 |"));
+  CHECK_FALSE(has(out.markdown, "701.00%"));
+  CHECK(has(out.markdown, "| l | test loss | 7.0100 | 7.3100 |"));
+  // Its own bound fails it, naming the loss in its own units.
+  CompareBounds both = acc_only;
+  both.loss_rise = 0.1;
+  out = compare_sets(base, other, both);
+  INFO(out.markdown);
+  CHECK(out.regressions == 1);
+  CHECK(has(out.markdown, "worse loss: test loss +0.3000 ["));
+  CHECK(has(out.markdown, "(> 0.1)"));
+  // A loss bound alone leaves accuracy unjudged, said.
+  CompareBounds loss_only;
+  loss_only.loss_rise = 0.5;
+  out = compare_sets(base, other, loss_only);
+  INFO(out.markdown);
+  CHECK(out.regressions == 0);
+  CHECK(has(out.markdown, "not judged: --fail-accuracy-drop bounds a share"));
 }
 
 TEST_CASE("noise: a set of unchanged repeats gives this machine's spread, and one-run compares use it") {

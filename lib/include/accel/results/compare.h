@@ -22,7 +22,11 @@ namespace accel::results {
 
 struct CompareBounds {
   std::optional<double> slower_pct;         // --fail-slower PCT: time ratio > 1 + PCT/100
-  std::optional<double> acc_drop_points;    // --fail-accuracy-drop POINTS (percentage points)
+  std::optional<double> acc_drop_points;    // --fail-accuracy-drop POINTS (percentage points of a share)
+  // --fail-loss-rise DELTA: a metric that is not a share (a language model's
+  // test loss, lower better) worse by DELTA in its own units. Each metric has
+  // its own bound: a point of accuracy is no unit of loss.
+  std::optional<double> loss_rise;
   std::optional<double> memory_growth_pct;  // --fail-memory-growth PCT (largest rank)
   std::optional<double> acc_band_points;    // --accuracy-band POINTS: |delta| beyond it fails
   bool require_same_config = false;         // a "not comparable" rung fails
@@ -45,8 +49,13 @@ struct CompareBounds {
   // where that is higher: its runs were added while its verdict was open,
   // and a 95% interval after several looks is not 95%.
   double confidence = stats::kConfidence;
+  // The bound of a task metric's kind: a share's --fail-accuracy-drop,
+  // another's (a loss) --fail-loss-rise.
+  std::optional<double> metric_drop(const train::MetricFacts& m) const {
+    return m.proportion ? acc_drop_points : loss_rise;
+  }
   bool gates() const {
-    return slower_pct || acc_drop_points || memory_growth_pct || acc_band_points ||
+    return slower_pct || acc_drop_points || loss_rise || memory_growth_pct || acc_band_points ||
            require_same_config || fail_counters;
   }
 };

@@ -1,6 +1,7 @@
 // A results history in SQLite: every run of every result set added (machine
 // id, suite, rung, repeat, the comparable config's hash, accel-bench and
-// LibTorch versions, git sha, date, each measure and the exact counters), so
+// LibTorch versions, git sha, date, each measure -- the test accuracy of a
+// classifier, the test loss of a language model -- and the exact counters), so
 // a rung's trend can be shown and a new set judged against the last N sets of
 // the same machine, rung and config, as PyTorch's dashboard does: a
 // regression only after two consecutive violating sets, "suspicious" after one.
@@ -9,7 +10,8 @@
 // both land; a schema version in its meta table, migrated forward on open; a
 // file that is not SQLite, or SQLite that is not an accel-bench history, or a
 // history of a newer schema is a ConfigError naming it and is never
-// overwritten.
+// overwritten. A file of an older schema is migrated by an add and read as
+// it is by show, export and compare --history (a column it lacks is empty).
 #pragma once
 
 #include <filesystem>
@@ -25,7 +27,7 @@
 
 namespace accel::results {
 
-inline constexpr int kHistorySchemaVersion = 2;
+inline constexpr int kHistorySchemaVersion = 3;
 inline constexpr const char* kDefaultHistoryFile = "results/history.sqlite";
 
 // One run as the history holds it.
@@ -39,6 +41,9 @@ struct HistoryRun {
   std::string finished_at;  // the run's end (UTC, ISO 8601), else when it was added
   std::string status;
   OptNum train_time_s, step_ms, samples_per_s, test_acc, peak_memory_bytes;
+  // A language model's test loss (a metric that is not a share, lower
+  // better); test_acc holds a share only.
+  OptNum test_loss;
   Json counters;  // result.json's counters (null when none)
 };
 
@@ -106,7 +111,8 @@ std::vector<std::filesystem::path> trend_charts(const std::vector<TrendPoint>& p
 // sets of the same machine, rung and config before it in the history.
 // A measure beyond its bound (training and step time: --fail-slower PCT;
 // peak memory: --fail-memory-growth PCT; test accuracy: --fail-accuracy-drop
-// POINTS; a measure without a bound is not judged) is a violation; a
+// POINTS; test loss: --fail-loss-rise DELTA; a measure without a bound is not
+// judged) is a violation; a
 // violation whose previous set also violated its own window is a regression,
 // a lone one suspicious.
 struct HistoryVerdict {

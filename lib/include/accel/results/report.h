@@ -74,6 +74,10 @@ struct RungRow {
   std::string devices_threads, precision, strategy;
   OptNum epochs;
   Stat time_s, acc, ips_total, ips_device, mfu, ttt_s;
+  // The metric `acc` holds: its first present run's (the set's where it has
+  // none). A set may hold rungs of several tasks (the smoke suite's
+  // accuracy and loss rungs): each row is shown by its own metric.
+  train::MetricFacts metric;
   Stat tokens_total;  // text: real tokens per second, all ranks
   int ttt_reached = 0;
   std::vector<double> mem_per_rank;  // median over ok repeats, per rank
@@ -151,6 +155,9 @@ struct Report {
   std::vector<RungRow> upstream, rungs;
   std::string speedup_base;  // the rung speedup_base is relative to ("" when none)
   std::string speed_measure = kSpeedTrainingTime;  // what the speedups divide (kSpeedSteadyStep)
+  // Rungs (or upstream runs) of more than one metric: the tables' metric
+  // column is "test metric" and each cell names a metric that is not a share.
+  bool mixed_metrics = false;
   std::vector<std::string> notes;  // peaks used, failures, machine facts
   std::vector<std::string> unreadable;  // result.json files that exist but do not read: why
   std::vector<ScalingLine> scaling;     // predicted scaling of the multi-rank rungs

@@ -30,6 +30,12 @@ struct MetricFacts {
   // A column heading's word: "acc" for a share (as the articles' tables),
   // else its name ("loss").
   std::string short_name() const { return proportion ? std::string("acc") : name; }
+  // A loss: not a share, lower better (a language model's cross-entropy).
+  bool is_loss() const { return !proportion && !higher_is_better; }
+  bool operator==(const MetricFacts& o) const {
+    return name == o.name && higher_is_better == o.higher_is_better && proportion == o.proportion;
+  }
+  bool operator!=(const MetricFacts& o) const { return !(*this == o); }
 };
 
 struct TaskInfo {
