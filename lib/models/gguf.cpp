@@ -20,11 +20,42 @@ using json = nlohmann::json;
 
 namespace gguf_detail {
 
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the GGUF reader reads little-endian files on little-endian hosts"
+#endif
+
 constexpr uint32_t kMaxDims = 4;                      // ggml's GGML_MAX_DIMS
-constexpr uint64_t kMaxStringBytes = 64ull << 20;     // one key, name or value
+constexpr uint64_t kMaxValueBytes = 64ull << 20;      // one string value (a chat template, a licence)
+constexpr uint64_t kMaxNameBytes = 64ull << 10;       // one key or tensor name
 constexpr uint64_t kMaxArrayItems = 16ull << 20;      // a vocabulary is ~50k-260k
 constexpr uint64_t kMaxElements = 1ull << 40;         // one tensor
 constexpr uint32_t kDefaultAlignment = 32;
+
+// Whether `s` is UTF-8 (no overlong forms, surrogates or values past
+// U+10FFFF), as GGUF's strings are: a key or value that is not would make the
+// metadata unprintable as JSON.
+bool is_utf8(const std::string& s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    const int n = (c >> 5) == 0x6 ? 1 : (c >> 4) == 0xE ? 2 : (c >> 3) == 0x1E ? 3 : -1;
+    if (n < 0 || s.size() - i <= size_t(n)) return false;
+    uint32_t cp = c & (0x3Fu >> n);
+    for (int k = 1; k <= n; ++k) {
+      const auto d = static_cast<unsigned char>(s[i + size_t(k)]);
+      if ((d >> 6) != 0x2) return false;
+      cp = (cp << 6) | (d & 0x3Fu);
+    }
+    const uint32_t least[] = {0, 0x80, 0x800, 0x10000};
+    if (cp < least[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += size_t(n) + 1;
+  }
+  return true;
+}
 
 struct TypeInfo {
   uint32_t id;
@@ -57,6 +88,15 @@ std::string types_read() {
   throw ConfigError(msg);
 }
 
+// What a read is of, for an error message: `what` and its `subject` ("the
+// type of metadata" "general.name"), made into text only when a read fails (an
+// array of a vocabulary reads 50k strings of one key).
+struct Of {
+  const char* what;
+  const std::string& subject;
+  std::string text() const { return subject.empty() ? std::string(what) : std::string(what) + " " + subject; }
+};
+
 // Sequential reads from the header, each checked against the file's size.
 class Cursor {
  public:
@@ -65,30 +105,34 @@ class Cursor {
   }
   uint64_t pos() const { return pos_; }
   uint64_t left() const { return size_ - pos_; }
-  void need(uint64_t n, const std::string& what) {
+  void need(uint64_t n, const Of& of) {
     if (n > left()) {
-      fail(path_, what + " runs past the end of the file (" + std::to_string(size_) + " bytes; at offset " +
+      fail(path_, of.text() + " runs past the end of the file (" + std::to_string(size_) + " bytes; at offset " +
                       std::to_string(pos_) + ", " + std::to_string(n) + " bytes needed)");
     }
   }
-  void bytes(void* dst, uint64_t n, const std::string& what) {
-    need(n, what);
+  void bytes(void* dst, uint64_t n, const Of& of) {
+    need(n, of);
     in_.read(static_cast<char*>(dst), static_cast<std::streamsize>(n));
-    if (!in_ || static_cast<uint64_t>(in_.gcount()) != n) fail(path_, "cannot read " + what);
+    if (!in_ || static_cast<uint64_t>(in_.gcount()) != n) fail(path_, "cannot read " + of.text());
     pos_ += n;
   }
   template <class T>
-  T scalar(const std::string& what) {
+  T scalar(const Of& of) {
     T v;
-    bytes(&v, sizeof v, what);
+    bytes(&v, sizeof v, of);
     return v;
   }
-  std::string str(const std::string& what) {
-    const auto n = scalar<uint64_t>(what + "'s length");
-    if (n > kMaxStringBytes) fail(path_, what + " is " + std::to_string(n) + " bytes long (at most 64 MiB)");
-    need(n, what);
+  // A string (a key, a name or a value) of at most `cap` bytes, UTF-8.
+  std::string str(const Of& of, uint64_t cap) {
+    const auto n = scalar<uint64_t>(of);
+    if (n > cap) {
+      fail(path_, of.text() + " is " + std::to_string(n) + " bytes long (at most " + std::to_string(cap) + ")");
+    }
+    need(n, of);
     std::string s(static_cast<size_t>(n), '\0');
-    if (n > 0) bytes(s.data(), n, what);
+    if (n > 0) bytes(s.data(), n, of);
+    if (!is_utf8(s)) fail(path_, of.text() + " is not UTF-8");
     return s;
   }
 
@@ -99,7 +143,8 @@ class Cursor {
   uint64_t pos_ = 0;
 };
 
-// A metadata value's smallest encoding, for the bound on an array's count.
+// A metadata value's smallest encoding, for the bound on an array's count;
+// 0 for a type no GGUF value has.
 uint64_t min_value_bytes(uint32_t type) {
   switch (type) {
     case 0: case 1: case 7: return 1;
@@ -107,40 +152,45 @@ uint64_t min_value_bytes(uint32_t type) {
     case 4: case 5: case 6: return 4;
     case 8: case 10: case 11: case 12: return 8;
     case 9: return 12;
-    default: return 1;
+    default: return 0;
   }
 }
 
-json value(Cursor& c, const fs::path& path, uint32_t type, int depth, const std::string& key) {
-  const std::string what = "metadata " + key;
+// One metadata value of `key`; an array's items are scalars or strings (as
+// ggml reads them: no array of arrays).
+json value(Cursor& c, const fs::path& path, uint32_t type, bool in_array, const std::string& key) {
+  const Of of{"metadata", key};
   switch (type) {
-    case 0: return c.scalar<uint8_t>(what);
-    case 1: return c.scalar<int8_t>(what);
-    case 2: return c.scalar<uint16_t>(what);
-    case 3: return c.scalar<int16_t>(what);
-    case 4: return c.scalar<uint32_t>(what);
-    case 5: return c.scalar<int32_t>(what);
-    case 6: return c.scalar<float>(what);
+    case 0: return c.scalar<uint8_t>(of);
+    case 1: return c.scalar<int8_t>(of);
+    case 2: return c.scalar<uint16_t>(of);
+    case 3: return c.scalar<int16_t>(of);
+    case 4: return c.scalar<uint32_t>(of);
+    case 5: return c.scalar<int32_t>(of);
+    case 6: return c.scalar<float>(of);
     case 7: {
-      const auto b = c.scalar<uint8_t>(what);
-      if (b > 1) fail(path, what + ": a bool of " + std::to_string(b));
+      const auto b = c.scalar<uint8_t>(of);
+      if (b > 1) fail(path, "metadata " + key + ": a bool of " + std::to_string(b));
       return b == 1;
     }
-    case 8: return c.str(what);
+    case 8: return c.str(of, kMaxValueBytes);
     case 9: {
-      if (depth >= 2) fail(path, what + ": arrays nested more than two deep");
-      const auto elem = c.scalar<uint32_t>(what + "'s item type");
-      const auto n = c.scalar<uint64_t>(what + "'s item count");
-      if (n > kMaxArrayItems) fail(path, what + ": " + std::to_string(n) + " items (at most 16M)");
-      c.need(n * min_value_bytes(elem), what + "'s " + std::to_string(n) + " items");
+      if (in_array) fail(path, "metadata " + key + ": an array of arrays");
+      const auto elem = c.scalar<uint32_t>(of);
+      const auto n = c.scalar<uint64_t>(of);
+      if (elem == 9 || min_value_bytes(elem) == 0) {
+        fail(path, "metadata " + key + ": arrays of value type " + std::to_string(elem) + " (scalars and strings are read)");
+      }
+      if (n > kMaxArrayItems) fail(path, "metadata " + key + ": " + std::to_string(n) + " items (at most 16M)");
+      c.need(n * min_value_bytes(elem), of);
       json arr = json::array();
-      for (uint64_t i = 0; i < n; ++i) arr.push_back(value(c, path, elem, depth + 1, key));
+      for (uint64_t i = 0; i < n; ++i) arr.push_back(value(c, path, elem, true, key));
       return arr;
     }
-    case 10: return c.scalar<uint64_t>(what);
-    case 11: return c.scalar<int64_t>(what);
-    case 12: return c.scalar<double>(what);
-    default: fail(path, what + ": value type " + std::to_string(type) + " is not a GGUF type");
+    case 10: return c.scalar<uint64_t>(of);
+    case 11: return c.scalar<int64_t>(of);
+    case 12: return c.scalar<double>(of);
+    default: fail(path, "metadata " + key + ": value type " + std::to_string(type) + " is not a GGUF type");
   }
 }
 
@@ -204,8 +254,9 @@ void dequantize(uint32_t type, const uint8_t* src, float* out, int64_t n) {
 }  // namespace gguf_detail
 
 int64_t GgufTensorInfo::numel() const {
+  // As read_gguf_header checked them: at most 2^40 values.
   int64_t n = 1;
-  for (const auto d : dims) n *= d;
+  for (const auto d : dims) n = d > 0 && n <= (int64_t(1) << 40) / d ? n * d : 0;
   return n;
 }
 
@@ -223,8 +274,9 @@ std::string gguf_type_name(uint32_t type) {
   return t != nullptr ? t->name : "type " + std::to_string(type);
 }
 
-GgufFile read_gguf_header(const fs::path& path) {
-  using namespace gguf_detail;
+namespace gguf_detail {
+
+GgufFile read_header(const fs::path& path) {
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) fail(path, "no such file");
   const uint64_t size = fs::file_size(path, ec);
@@ -232,52 +284,59 @@ GgufFile read_gguf_header(const fs::path& path) {
   Cursor c(path, size);
   GgufFile out;
   out.path = path;
+  const std::string none;
   char magic[4];
-  c.bytes(magic, 4, "the magic");
+  c.bytes(magic, 4, Of{"the magic", none});
   if (std::memcmp(magic, "GGUF", 4) != 0) fail(path, "not a GGUF file (its first bytes are not \"GGUF\")");
-  out.version = c.scalar<uint32_t>("the version");
+  out.version = c.scalar<uint32_t>(Of{"the version", none});
+  if ((out.version & 0xFFFFu) == 0 && out.version != 0) {
+    fail(path, "version " + std::to_string(out.version) + ": a file of the other byte order (read here: little-endian)");
+  }
   if (out.version != 2 && out.version != 3) {
     fail(path, "version " + std::to_string(out.version) + " (read here: 2 and 3)");
   }
-  const auto n_tensors = c.scalar<uint64_t>("the tensor count");
-  const auto n_kv = c.scalar<uint64_t>("the metadata count");
+  const auto n_tensors = c.scalar<uint64_t>(Of{"the tensor count", none});
+  const auto n_kv = c.scalar<uint64_t>(Of{"the metadata count", none});
   // Each key-value takes at least 13 bytes and each tensor info 32.
   if (n_kv > c.left() / 13) fail(path, std::to_string(n_kv) + " metadata entries cannot fit in the file");
   if (n_tensors > c.left() / 32) fail(path, std::to_string(n_tensors) + " tensors cannot fit in the file");
   for (uint64_t i = 0; i < n_kv; ++i) {
-    const std::string key = c.str("metadata key " + std::to_string(i));
-    const auto type = c.scalar<uint32_t>("metadata " + key + "'s type");
-    json v = value(c, path, type, 0, key);
+    const std::string key = c.str(Of{"a metadata key", none}, kMaxNameBytes);
+    const auto type = c.scalar<uint32_t>(Of{"the type of metadata", key});
+    json v = value(c, path, type, false, key);
     if (!out.metadata.emplace(key, std::move(v)).second) fail(path, "metadata key " + key + " given twice");
   }
   uint64_t alignment = kDefaultAlignment;
   if (const auto it = out.metadata.find("general.alignment"); it != out.metadata.end()) {
+    // ggml writes it as a uint32; any integer type is read.
     const auto& a = it->second;
-    if (!a.is_number_unsigned() || a.get<uint64_t>() == 0 || (a.get<uint64_t>() & (a.get<uint64_t>() - 1)) != 0 ||
-        a.get<uint64_t>() > (1u << 20)) {
-      fail(path, "general.alignment " + a.dump() + " is not a power of two up to 1 MiB");
+    const bool integer = a.is_number_unsigned() || (a.is_number_integer() && a.get<int64_t>() > 0);
+    const uint64_t v = integer ? a.get<uint64_t>() : 0;
+    if (v == 0 || (v & (v - 1)) != 0 || v > (1u << 20)) {
+      fail(path, "general.alignment must be a power of two up to 1 MiB (" +
+                     (integer ? "it is " + std::to_string(v) : "it is not a positive integer") + ")");
     }
-    alignment = a.get<uint64_t>();
+    alignment = v;
   }
   std::set<std::string> names;
   for (uint64_t i = 0; i < n_tensors; ++i) {
     GgufTensorInfo t;
-    t.name = c.str("tensor " + std::to_string(i) + "'s name");
+    t.name = c.str(Of{"a tensor's name", none}, kMaxNameBytes);
     if (!names.insert(t.name).second) fail(path, "a second tensor of this name", t.name);
-    const auto n_dims = c.scalar<uint32_t>("tensor " + t.name + "'s dimension count");
+    const auto n_dims = c.scalar<uint32_t>(Of{"the dimension count of tensor", t.name});
     if (n_dims == 0 || n_dims > kMaxDims) {
       fail(path, std::to_string(n_dims) + " dimensions (1 to " + std::to_string(kMaxDims) + ")", t.name);
     }
     uint64_t numel = 1;
     for (uint32_t d = 0; d < n_dims; ++d) {
-      const auto dim = c.scalar<uint64_t>("tensor " + t.name + "'s dimensions");
+      const auto dim = c.scalar<uint64_t>(Of{"the dimensions of tensor", t.name});
       if (dim == 0 || dim > kMaxElements || numel > kMaxElements / dim) {
         fail(path, "dimension " + std::to_string(dim) + " makes more than 2^40 values or none", t.name);
       }
       numel *= dim;
       t.dims.push_back(static_cast<int64_t>(dim));
     }
-    t.type = c.scalar<uint32_t>("tensor " + t.name + "'s type");
+    t.type = c.scalar<uint32_t>(Of{"the type of tensor", t.name});
     const auto* info = find_type(t.type);
     if (info == nullptr) fail(path, gguf_type_name(t.type) + " is not read here (" + types_read() + ")", t.name);
     if (t.dims[0] % info->block != 0) {
@@ -286,16 +345,18 @@ GgufFile read_gguf_header(const fs::path& path) {
            t.name);
     }
     t.bytes = numel / static_cast<uint64_t>(info->block) * static_cast<uint64_t>(info->block_bytes);
-    t.offset = c.scalar<uint64_t>("tensor " + t.name + "'s offset");
+    t.offset = c.scalar<uint64_t>(Of{"the offset of tensor", t.name});
     if (t.offset % alignment != 0) {
       fail(path, "offset " + std::to_string(t.offset) + " is not a multiple of the alignment " +
                      std::to_string(alignment), t.name);
     }
     out.tensors.push_back(std::move(t));
   }
-  // The data section starts at the next multiple of the alignment.
+  // The data section starts at the next multiple of the alignment (a file
+  // of metadata alone, a vocabulary's, need not be padded to it).
   const uint64_t pad = (alignment - c.pos() % alignment) % alignment;
   out.data_offset = c.pos() + pad;
+  if (out.tensors.empty()) return out;
   if (out.data_offset > size) fail(path, "the data section starts past the end of the file");
   const uint64_t data_bytes = size - out.data_offset;
   std::vector<std::pair<uint64_t, const GgufTensorInfo*>> extents;
@@ -318,26 +379,52 @@ GgufFile read_gguf_header(const fs::path& path) {
   return out;
 }
 
+}  // namespace gguf_detail
+
+GgufFile read_gguf_header(const fs::path& path) {
+  try {
+    return gguf_detail::read_header(path);
+  } catch (const std::bad_alloc&) {
+    gguf_detail::fail(path, "its metadata does not fit in memory");
+  }
+}
+
 torch::Tensor read_gguf_tensor(const GgufFile& file, const std::string& name) {
   using namespace gguf_detail;
   const auto* t = file.find(name);
   if (t == nullptr) fail(file.path, "no tensor of this name", name);
-  if (find_type(t->type) == nullptr) fail(file.path, gguf_type_name(t->type) + " is not read here", name);
-  std::vector<uint8_t> raw(static_cast<size_t>(t->bytes));
-  std::ifstream in(file.path, std::ios::binary);
-  if (!in) fail(file.path, "cannot open the file", name);
-  in.seekg(static_cast<std::streamoff>(file.data_offset + t->offset));
-  in.read(reinterpret_cast<char*>(raw.data()), static_cast<std::streamsize>(raw.size()));
-  if (!in || static_cast<uint64_t>(in.gcount()) != t->bytes) {
-    fail(file.path, "file ended early (changed since its header was read?)", name);
+  const auto* info = find_type(t->type);
+  if (info == nullptr) fail(file.path, gguf_type_name(t->type) + " is not read here", name);
+  // The extent again from the dimensions and type (a GgufFile may have been
+  // made or changed by its caller): dequantize never reads past what was read.
+  uint64_t numel = 1;
+  for (const auto d : t->dims) {
+    if (d <= 0 || uint64_t(d) > kMaxElements || numel > kMaxElements / uint64_t(d)) {
+      fail(file.path, "dimensions out of range", name);
+    }
+    numel *= uint64_t(d);
+  }
+  if (t->dims.empty() || t->dims[0] % info->block != 0 ||
+      t->bytes != numel / uint64_t(info->block) * uint64_t(info->block_bytes)) {
+    fail(file.path, "its size does not agree with its dimensions and type", name);
   }
   torch::Tensor out;
   try {
-    out = torch::empty({t->numel()}, torch::kFloat32);
+    std::vector<uint8_t> raw(static_cast<size_t>(t->bytes));
+    std::ifstream in(file.path, std::ios::binary);
+    if (!in) fail(file.path, "cannot open the file", name);
+    in.seekg(static_cast<std::streamoff>(file.data_offset + t->offset));
+    in.read(reinterpret_cast<char*>(raw.data()), static_cast<std::streamsize>(raw.size()));
+    if (!in || static_cast<uint64_t>(in.gcount()) != t->bytes) {
+      fail(file.path, "file ended early (changed since its header was read?)", name);
+    }
+    out = torch::empty({static_cast<int64_t>(numel)}, torch::kFloat32);
+    dequantize(t->type, raw.data(), out.data_ptr<float>(), static_cast<int64_t>(numel));
+  } catch (const std::bad_alloc&) {
+    fail(file.path, "cannot allocate " + std::to_string(numel) + " values", name);
   } catch (const c10::Error&) {
-    fail(file.path, "cannot allocate " + std::to_string(t->numel()) + " values", name);
+    fail(file.path, "cannot allocate " + std::to_string(numel) + " values", name);
   }
-  dequantize(t->type, raw.data(), out.data_ptr<float>(), t->numel());
   return out.reshape(t->shape());
 }
 

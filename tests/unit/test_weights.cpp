@@ -699,13 +699,62 @@ TEST_CASE("gguf: a malformed file is a ConfigError naming the file and what is w
   {
     Builder b;
     b.kv_u32("general.alignment", 24).tensor("t", {4}, 0, std::string(16, '\0'));
-    CHECK(has_text(error_of(b.bytes()), "general.alignment 24 is not a power of two"));
+    CHECK(has_text(error_of(b.bytes()), "general.alignment must be a power of two up to 1 MiB (it is 24)"));
   }
   {
     Builder b;  // an array claiming far more items than the file holds
     Builder::str(b.meta, "k"), Builder::put<uint32_t>(b.meta, 9), Builder::put<uint32_t>(b.meta, 4);
     Builder::put<uint64_t>(b.meta, 1000000), ++b.n_kv;
     CHECK(has_text(error_of(b.bytes()), "runs past the end of the file"));
+  }
+  {
+    Builder b;  // an alignment that is not UTF-8 text: named, never printed
+    b.kv_str("general.alignment", "\xff");
+    CHECK(has_text(error_of(b.bytes()), "metadata general.alignment is not UTF-8"));
+  }
+  {
+    Builder b;  // an alignment as a string
+    b.kv_str("general.alignment", "32");
+    CHECK(has_text(error_of(b.bytes()), "general.alignment must be a power of two up to 1 MiB (it is not a positive integer)"));
+  }
+  {
+    Builder b;  // an empty array of a type no value has
+    Builder::str(b.meta, "k"), Builder::put<uint32_t>(b.meta, 9), Builder::put<uint32_t>(b.meta, 99);
+    Builder::put<uint64_t>(b.meta, 0), ++b.n_kv;
+    CHECK(has_text(error_of(b.bytes()), "metadata k: arrays of value type 99"));
+  }
+  {
+    Builder b;  // an array of arrays
+    Builder::str(b.meta, "k"), Builder::put<uint32_t>(b.meta, 9), Builder::put<uint32_t>(b.meta, 9);
+    Builder::put<uint64_t>(b.meta, 1), Builder::put<uint32_t>(b.meta, 4), Builder::put<uint64_t>(b.meta, 0), ++b.n_kv;
+    CHECK(has_text(error_of(b.bytes()), "metadata k: arrays of value type 9"));
+  }
+  {
+    Builder b;  // a byte-swapped version: the other byte order, said
+    b.version = 0x03000000;
+    CHECK(has_text(error_of(b.bytes()), "a file of the other byte order"));
+  }
+  {
+    // An int32 alignment is read as ggml's uint32 is, and a file of metadata
+    // alone (a vocabulary's) needs no padding before its empty data section.
+    Builder b;
+    Builder::str(b.meta, "general.alignment"), Builder::put<uint32_t>(b.meta, 5), Builder::put<int32_t>(b.meta, 32), ++b.n_kv;
+    b.kv_str("tokenizer.ggml.model", "gpt2");
+    std::string bytes = "GGUF";
+    Builder::put<uint32_t>(bytes, 3), Builder::put<uint64_t>(bytes, 0), Builder::put<uint64_t>(bytes, b.n_kv);
+    bytes += b.meta;
+    REQUIRE(bytes.size() % 32 != 0);
+    CHECK(error_of(bytes).empty());
+    CHECK(read_gguf_header(path).metadata.at("tokenizer.ggml.model") == "gpt2");
+  }
+  // A header whose tensor's size was changed after reading: refused, never read past.
+  {
+    write_bytes(path, good);
+    auto file = read_gguf_header(path);
+    file.tensors[2].bytes += 34;
+    CHECK_THROWS_WITH_AS(read_gguf_tensor(file, "w.q8_0"),
+                         doctest::Contains("its size does not agree with its dimensions and type (tensor w.q8_0)"),
+                         accel::ConfigError);
   }
   // Every prefix of the good file: an error, never a crash or a partial read.
   int errors = 0;
@@ -762,8 +811,12 @@ TEST_CASE("gguf: SmolLM2-135M's published file reads whole, in the smollm2_135m 
   CHECK(read_gguf_tensor(file, "blk.29.ffn_down.weight").sizes() == torch::IntArrayRef({576, 1536}));
   const auto q = read_gguf_tensor(file, "blk.0.attn_q.weight");
   CHECK(torch::isfinite(q).all().item<bool>());
-  // Printed for a check against another reader (the first values of two rows).
-  std::printf("gguf: token_embd row 504: %.6f %.6f %.6f %.6f; blk.0.attn_q first 576 mean %.6f std %.6f\n",
-              embd[504][0].item<float>(), embd[504][1].item<float>(), embd[504][2].item<float>(),
-              embd[504][3].item<float>(), q[0].mean().item<float>(), q[0].std(false).item<float>());
+  // The values a separate Python reader of the format gives (row 504 of the
+  // token embedding, "The"; the first query row's mean and spread).
+  CHECK(embd[504][0].item<float>() == doctest::Approx(0.109604).epsilon(1e-4));
+  CHECK(embd[504][1].item<float>() == doctest::Approx(0.017437).epsilon(1e-4));
+  CHECK(embd[504][2].item<float>() == doctest::Approx(-0.094658).epsilon(1e-4));
+  CHECK(embd[504][3].item<float>() == doctest::Approx(0.082203).epsilon(1e-4));
+  CHECK(q[0].mean().item<float>() == doctest::Approx(0.00175).epsilon(1e-2));
+  CHECK(q[0].std(false).item<float>() == doctest::Approx(0.4058).epsilon(1e-3));
 }

@@ -9,7 +9,11 @@
 // dimension, type and offset is checked against the file's size before
 // anything is allocated, and every problem is an accel::ConfigError
 // "FILE: gguf: <what> (tensor NAME)". A malformed file never crashes the
-// process. Little-endian files on little-endian hosts only.
+// process. Stricter than ggml where ggml would read nonsense: every string is
+// UTF-8 (keys and names at most 64 KiB), an array holds scalars or strings
+// (not arrays, as ggml), a tensor has 1 to 4 dimensions of at least 1.
+// Little-endian files on little-endian hosts only (a file of the other byte
+// order is said to be one).
 //
 // Tensors come back as float32 in torch's order (GGUF's dimensions
 // reversed: GGUF [576, 192] is a [192, 576] weight), dequantized as ggml does:
