@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "accel/models/checkpoint.h"
 #include "accel/models/family.h"
 #include "accel/models/linear_cross_entropy.h"
 #include "accel/util/errors.h"
