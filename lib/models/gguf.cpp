@@ -12,6 +12,7 @@
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
+#include "accel/text/tokenizer.h"
 #include "accel/util/errors.h"
 
 namespace accel::models {
@@ -31,31 +32,6 @@ constexpr uint64_t kMaxArrayItems = 16ull << 20;      // a vocabulary is ~50k-26
 constexpr uint64_t kMaxElements = 1ull << 40;         // one tensor
 constexpr uint32_t kDefaultAlignment = 32;
 
-// Whether `s` is UTF-8 (no overlong forms, surrogates or values past
-// U+10FFFF), as GGUF's strings are: a key or value that is not would make the
-// metadata unprintable as JSON.
-bool is_utf8(const std::string& s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    const int n = (c >> 5) == 0x6 ? 1 : (c >> 4) == 0xE ? 2 : (c >> 3) == 0x1E ? 3 : -1;
-    if (n < 0 || s.size() - i <= size_t(n)) return false;
-    uint32_t cp = c & (0x3Fu >> n);
-    for (int k = 1; k <= n; ++k) {
-      const auto d = static_cast<unsigned char>(s[i + size_t(k)]);
-      if ((d >> 6) != 0x2) return false;
-      cp = (cp << 6) | (d & 0x3Fu);
-    }
-    const uint32_t least[] = {0, 0x80, 0x800, 0x10000};
-    if (cp < least[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
-    i += size_t(n) + 1;
-  }
-  return true;
-}
 
 struct TypeInfo {
   uint32_t id;
@@ -132,7 +108,11 @@ class Cursor {
     need(n, of);
     std::string s(static_cast<size_t>(n), '\0');
     if (n > 0) bytes(s.data(), n, of);
-    if (!is_utf8(s)) fail(path_, of.text() + " is not UTF-8");
+    try {
+      (void)text::decode_utf8(s);  // GGUF's strings are UTF-8: one that is not would make the metadata unprintable
+    } catch (const text::Utf8Error&) {
+      fail(path_, of.text() + " is not UTF-8");
+    }
     return s;
   }
 

@@ -55,6 +55,15 @@ FakeRun timed(double ms = 100, double samples = 100000) {
   return f;
 }
 
+// RUN as a language model's (causal_lm: its metric a test loss, lower
+// better, not a share) with test loss LOSS.
+FakeRun as_lm(FakeRun run, double loss) {
+  run.acc = loss;
+  run.plan = {{"task", {{"name", "causal_lm"}, {"metric", "loss"}, {"higher_is_better", false}, {"proportion", false}}}};
+  run.config_patch = {{"train", {{"task", "causal_lm"}}}};
+  return run;
+}
+
 // Repeats of one rung that differ only in their training time (s).
 std::vector<FakeRun> runs(const std::vector<double>& times) {
   std::vector<FakeRun> v;
@@ -476,16 +485,11 @@ TEST_CASE("report and compare: a language model's loss reads as itself and lower
 
 TEST_CASE("report: a set of accuracy and loss rungs shows each rung by its own metric, never a loss as a percent") {
   accel_test::TempDir tmp;
-  const Json plan = {{"task", {{"name", "causal_lm"}, {"metric", "loss"}, {"higher_is_better", false},
-                               {"proportion", false}}}};
   FakeRun acc = timed();
   acc.acc = 0.85;
   acc.epoch_val = {0.70, 0.80, 0.85};
-  FakeRun lm = timed();
-  lm.acc = 6.3;
+  FakeRun lm = as_lm(timed(), 6.3);
   lm.epoch_val = {9.5, 8.0, 6.3};
-  lm.plan = plan;
-  lm.config_patch = {{"train", {{"task", "causal_lm"}}}};
   // The smoke suite's order: accuracy rungs first, a loss rung after, and a target of accuracy.
   SetBuilder b(tmp.path / "mixed");
   b.manifest["target_accuracy"] = 0.75;
@@ -1227,14 +1231,9 @@ TEST_CASE("history: one set beyond the window's median is suspicious, two in a r
 
 TEST_CASE("history: a language model's test loss is its own measure, trended and judged by --fail-loss-rise, never as accuracy") {
   accel_test::TempDir tmp;
-  const Json plan = {{"task", {{"name", "causal_lm"}, {"metric", "loss"}, {"higher_is_better", false},
-                               {"proportion", false}}}};
   auto lm_set = [&](const std::string& name, double loss, const std::string& when) {
-    FakeRun f;
-    f.acc = loss;
+    FakeRun f = as_lm(FakeRun{}, loss);
     f.epoch_val = {9.0, 8.0, loss};
-    f.plan = plan;
-    f.config_patch = {{"train", {{"task", "causal_lm"}}}};
     f.finished_at = when;
     SetBuilder b(tmp / name);
     b.manifest["made_at"] = when;
@@ -1280,15 +1279,7 @@ TEST_CASE("history: a language model's test loss is its own measure, trended and
 
 TEST_CASE("compare: a loss is gated by --fail-loss-rise and accuracy by --fail-accuracy-drop, each bound naming its own kind") {
   accel_test::TempDir tmp;
-  const Json plan = {{"task", {{"name", "causal_lm"}, {"metric", "loss"}, {"higher_is_better", false},
-                               {"proportion", false}}}};
-  auto lm_run = [&](double loss) {
-    FakeRun r = timed();
-    r.acc = loss;
-    r.plan = plan;
-    r.config_patch = {{"train", {{"task", "causal_lm"}}}};
-    return r;
-  };
+  auto lm_run = [](double loss) { return as_lm(timed(), loss); };
   auto acc_run = [&](double acc) {
     FakeRun r = timed();
     r.acc = acc;
