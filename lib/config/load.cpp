@@ -107,20 +107,20 @@ json expand_init_shorthand(json doc, const std::string& pre) {
   if (init == model->end() || !init->is_object()) return doc;
   json spec = *init;
   json flat = json::object();
-  for (const char* kind : {"checkpoint", "safetensors"}) {
+  for (const char* kind : {"checkpoint", "safetensors", "gguf"}) {
     if (!spec.contains(kind)) continue;
     if (flat.contains("init"))
-      throw ConfigError(pre + "model.init: give one of \"checkpoint\" or \"safetensors\"");
+      throw ConfigError(pre + "model.init: give one of \"checkpoint\", \"safetensors\" or \"gguf\"");
     flat["init"] = kind;
     flat["init_path"] = spec[kind];
     spec.erase(kind);
   }
   if (!flat.contains("init"))
-    throw ConfigError(pre + "model.init: an object needs a \"checkpoint\" or \"safetensors\" path");
+    throw ConfigError(pre + "model.init: an object needs a \"checkpoint\", \"safetensors\" or \"gguf\" path");
   for (auto& [key, value] : spec.items()) {
     if (key != "strict" && key != "format" && key != "head")
       throw ConfigError(pre + "model.init: unknown key \"" + key +
-                        "\"; valid keys: checkpoint, safetensors, strict, format, head");
+                        "\"; valid keys: checkpoint, safetensors, gguf, strict, format, head");
     flat["init_" + key] = value;
   }
   model->erase("init");

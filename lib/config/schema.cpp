@@ -110,9 +110,9 @@ std::vector<Field> build_table() {
         "dropout before the classifier (BERT: hidden_dropout_prob; DistilBERT: seq_classif_dropout)")
           .at_least(0).below(1).only({"bert", "distilbert"}).default_for("distilbert", 0.2),
       s("model.init", "random",
-        "weights to start from; also {\"checkpoint\": PATH} or {\"safetensors\": PATH}")
-          .one_of({"random", "checkpoint", "safetensors"}),
-      s("model.init_path", "", "checkpoint or safetensors file for init (relative to the cwd)"),
+        "weights to start from; also {\"checkpoint\": PATH}, {\"safetensors\": PATH} or {\"gguf\": PATH}")
+          .one_of({"random", "checkpoint", "safetensors", "gguf"}),
+      s("model.init_path", "", "checkpoint, safetensors or GGUF file for init (relative to the cwd)"),
       b("model.init_strict", true, "init: missing or unexpected tensors are an error"),
       s("model.init_head", "auto",
         "init: auto = replace the head only when its class count differs; replace = always "

@@ -523,7 +523,9 @@ BuiltModel build(const config::ModelConfig& m, const DataFacts& data) {
             {"heads", spec.heads},
             {"kv_heads", spec.kv_heads},
             {"intermediate", spec.intermediate},
+            {"norm_eps", spec.norm_eps},
             {"training_flops_per_token_rule", decoder_training_flops_per_token_rule(spec, seq)}};
+  if (spec.positions == "rotary") b.dims["rope_theta"] = spec.rope_theta;
   char buf[160];
   std::snprintf(buf, sizeof buf, "%.2f MFLOP/token fwd at %lld tokens", decoder_forward_flops(spec, seq) / double(seq) / 1e6,
                 static_cast<long long>(seq));
@@ -574,9 +576,10 @@ ModelFamily gpt_family() {
   f.preset_rows = gpt_detail::preset_rows;
   f.adapt = [](const NamedTensors&, const std::string&, const std::string& source, std::vector<std::string>&,
                std::string&) -> NamedTensors {
-    throw ConfigError("model.init: gpt reads no pretrained weight file yet (" + source +
-                      "); start from random weights or an accel-bench checkpoint");
+    throw ConfigError("model.init: gpt reads no safetensors file yet (" + source +
+                      "); its pretrained weights come as GGUF ({\"gguf\": PATH})");
   };
+  f.gguf = decoder_from_gguf;
   return f;
 }
 

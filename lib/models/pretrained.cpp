@@ -10,6 +10,7 @@
 #include <set>
 #include <utility>
 
+#include "accel/models/gguf.h"
 #include "accel/models/pretrained.h"
 #include "accel/models/safetensors.h"
 #include "accel/util/errors.h"
@@ -221,6 +222,21 @@ LoadReport load_pretrained(Model& model, const std::filesystem::path& file,
   NamedTensors mapped = family.adapt(source, format, name, dropped, used);
   source.clear();
   auto report = apply_named_tensors(model, mapped, strict, name + " (" + used + " names)");
+  report.dropped = dropped;
+  return report;
+}
+
+LoadReport load_gguf(Model& model, const std::filesystem::path& file, const nlohmann::json& dims, bool strict) {
+  const std::string name = file.string();
+  const auto& family = model_family(model.arch());
+  if (!family.gguf) {
+    throw ConfigError("model.init: \"gguf\" (" + name + "): model.arch \"" + model.arch() +
+                      "\" reads no GGUF file; its pretrained weights come as safetensors");
+  }
+  const GgufFile gguf = read_gguf_header(file);
+  std::vector<std::string> dropped;
+  NamedTensors mapped = family.gguf(gguf, dims, dropped);
+  auto report = apply_named_tensors(model, mapped, strict, name + " (gguf)");
   report.dropped = dropped;
   return report;
 }

@@ -52,6 +52,8 @@ void Run::init_weights(models::Model& model) {
   if (m.init == "checkpoint") {
     const auto ckpt = read_checkpoint(m.init_path);
     report = models::apply_named_tensors(model, ckpt.model_tensors(), m.init_strict, m.init_path);
+  } else if (m.init == "gguf") {
+    report = models::load_gguf(model, m.init_path, built_.dims, m.init_strict);
   } else {
     // A config.json beside the weights that describes another network (a
     // head count no tensor's shape shows) would train that one silently.

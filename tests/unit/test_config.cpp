@@ -347,6 +347,9 @@ TEST_CASE("config: the init shorthand object spells out the flat init fields") {
   CHECK(r["model"]["init_strict"] == false);
   fs::path st = dir.write("st.json", R"({"model": {"init": {"safetensors": "w.st", "format": "timm"}}})");
   CHECK(load_config(st)["model"]["init_format"] == "timm");
+  fs::path gg = dir.write("gg.json", R"({"model": {"arch": "gpt", "init": {"gguf": "smol.gguf"}}})");
+  CHECK(load_config(gg)["model"]["init"] == "gguf");
+  CHECK(load_config(gg)["model"]["init_path"] == "smol.gguf");
   fs::path bad = dir.write("bad.json", R"({"model": {"init": {"checkpoint": "a", "safetensors": "b"}}})");
   check_message(config_error([&] { load_config(bad); }), {"bad.json", "model.init"});
   fs::path odd = dir.write("odd.json", R"({"model": {"init": {"checkpoint": "a", "stritc": true}}})");

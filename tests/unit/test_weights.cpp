@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "accel/models/family.h"
 #include "accel/models/gguf.h"
 #include "accel/models/pretrained.h"
 #include "accel/models/safetensors.h"
@@ -790,6 +791,141 @@ TEST_CASE("gguf: fuzzed files never crash the reader") {
   CHECK(errors > 0);
 }
 
+namespace gguf_test {
+
+// A llama_tiny decoder over a vocabulary of 64, built by its family.
+accel::models::BuiltModel tiny_llama(uint64_t seed, int heads = 4, int kv_heads = 2) {
+  accel::config::ModelConfig m;
+  m.arch = "gpt";
+  m.preset = "llama_tiny";
+  m.heads = heads;
+  m.kv_heads = kv_heads;
+  accel::models::DataFacts facts;
+  facts.kind = "tokens";
+  facts.max_length = 16;
+  facts.vocab_size = 64;
+  torch::manual_seed(seed);
+  return accel::models::model_family("gpt").build(m, facts);
+}
+
+// llama.cpp's convert_hf_to_gguf.py permutation of a projection's rows (each
+// head's halves interleaved), as a writer applies it.
+torch::Tensor permute_rows(const torch::Tensor& w, int64_t heads) {
+  return w.reshape({heads, 2, w.size(0) / heads / 2, w.size(1)}).transpose(1, 2).reshape(w.sizes());
+}
+
+// The model's weights as llama.cpp writes a GGUF of them: its names, the
+// query and key rows permuted, GGUF's dimension order, float32.
+std::string llama_gguf(accel::models::Model& model, const nlohmann::json& dims, Builder b = {}) {
+  b.kv_str("general.architecture", "llama");
+  b.kv_u32("llama.block_count", dims["layers"].get<uint32_t>());
+  b.kv_u32("llama.embedding_length", dims["hidden"].get<uint32_t>());
+  b.kv_u32("llama.feed_forward_length", dims["intermediate"].get<uint32_t>());
+  b.kv_u32("llama.attention.head_count", dims["heads"].get<uint32_t>());
+  b.kv_u32("llama.attention.head_count_kv", dims["kv_heads"].get<uint32_t>());
+  b.kv_f32("llama.rope.freq_base", dims["rope_theta"].get<float>());
+  b.kv_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  for (const auto& kv : model.named_parameters(true)) {
+    std::string n = kv.key();
+    torch::Tensor t = kv.value().detach().contiguous();
+    if (n.find(".q_proj.") != std::string::npos) t = permute_rows(t, dims["heads"].get<int64_t>());
+    if (n.find(".k_proj.") != std::string::npos) t = permute_rows(t, dims["kv_heads"].get<int64_t>());
+    static const std::vector<std::pair<std::string, std::string>> names = {
+        {"model.embed_tokens.", "token_embd."}, {"model.norm.", "output_norm."}, {"model.layers.", "blk."},
+        {"input_layernorm", "attn_norm"}, {"self_attn.q_proj", "attn_q"}, {"self_attn.k_proj", "attn_k"},
+        {"self_attn.v_proj", "attn_v"}, {"self_attn.o_proj", "attn_output"},
+        {"post_attention_layernorm", "ffn_norm"}, {"mlp.gate_proj", "ffn_gate"}, {"mlp.up_proj", "ffn_up"},
+        {"mlp.down_proj", "ffn_down"}};
+    for (const auto& [hf, gg] : names) {
+      const auto at = n.find(hf);
+      if (at != std::string::npos) n.replace(at, hf.size(), gg);
+    }
+    std::vector<uint64_t> ggdims;
+    for (int64_t d = t.dim() - 1; d >= 0; --d) ggdims.push_back(uint64_t(t.size(d)));
+    b.tensor(n, ggdims, 0, std::string(static_cast<const char*>(t.data_ptr()), size_t(t.numel()) * 4));
+  }
+  return b.bytes();
+}
+
+}  // namespace gguf_test
+
+TEST_CASE("gguf: a llama file written from a decoder loads back into another one bit for bit, rotary rows unpermuted") {
+  using namespace gguf_test;
+  TempDir dir;
+  auto source = tiny_llama(1);
+  const auto path = dir / "tiny.gguf";
+  write_bytes(path, llama_gguf(*source.module, source.dims));
+  auto target = tiny_llama(2);
+  const auto report = accel::models::load_gguf(*target.module, path, target.dims);
+  CHECK(report.missing.empty());
+  CHECK(report.unexpected.empty());
+  CHECK(report.loaded == int64_t(source.module->named_parameters(true).size()));
+  const auto theirs = source.module->named_parameters(true);
+  for (const auto& kv : target.module->named_parameters(true)) {
+    INFO(kv.key());
+    CHECK(torch::equal(kv.value(), theirs[kv.key()]));
+  }
+  // The same next-token logits: the rotary pairs line up again.
+  torch::NoGradGuard no_grad;
+  source.module->eval();
+  target.module->eval();
+  const auto ids = torch::randint(0, 64, {2, 12}, torch::kLong);
+  const accel::data::Inputs in{{"input_ids", ids}};
+  CHECK(torch::equal(source.module->forward(in), target.module->forward(in)));
+}
+
+TEST_CASE("gguf: a file describing another network than the model is a ConfigError naming what differs") {
+  using namespace gguf_test;
+  TempDir dir;
+  auto source = tiny_llama(1);
+  const auto path = dir / "tiny.gguf";
+  write_bytes(path, llama_gguf(*source.module, source.dims));
+  auto more_heads = tiny_llama(2, 8, 2);
+  CHECK_THROWS_WITH_AS(accel::models::load_gguf(*more_heads.module, path, more_heads.dims),
+                       doctest::Contains("llama.attention.head_count 4 (the model: heads 8)"), accel::ConfigError);
+  auto other_groups = tiny_llama(2, 4, 4);
+  CHECK_THROWS_WITH_AS(accel::models::load_gguf(*other_groups.module, path, other_groups.dims),
+                       doctest::Contains("llama.attention.head_count_kv 2 (the model: kv_heads 4)"),
+                       accel::ConfigError);
+  auto dims = source.dims;
+  dims["vocab_size"] = 65;
+  CHECK_THROWS_WITH_AS(accel::models::load_gguf(*source.module, path, dims),
+                       doctest::Contains("a vocabulary of 64 tokens (the model: vocab_size 65"), accel::ConfigError);
+  dims = source.dims;
+  dims["rope_theta"] = 100000.0;
+  CHECK_THROWS_WITH_AS(accel::models::load_gguf(*source.module, path, dims),
+                       doctest::Contains("llama.rope.freq_base 10000 (the model: rope_theta 100000)"),
+                       accel::ConfigError);
+  Builder gpt2;
+  gpt2.kv_str("general.architecture", "gpt2");
+  write_bytes(path, gpt2.bytes());
+  CHECK_THROWS_WITH_AS(accel::models::load_gguf(*source.module, path, source.dims),
+                       doctest::Contains("architecture \"gpt2\" is not read"), accel::ConfigError);
+  // A GPT-2-layout decoder cannot take a llama file.
+  accel::config::ModelConfig m;
+  m.arch = "gpt";
+  m.preset = "gpt_tiny";
+  accel::models::DataFacts facts;
+  facts.kind = "tokens";
+  facts.vocab_size = 64;
+  auto gpt_tiny = accel::models::model_family("gpt").build(m, facts);
+  write_bytes(path, llama_gguf(*source.module, source.dims));
+  CHECK_THROWS_WITH_AS(accel::models::load_gguf(*gpt_tiny.module, path, gpt_tiny.dims),
+                       doctest::Contains("needs a decoder in Llama's layout"), accel::ConfigError);
+  // A family no GGUF describes says so.
+  accel::config::ModelConfig v;
+  v.arch = "vit";
+  v.preset = "vit_tiny_fmnist";
+  accel::models::DataFacts images;
+  images.kind = "image";
+  images.classes = 10;
+  images.channels = 1;
+  images.image_size = 56;
+  auto vit = accel::models::model_family("vit").build(v, images);
+  CHECK_THROWS_WITH_AS(accel::models::load_gguf(*vit.module, path, vit.dims),
+                       doctest::Contains("reads no GGUF file"), accel::ConfigError);
+}
+
 TEST_CASE("gguf: SmolLM2-135M's published file reads whole, in the smollm2_135m preset's shapes (ACCEL_TEST_GGUF)") {
   const char* env = std::getenv("ACCEL_TEST_GGUF");
   if (env == nullptr || *env == '\0') {
@@ -819,4 +955,22 @@ TEST_CASE("gguf: SmolLM2-135M's published file reads whole, in the smollm2_135m 
   CHECK(embd[504][3].item<float>() == doctest::Approx(0.082203).epsilon(1e-4));
   CHECK(q[0].mean().item<float>() == doctest::Approx(0.00175).epsilon(1e-2));
   CHECK(q[0].std(false).item<float>() == doctest::Approx(0.4058).epsilon(1e-3));
+  // Loaded into the smollm2_135m preset, the model knows its facts: after
+  // "The capital of France is" (ids from Hugging Face's tokenizers over the
+  // file's own vocab and merges) the likeliest next token is " Paris" (7042).
+  accel::config::ModelConfig m;
+  m.arch = "gpt";
+  m.preset = "smollm2_135m";
+  accel::models::DataFacts facts;
+  facts.kind = "tokens";
+  facts.max_length = 16;
+  facts.vocab_size = 49152;
+  auto built = accel::models::model_family("gpt").build(m, facts);
+  const auto report = accel::models::load_gguf(*built.module, env, built.dims);
+  CHECK(report.loaded == 272);
+  torch::NoGradGuard no_grad;
+  built.module->eval();
+  const auto ids = torch::tensor({504, 3575, 282, 4649, 314}, torch::kLong).unsqueeze(0);
+  const auto logits = built.module->forward(accel::data::Inputs{{"input_ids", ids}});
+  CHECK(logits[0][4].argmax().item<int64_t>() == 7042);
 }

@@ -23,6 +23,8 @@
 
 namespace accel::models {
 
+struct GgufFile;  // accel/models/gguf.h
+
 // What the data tells a model before it is built.
 struct DataFacts {
   std::string kind;        // "image" | "text"
@@ -102,6 +104,13 @@ struct ModelFamily {
   // Unset for families whose files carry no such config (vit).
   std::function<std::vector<std::string>(const nlohmann::json& hf_config, const nlohmann::json& dims)>
       config_disagreements;
+  // The tensors of a GGUF file (llama.cpp's names, layout and metadata) under
+  // this family's names, dequantized, for the built model's dims: ConfigError
+  // naming the file where its architecture or a metadata dim disagrees with
+  // the model. Tensors with no place are named in `dropped`. Unset for a
+  // family no GGUF describes.
+  std::function<NamedTensors(const GgufFile& file, const nlohmann::json& dims, std::vector<std::string>& dropped)>
+      gguf;
 };
 
 // The disagreements of the config.json beside `weights` (none when there is

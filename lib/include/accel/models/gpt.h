@@ -79,6 +79,15 @@ double decoder_forward_flops(const DecoderSpec& spec, int64_t seq);
 // L layers, H the hidden width, S the sequence length.
 double decoder_training_flops_per_token_rule(const DecoderSpec& spec, int64_t seq);
 
+struct GgufFile;  // accel/models/gguf.h
+// The family's GGUF adapter (ModelFamily::gguf, lib/models/gpt_gguf.cpp): a
+// "llama" GGUF's tensors under this family's Llama names, the query and key
+// rows back in transformers' order; ConfigError where the file's metadata
+// (layers, width, heads, key-value heads, intermediate, rope base, norm eps,
+// vocabulary) disagrees with the built model's dims, or its architecture is
+// not llama.
+NamedTensors decoder_from_gguf(const GgufFile& file, const nlohmann::json& dims, std::vector<std::string>& dropped);
+
 // Root-mean-square norm (LlamaRMSNorm): x / sqrt(mean(x^2) + eps) * weight,
 // computed in float32 and returned in x's dtype.
 class RMSNormImpl : public torch::nn::Module {

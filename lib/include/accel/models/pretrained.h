@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "accel/models/model.h"
+#include "accel/util/json.h"
 #include "accel/models/weights.h"
 
 namespace accel::models {
@@ -51,6 +52,13 @@ LoadReport load_pretrained(Model& model, const std::filesystem::path& file,
 NamedTensors vit_adapt(const NamedTensors& source, const std::string& format,
                        const std::string& source_name, std::vector<std::string>& dropped,
                        std::string& format_used);
+
+// A GGUF file's tensors (dequantized to float32) through the family's GGUF
+// adapter (ModelFamily::gguf, which checks the file's metadata against the
+// built model's `dims`) into the model. ConfigError for a family that reads
+// no GGUF, or from the reader and the adapter.
+LoadReport load_gguf(Model& model, const std::filesystem::path& file, const nlohmann::json& dims,
+                     bool strict = true);
 
 // The same with a ViT format.
 LoadReport load_pretrained(Model& model, const std::filesystem::path& file, WeightFormat format,
