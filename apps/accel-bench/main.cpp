@@ -50,6 +50,7 @@
 #include "accel/train/signals.h"
 #include "accel/train/work.h"
 #include "accel/text/tokenizer.h"
+#include "accel/text/tokenizers.h"
 #include "accel/util/errors.h"
 #include "accel/util/json_doc.h"
 #include "accel/util/torch_compat.h"
@@ -237,30 +238,32 @@ int cmd_presets() {
 }
 
 struct TokenizeArgs {
-  std::string vocab, text;
+  std::string vocab, text, tokenizer = "wordpiece";
   int64_t max_length = 0;
   bool cased = false;
 };
 
 int cmd_tokenize(const TokenizeArgs& a) {
   if (a.max_length != 0 && a.max_length < 2) {
-    throw accel::ConfigError("--max-length: must be 0 (no limit) or >= 2 ([CLS] and [SEP]), got " +
+    throw accel::ConfigError("--max-length: must be 0 (no limit) or >= 2 (the text's first id and its last), got " +
                              std::to_string(a.max_length));
   }
+  const auto& row = accel::text::tokenizer_row(a.tokenizer);
   const std::filesystem::path vocab =
-      a.vocab.empty() ? accel::data::default_vocab() : std::filesystem::path(a.vocab);
+      a.vocab.empty() ? accel::data::default_vocab(a.tokenizer) : std::filesystem::path(a.vocab);
   if (!std::filesystem::exists(vocab)) {
     throw accel::ConfigError("--vocab: missing file " + vocab.string() +
-                             (a.vocab.empty() ? " (the all-MiniLM-L6-v2 vocab scripts/setup.sh installs)" : ""));
+                             (a.vocab.empty() && !row.vocab_hint.empty() ? " (" + row.vocab_hint + ")" : ""));
   }
-  accel::text::TokenizerOptions o;
-  o.lowercase = !a.cased;
-  const accel::text::WordPieceTokenizer tok(accel::text::Vocab::from_file(vocab), o);
+  accel::text::TokenizerSpec spec;
+  spec.vocab = vocab;
+  spec.lowercase = !a.cased;
+  const auto tok = row.make(spec);
   if (!a.text.empty()) {
     std::istringstream in(a.text);
-    accel::text::tokenize_lines(in, std::cout, tok, a.max_length, "--text");
+    accel::text::tokenize_lines(in, std::cout, *tok, a.max_length, "--text");
   } else {
-    accel::text::tokenize_lines(std::cin, std::cout, tok, a.max_length, "stdin");
+    accel::text::tokenize_lines(std::cin, std::cout, *tok, a.max_length, "stdin");
   }
   return 0;
 }
@@ -898,12 +901,15 @@ int main(int argc, char** argv) {
 
   TokenizeArgs tokenize_args;
   auto* tokenize = app.add_subcommand(
-      "tokenize", "Print the WordPiece ids of each input line ([CLS] ... [SEP]), as Hugging Face's "
-                  "tokenizers gives them");
+      "tokenize", "Print the ids of each input line as a run's data gets them (WordPiece: [CLS] ... [SEP]; "
+                  "gguf-bpe: the text and <|endoftext|>), as Hugging Face's tokenizers gives them");
+  tokenize->add_option("--tokenizer", tokenize_args.tokenizer, "A tokenizer row, as data.tokenizer (default wordpiece)")
+      ->check(CLI::IsMember(accel::text::tokenizer_choices()));
   tokenize->add_option("--vocab", tokenize_args.vocab,
-                       "vocab.txt (default: the installed all-MiniLM-L6-v2 vocab)");
+                       "Its file, as data.vocab (default: the installed one: the all-MiniLM-L6-v2 vocab.txt; "
+                       "SmolLM2-135M-Instruct's GGUF)");
   tokenize->add_option("--max-length", tokenize_args.max_length,
-                       "Truncate to N ids with [CLS] and [SEP] (default 0: no limit)");
+                       "Truncate to N ids, keeping the ids that end a text (default 0: no limit)");
   tokenize->add_option("--text", tokenize_args.text, "Tokenize this text instead of stdin's lines");
   tokenize->add_flag("--cased", tokenize_args.cased, "Keep case and accents (a cased vocab)");
 

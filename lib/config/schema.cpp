@@ -144,8 +144,8 @@ std::vector<Field> build_table() {
           .at_least(1).kind(IntKind::I64),
       i("data.prefetch", 2, "batches prepared ahead of training").at_least(0),
       s("data.vocab", "",
-        "WordPiece vocab.txt; \"\" = the all-MiniLM-L6-v2 vocab scripts/setup.sh installs (BERT's "
-        "uncased vocab)").only({"rotten-tomatoes", "rotten-tomatoes-lm", "imdb", "text-csv"}),
+        "the tokenizer's file (WordPiece: a vocab.txt; gguf-bpe: a .gguf); \"\" = the one scripts/setup.sh "
+        "installs for data.tokenizer (the all-MiniLM-L6-v2 vocab, BERT's uncased; SmolLM2-135M-Instruct's GGUF)").only({"rotten-tomatoes", "rotten-tomatoes-lm", "imdb", "text-csv"}),
       s("data.tokenizer", "wordpiece",
         "what turns the texts into ids, a row of the tokenizer registry (over data.vocab)")
           .one_of(text::tokenizer_choices()).only({"rotten-tomatoes", "rotten-tomatoes-lm", "imdb", "text-csv"}).since_results(),

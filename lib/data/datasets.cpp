@@ -10,6 +10,7 @@
 
 #include "accel/data/catalog.h"
 #include "accel/data/dataset.h"
+#include "accel/text/tokenizers.h"
 #include "accel/util/errors.h"
 #include "text_sets.h"
 
@@ -131,7 +132,7 @@ Source synthetic_read(const config::DataConfig& cfg, const std::vector<fs::path>
 // ---- text ------------------------------------------------------------------------------
 
 fs::path vocab_of(const config::DataConfig& cfg) {
-  return cfg.vocab.empty() ? default_vocab() : fs::path(cfg.vocab);
+  return cfg.vocab.empty() ? default_vocab(cfg.tokenizer) : fs::path(cfg.vocab);
 }
 
 // Tokenized once, here; what the run records of it goes to info.
@@ -297,7 +298,10 @@ fs::path text_data_dir() {
   return env && *env ? fs::path(env) : fs::path("/opt/accel-bench/text");
 }
 
-fs::path default_vocab() { return text_data_dir() / "all-MiniLM-L6-v2" / "vocab.txt"; }
+fs::path default_vocab(const std::string& tokenizer) {
+  const auto& row = text::tokenizer_row(tokenizer);
+  return text_data_dir() / (row.default_vocab.empty() ? text::tokenizer_catalog().front() : row).default_vocab;
+}
 
 // ---- files -----------------------------------------------------------------------------
 
@@ -309,6 +313,13 @@ std::vector<fs::path> required_files(const config::DataConfig& cfg) {
   return out;
 }
 
+fs::path tokenizer_file(const config::DataConfig& cfg) {
+  for (const auto& [field, file] : row_of(cfg.dataset).files(cfg, data_root(cfg))) {
+    if (field == "data.vocab") return file;
+  }
+  return {};
+}
+
 void check_data_files(const config::DataConfig& cfg) {
   const auto& row = row_of(cfg.dataset);
   for (const auto& [field, file] : row.files(cfg, data_root(cfg))) {
@@ -318,7 +329,9 @@ void check_data_files(const config::DataConfig& cfg) {
     if (field == "data.root" && !row.hint.empty() && (cfg.root.empty() || row.default_root.empty())) {
       hint = row.hint;
     } else if (field == "data.vocab" && cfg.vocab.empty()) {
-      hint = " (the all-MiniLM-L6-v2 vocab scripts/setup.sh installs; run it or set data.vocab)";
+      const auto& tok = text::tokenizer_row(cfg.tokenizer);
+      hint = " (" + (tok.vocab_hint.empty() ? text::tokenizer_catalog().front() : tok).vocab_hint +
+             "; run it or set data.vocab)";
     }
     throw ConfigError(field + ": missing file " + file.string() + hint);
   }

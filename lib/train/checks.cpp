@@ -19,6 +19,7 @@
 #include "accel/models/family.h"
 #include "accel/precision/catalog.h"
 #include "accel/precision/precision.h"
+#include "accel/text/tokenizer.h"
 #include "accel/train/checkpoint.h"
 #include "accel/train/fabric.h"
 #include "accel/train/task_row.h"
@@ -172,6 +173,22 @@ void check_runnable(const config::RunConfig& cfg, bool check_environment) {
     throw ConfigError("model.init_path: no such file: " + cfg.model.init_path);
   }
   data::check_data_files(cfg.data);
+  // A GGUF decoder's embedding rows are the ids of its own tokenizer: text
+  // must be tokenized by that file's BPE, not by another vocabulary (of the
+  // same size or not). Synthetic token ids have no tokenizer to check.
+  const auto vocab = data::tokenizer_file(cfg.data);
+  if (cfg.model.init == "gguf" && !vocab.empty()) {
+    const std::string init = cfg.model.init_path;
+    if (cfg.data.tokenizer != "gguf-bpe") {
+      throw ConfigError("data.tokenizer: \"" + cfg.data.tokenizer + "\" gives other ids than the GGUF model.init_path " +
+                        init + " reads; set data.tokenizer \"gguf-bpe\" and data.vocab to the same file");
+    }
+    std::error_code ec;
+    if (!fs::equivalent(vocab, init, ec) && text::file_sha256(vocab) != text::file_sha256(init)) {
+      throw ConfigError("data.vocab: " + vocab.string() + " is another file than the GGUF model.init_path " + init +
+                        ", whose weights read the ids of its own tokenizer; set data.vocab to the same file");
+    }
+  }
 }
 
 // ---- the output folder ------------------------------------------------------------------

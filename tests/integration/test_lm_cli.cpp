@@ -18,6 +18,7 @@
 
 #include "accel/data/catalog.h"
 #include "integration/cli_helpers.h"
+#include "support/temp_dir.h"
 
 namespace fs = std::filesystem;
 using namespace cli_test;
@@ -248,4 +249,59 @@ TEST_CASE("cli lm: recomputing every block in the backward trains the same losse
   const auto r = run_cli("run -c " + source("configs/smoke/scratch-smoke.json") + " " + recompute + " --out " + vit.string());
   CHECK(r.code == 2);
   CHECK(r.output.find("train.activation_checkpointing") != std::string::npos);
+}
+
+TEST_CASE("cli lm: SmolLM2's GGUF finetunes on the snippets through its own BPE, far below a scratch decoder's loss, and another vocabulary with it is refused") {
+  REQUIRE_MESSAGE(have_text_data(), "text data missing: run scripts/setup.sh");
+  const auto gguf = accel::data::default_vocab("gguf-bpe");
+  REQUIRE_MESSAGE(fs::exists(gguf), gguf.string() << " missing: run scripts/setup.sh");
+  const std::string base =
+      "run -c " + source("configs/smoke/lm-tiny.json") +
+      " --set model.preset=smollm2_135m --set model.layers=0 --set data.tokenizer=gguf-bpe --set data.max_length=32"
+      " --set data.train_subset=64 --set train.batch_size=4 --set train.limit_train_batches=3"
+      " --set train.limit_eval_batches=2 --set train.eval_batch_size=16 --set train.loss_chunk_tokens=64"
+      " --set optim.lr=5e-5 --set train.save_checkpoint=false";
+  const auto out = fresh_dir("lm-gguf");
+  auto r = run_cli(base + " --set model.init=gguf --set model.init_path=" + gguf.string() + " --out " + out.string());
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  CHECK(has(r.output, "tokenizer byte-level bpe (smollm) of SmolLM2-135M-Instruct.Q4_1.gguf"));
+  CHECK(has(r.output, "== model: decoder (llama layout, rmsnorm, rotary positions, swiglu) 30 x 576, heads 9 (3 key-value)"));
+  CHECK(has(r.output, "== init: "));
+  const auto res = result_of(out);
+  CHECK(res["status"] == "ok");
+  CHECK(res["init"]["kind"] == "gguf");
+  CHECK(res["init"]["loaded"] == 272);
+  CHECK(res["model"]["vocab_size"] == 49152);
+  CHECK(res["model"]["rope_theta"] == 100000.0);
+  // Pretrained, the model already knows English: a validation loss far
+  // below a fresh decoder's ln 49152 = 10.8 after the same three steps.
+  const double pretrained = res["epochs"].back()["val_loss"].get<double>();
+  const auto scratch_dir = fresh_dir("lm-gguf-scratch");
+  r = run_cli(base + " --out " + scratch_dir.string());
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  const double scratch = result_of(scratch_dir)["epochs"].back()["val_loss"].get<double>();
+  MESSAGE("validation loss after 3 steps: pretrained " << pretrained << ", scratch " << scratch);
+  CHECK(pretrained < 6.0);
+  CHECK(scratch > pretrained + 3.0);
+  // The GGUF's weights with BERT's WordPiece ids: refused, naming the fix.
+  const auto bad = fresh_dir("lm-gguf-wordpiece");
+  r = run_cli(base + " --set data.tokenizer=wordpiece --set model.init=gguf --set model.init_path=" + gguf.string() +
+              " --out " + bad.string());
+  CHECK(r.code == 2);
+  CHECK(has(r.output, "data.tokenizer: \"wordpiece\" gives other ids than the GGUF model.init_path"));
+  CHECK(has(r.output, "set data.tokenizer \"gguf-bpe\""));
+  CHECK_FALSE(fs::exists(bad / "result.json"));  // refused before anything is written
+  // Another file's BPE under the same weights: a copy is the same file, another one is not.
+  accel_test::TempDir tmp;
+  const auto copy = tmp / "copy.gguf";
+  fs::copy_file(gguf, copy);
+  const auto other = tmp.write("other.gguf", "GGUF");
+  r = run_cli(base + " --set data.vocab=" + other.string() + " --set model.init=gguf --set model.init_path=" +
+              copy.string() + " --out " + bad.string());
+  CHECK(r.code == 2);
+  CHECK(has(r.output, "data.vocab: " + other.string() + " is another file than the GGUF model.init_path"));
+  r = run_cli(base + " --set data.vocab=" + gguf.string() + " --set model.init=gguf --set model.init_path=" +
+              copy.string() + " --set train.limit_train_batches=1 --set train.limit_eval_batches=1 --out " +
+              (tmp / "copy-run").string());
+  CHECK_MESSAGE(r.code == 0, r.output);
 }

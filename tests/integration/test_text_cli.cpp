@@ -267,6 +267,19 @@ TEST_CASE("cli text: tokenize prints each line's ids and names a line that is no
   r = run_cli("tokenize --vocab " + (tmp / "none.txt").string() + " --text x");
   CHECK(r.code == 2);
   CHECK(has(r.output, "--vocab: missing file"));
+  // The decoder's byte-level BPE from the installed GGUF: the text, then <|endoftext|>.
+  REQUIRE_MESSAGE(fs::exists(accel::data::default_vocab("gguf-bpe")), "the SmolLM2 GGUF missing: run scripts/setup.sh");
+  r = run_cli("tokenize --tokenizer gguf-bpe --text \"Hello, world! It's 2024.\"");
+  CHECK(r.code == 0);
+  CHECK(r.output == "19556 28 905 17 657 506 216 34 32 34 36 30 0\n");
+  r = run_cli("tokenize --tokenizer gguf-bpe --max-length 3 --text \"Hello, world!\"");
+  CHECK(r.output == "19556 28 0\n");
+  r = run_cli("tokenize --tokenizer gguf-bpe --vocab " + lines.string() + " --text x");
+  CHECK(r.code == 2);
+  CHECK(has(r.output, lines.string() + ": gguf: not a GGUF file"));
+  r = run_cli("tokenize --tokenizer sentencepiece --text x");
+  CHECK(r.code == 2);
+  CHECK(has(r.output, "--tokenizer"));
 }
 
 TEST_CASE("cli text: bf16-mixed with fixed padding trains text through the fabric loop") {

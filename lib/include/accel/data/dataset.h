@@ -126,6 +126,9 @@ std::vector<std::filesystem::path> required_files(const config::DataConfig& cfg)
 // Throws accel::ConfigError("data.root: missing file PATH ...") naming the
 // first required file that does not exist (also for an unknown dataset).
 void check_data_files(const config::DataConfig& cfg);
+// The tokenizer's file the dataset reads (data.vocab, or data.tokenizer's
+// installed one where it is ""), or "" for a dataset that reads none.
+std::filesystem::path tokenizer_file(const config::DataConfig& cfg);
 
 struct Splits {
   ExampleSet train, val, test;

@@ -12,6 +12,7 @@
 #include <deque>
 #include <filesystem>
 #include <functional>
+#include <iosfwd>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -43,9 +44,14 @@ struct TokenizerSpec {
 struct TokenizerRow {
   std::string name;     // data.tokenizer
   std::string summary;  // one line
-  // ConfigError naming the file where the vocab is missing, DataError where
-  // it is malformed.
+  // ConfigError naming the file where the vocab is missing; DataError
+  // (WordPiece's vocab.txt) or ConfigError (a GGUF) where it is malformed.
   std::function<std::unique_ptr<Tokenizer>(const TokenizerSpec&)> make;
+  // Where data.vocab is "": the file scripts/setup.sh installs, under the
+  // text data folder (accel/data/catalog.h's text_data_dir; "" = WordPiece's),
+  // and what to say when it is missing.
+  std::string default_vocab;
+  std::string vocab_hint;
 };
 
 // Every row, WordPiece first; a row's address holds while rows are added.
@@ -60,5 +66,12 @@ const TokenizerRow& tokenizer_row(const std::string& name);
 void add_tokenizer(TokenizerRow row);
 // Takes a row added back; WordPiece stays.
 void remove_tokenizer(const std::string& name);
+
+// Each line of `in` (LF or CRLF) as its space-separated ids on a line of
+// `out` (what `accel-bench tokenize` prints): encode, then truncate where
+// longer than max_length (0 = no limit); returns the lines. A line that is
+// not UTF-8 is a DataError "SOURCE:LINE: invalid UTF-8 at byte N".
+int64_t tokenize_lines(std::istream& in, std::ostream& out, const Tokenizer& tokenizer, int64_t max_length,
+                       const std::string& source);
 
 }  // namespace accel::text
