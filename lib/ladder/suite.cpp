@@ -68,7 +68,7 @@ SuiteRung read_rung(const Suite& s, const Json& obj, const std::string& where, b
     only_keys(s, obj, where, {"id", "config", "changes", "committed", "set", "where_emulated"});
   } else {
     only_keys(s, obj, where, {"id", "article", "config", "changes", "init_from", "needs", "set",
-                              "where_emulated"});
+                              "versus", "where_emulated"});
   }
   SuiteRung r;
   r.id = text(s, obj, where, "id", true);
@@ -76,6 +76,7 @@ SuiteRung read_rung(const Suite& s, const Json& obj, const std::string& where, b
   r.changes = text(s, obj, where, "changes", false);
   r.article = upstream ? "" : text(s, obj, where, "article", false);
   r.init_from = upstream ? "" : text(s, obj, where, "init_from", false);
+  r.versus = upstream ? "" : text(s, obj, where, "versus", false);
   r.needs = upstream ? "" : text(s, obj, where, "needs", false);
   const auto cfg = text(s, obj, where, "config", upstream || r.needs.empty());
   if (!cfg.empty()) {
@@ -149,11 +150,17 @@ Suite load_suite(const fs::path& file) {
     }
   }
   if (s.rungs.empty()) bad(s, "rungs: the list is empty");
-  for (const auto& r : s.rungs) {
+  for (size_t i = 0; i < s.rungs.size(); ++i) {
+    const auto& r = s.rungs[i];
     const bool known = std::any_of(s.upstream.begin(), s.upstream.end(),
                                    [&](const SuiteRung& u) { return u.id == r.init_from; });
     if (!r.init_from.empty() && !known) {
       bad(s, "rung " + r.id + ": init_from \"" + r.init_from + "\" is not an upstream id");
+    }
+    const bool earlier = std::any_of(s.rungs.begin(), s.rungs.begin() + std::ptrdiff_t(i),
+                                     [&](const SuiteRung& e) { return e.id == r.versus; });
+    if (!r.versus.empty() && !earlier) {
+      bad(s, "rung " + r.id + ": versus \"" + r.versus + "\" is not the id of a rung before it");
     }
   }
   // A rung's "article" names the reference's figures it is shown beside: a

@@ -159,6 +159,7 @@ Json Sweep::plan_entry(const SuiteRung& r) const {
   if (!r.article.empty()) e["article"] = r.article;
   if (!r.init_from.empty()) e["init_from"] = r.init_from;
   if (!r.needs.empty()) e["needs"] = r.needs;
+  if (!r.versus.empty()) e["versus"] = r.versus;
   return e;
 }
 

@@ -208,6 +208,7 @@ RungRow make_row(const RungRuns& r, const ResultSet& set, const PeakTable& peaks
   RungRow row;
   row.id = r.id;
   row.article = r.article;
+  row.versus = r.versus;
   row.changes = r.changes;
   row.upstream = r.upstream;
   row.comparable = r.comparable;
@@ -334,8 +335,8 @@ const RungRow* scratch_of(const std::vector<RungRow>& rows, const RungRow& r) {
 }
 
 // Each rung's speedups vs its scratch and the rung before (the last earlier
-// comparable rung of its family with a speed), and the article's between the
-// same two rungs.
+// comparable rung of its family with a speed, or the one the suite names as
+// its "versus"), and the article's between the same two rungs.
 void add_speedups(std::vector<RungRow>& rows) {
   for (size_t i = 0; i < rows.size(); ++i) {
     auto& r = rows[i];
@@ -343,7 +344,8 @@ void add_speedups(std::vector<RungRow>& rows) {
     const RungRow* prev = nullptr;
     for (size_t j = 0; j < i; ++j) {
       const auto& p = rows[j];
-      if (p.comparable && p.speed && *p.speed > 0 && same_family(p, r)) prev = &p;
+      const bool named = r.versus.empty() || p.id == r.versus;
+      if (named && p.comparable && p.speed && *p.speed > 0 && same_family(p, r)) prev = &p;
     }
     if (scratch != nullptr) {
       r.scratch_id = scratch->id;

@@ -207,11 +207,17 @@ std::string report_markdown(const Report& r) {
      << label << " vs prev | " << test_col << " | peak mem/rank | "
      << (mem_ratios ? "less mem vs prev | " + label + " less mem vs prev | " : "") << "status |\n"
      << "|---|---|---|---|---|---|---|---|" << (mem_ratios ? "---|---|" : "") << "---|\n";
+  // "vs prev" against a rung the suite names (its "versus") says which.
+  const auto vs_prev = [](const RungRow& row) {
+    std::string cell = speedup(row.speedup_prev, row.speedup_prev_iv);
+    if (!row.versus.empty() && row.prev_id == row.versus) cell += " (vs " + escape_md(row.versus) + ")";
+    return cell;
+  };
   for (const auto& row : r.rungs) {
     std::string when = time_cell(row.time_s, minutes);
     if (steady) when = row.speed ? fmt_num(*row.speed * 1000, "%.4g") : "n/a";  // what the speedups divide
     md << "| " << escape_md(row.id) << " | " << escape_md(row.changes) << " | " << when << " | "
-       << speedup(row.speedup_prev, row.speedup_prev_iv) << " | " << speedup(row.speedup_scratch, row.speedup_scratch_iv)
+       << vs_prev(row) << " | " << speedup(row.speedup_scratch, row.speedup_scratch_iv)
        << " | " << speedup(row.ref_speedup_prev) << " | " << acc_cell(row.acc, row.metric, r.mixed_metrics) << " | " << mem_cell(row.mem_per_rank)
        << " | ";
     if (mem_ratios) md << speedup(row.mem_ratio_prev) << " | " << speedup(row.ref_mem_ratio_prev) << " | ";
@@ -233,7 +239,7 @@ std::string report_markdown(const Report& r) {
        << (row.precision.empty() ? "-" : escape_md(row.precision)) << " | "
        << (row.strategy.empty() ? "-" : escape_md(row.strategy)) << " | " << fmt_num(row.epochs, "%.0f")
        << " | " << time_cell(row.time_s, minutes) << " | " << speedup(row.speedup_scratch, row.speedup_scratch_iv)
-       << " | " << speedup(row.speedup_prev, row.speedup_prev_iv) << " | "
+       << " | " << vs_prev(row) << " | "
        << speedup(row.speedup_base, row.speedup_base_iv) << " | "
        << acc_cell(row.acc, row.metric, r.mixed_metrics) << " | "
        << mem_cell(row.mem_per_rank) << " | " << fmt_num(row.ips_device.median, "%.1f") << " | "

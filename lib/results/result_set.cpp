@@ -118,6 +118,10 @@ RungRuns rung_from_manifest(const fs::path& set, const Json& entry, bool upstrea
   }
   r.article = str_at(entry, "article");
   r.changes = str_at(entry, "changes");
+  r.versus = str_at(entry, "versus");
+  if (!r.versus.empty() && !is_safe_id(r.versus)) {
+    bad_manifest(set, "rung " + r.id + ": versus \"" + r.versus + "\" is not a rung id");
+  }
   r.needs = str_at(entry, "needs");
   r.sweep_status = str_at(entry, "status");
   r.upstream = upstream;

@@ -17,6 +17,7 @@
 #include "accel/machine/machine.h"
 #include "accel/machine/peaks.h"
 #include "accel/ladder/progress.h"
+#include "accel/ladder/suite.h"
 #include "accel/util/child_process.h"
 #include "accel/util/errors.h"
 #include "accel/results/report.h"
@@ -161,6 +162,42 @@ TEST_CASE("report: speedups vs scratch and vs the rung before, and the article's
   CHECK(has(md, "| article vs scratch | article vs prev | article vs its first pretrained |"));
   CHECK(has(md, "| 20.00 min | 3.00x | 3.00x | n/a | 95.00% | 3.70 GB |"));
   CHECK(has(md, "Article figures: test source"));
+}
+
+TEST_CASE("report: a rung's versus names the earlier rung its vs prev is taken against, and the table says which") {
+  accel_test::TempDir tmp;
+  FakeRun a, b, twin, pretrained;
+  a.time_s = 600, b.time_s = 300, twin.time_s = 900, pretrained.time_s = 450;
+  SetBuilder set(tmp.path);
+  set.rung("a", "", {a}).rung("b", "", {b}).rung("twin", "", {twin}).rung("pretrained", "", {pretrained});
+  set.manifest["rungs"][3]["versus"] = "twin";
+  set.manifest["rungs"][2]["versus"] = "a";
+  set.write();
+  const auto rep = build_report(load_result_set(tmp.path), PeakTable{});
+  CHECK(row(rep, "b").prev_id == "a");
+  CHECK(row(rep, "twin").prev_id == "a");  // not b, the rung before it
+  CHECK(*row(rep, "twin").speedup_prev == doctest::Approx(600.0 / 900.0));
+  CHECK(row(rep, "pretrained").prev_id == "twin");
+  CHECK(*row(rep, "pretrained").speedup_prev == doctest::Approx(2.0));
+  const auto md = report_markdown(rep);
+  CHECK(has(md, "| 2.00x [1.81, 2.21] faster (vs twin) |"));
+  CHECK(has(md, "(vs a)"));
+  // A suite's versus must name a rung before it.
+  const auto cfg = tmp.path / "c.json";
+  report_test::write_json(cfg, Json::object());
+  auto suite = [&](const std::string& versus) {
+    report_test::write_json(tmp.path / "suite.json",
+               {{"suite", "s"},
+                {"rungs", {{{"id", "a"}, {"config", "c.json"}}, {{"id", "b"}, {"config", "c.json"}, {"versus", versus}}}}});
+    return accel::ladder::load_suite(tmp.path / "suite.json");
+  };
+  CHECK(suite("a").rungs[1].versus == "a");
+  CHECK_THROWS_WITH_AS(suite("b"), doctest::Contains("rung b: versus \"b\" is not the id of a rung before it"),
+                       accel::ConfigError);
+  // A versus that is not a rung id is a malformed manifest.
+  set.manifest["rungs"][3]["versus"] = "../x";
+  set.write();
+  CHECK_THROWS_AS(load_result_set(tmp.path), accel::ConfigError);
 }
 
 TEST_CASE("report: a reference of published figures per technique stands beside each rung's measured speedup and memory") {

@@ -70,6 +70,10 @@ struct SuiteRung {
   std::filesystem::path config;  // absolute or relative to the cwd; empty = not runnable here
   std::string changes;
   std::string init_from;  // upstream id, or ""
+  // The earlier rung this one's speedup and memory are taken against ("" =
+  // the rung before it): where a rung starts a model of its own, as the
+  // decoder ladder's pretrained rung against its scratch twin.
+  std::string versus;
   std::string needs;      // "CUDA", ... or ""
   std::filesystem::path committed;            // upstream: committed run folder, or empty
   std::vector<std::string> sets;              // --set values for this rung's runs

@@ -95,6 +95,7 @@ struct RungRow {
   std::vector<double> timing_factors;
   // The rungs "vs scratch" and "vs prev" are taken against ("" when none).
   std::string scratch_id, prev_id;
+  std::string versus;  // the suite's "versus": the rung "vs prev" must be ("" = the last earlier one)
   // Each speedup's 95% interval (base speed / this rung's, from the runs'
   // speed_values) and its verdict: "faster", "slower" or "same within noise".
   struct SpeedupInterval {

@@ -38,6 +38,7 @@ struct RungRuns {
   std::string id;
   std::string article;   // the article's rung id ("00", "01", ...), may be empty
   std::string changes;   // what changed from the rung before
+  std::string versus;    // the earlier rung its speedup is taken against ("" = the rung before)
   std::string needs;     // set when this machine cannot run it ("CUDA")
   std::string sweep_status;  // what the sweep recorded, "" when not in a manifest
   bool upstream = false;
