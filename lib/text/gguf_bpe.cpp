@@ -1,18 +1,18 @@
 // The byte-level BPE a GGUF file carries in its metadata (bpe.h), read with
-// the models' GGUF reader (its header alone).
+// the GGUF header reader (accel/util/gguf_header.h).
 #include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "accel/models/gguf.h"
 #include "accel/text/bpe.h"
 #include "accel/util/errors.h"
+#include "accel/util/gguf_header.h"
 
 namespace accel::text {
 
 std::unique_ptr<ByteLevelBpe> gguf_bpe(const std::filesystem::path& file) {
-  const auto gguf = models::read_gguf_header(file);
+  const auto gguf = read_gguf_header(file);
   const std::string where = file.string() + ": gguf tokenizer: ";
   auto meta = [&](const std::string& key) -> const nlohmann::json* {
     const auto it = gguf.metadata.find(key);

@@ -21,9 +21,11 @@
 #include "accel/models/model.h"
 #include "accel/models/weights.h"
 
-namespace accel::models {
+namespace accel {
+struct GgufFile;  // accel/util/gguf_header.h
+}  // namespace accel
 
-struct GgufFile;  // accel/models/gguf.h
+namespace accel::models {
 
 // What the data tells a model before it is built.
 struct DataFacts {

@@ -79,7 +79,6 @@ double decoder_forward_flops(const DecoderSpec& spec, int64_t seq);
 // L layers, H the hidden width, S the sequence length.
 double decoder_training_flops_per_token_rule(const DecoderSpec& spec, int64_t seq);
 
-struct GgufFile;  // accel/models/gguf.h
 // The family's GGUF adapter (ModelFamily::gguf, lib/models/gpt_gguf.cpp): a
 // "llama" GGUF's tensors under this family's Llama names, the query and key
 // rows back in transformers' order; ConfigError where the file's metadata

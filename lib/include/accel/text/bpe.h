@@ -6,8 +6,8 @@
 // GPT-2's printable characters, and the merges applied lowest rank first. So
 // the ids equal `tokenizers`' for the same tokens and merges (tests compare
 // them on a fixture made by tests/reference/hf_bpe_ids.py from the installed
-// SmolLM2 GGUF). The tokenizer is torch-free (Unicode categories from
-// utf8proc); gguf_bpe reads its vocabulary with the GGUF reader.
+// SmolLM2 GGUF). Torch-free: Unicode categories from utf8proc, the GGUF's
+// metadata from accel/util/gguf_header.h.
 //
 //   auto tok = text::gguf_bpe("SmolLM2-135M-Instruct.Q4_1.gguf");
 //   tok->encode("Hello, world!");  // [19556, 28, 905, 17, 0]: the text and <|endoftext|>

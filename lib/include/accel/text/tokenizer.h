@@ -21,24 +21,14 @@
 #include <unordered_map>
 #include <vector>
 
+#include "accel/util/utf8.h"
+
 namespace accel::text {
 
-// Bytes that are not UTF-8 (the byte offset of the first bad sequence is in
-// the message and in offset()). Callers that read files rethrow it as a
-// DataError naming file and line.
-class Utf8Error : public std::runtime_error {
- public:
-  Utf8Error(const std::string& what, int64_t offset) : std::runtime_error(what), offset_(offset) {}
-  int64_t offset() const { return offset_; }
-
- private:
-  int64_t offset_;
-};
-
-// Code points of a UTF-8 string; Utf8Error on an invalid, overlong or
-// surrogate sequence, or a code point above U+10FFFF.
-std::u32string decode_utf8(std::string_view bytes);
-std::string encode_utf8(std::u32string_view text);
+// UTF-8 (accel/util/utf8.h) under the text layer's names.
+using accel::decode_utf8;
+using accel::encode_utf8;
+using accel::Utf8Error;
 
 // vocab.txt: one token per line, the id is the 0-based line number (a line's
 // trailing whitespace and CR are not part of the token, as `tokenizers`
