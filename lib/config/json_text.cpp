@@ -11,16 +11,15 @@
 #include "accel/util/errors.h"
 
 namespace accel::config::detail {
+
+std::string printable(const std::string& key) {
+  const std::string q = nlohmann::json(key).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return q.substr(1, q.size() - 2);
+}
+
 namespace {
 
 using nlohmann::json;
-
-// A key as it appears in a message: escaped like a JSON string (a key may
-// hold a newline), without the quotes.
-std::string printable(const std::string& key) {
-  const std::string q = json(key).dump(-1, ' ', false, json::error_handler_t::replace);
-  return q.substr(1, q.size() - 2);
-}
 
 // Records the first problem and stops the parse (by returning false).
 class ShapeCheck : public nlohmann::json_sax<json> {

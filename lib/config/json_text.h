@@ -14,6 +14,10 @@
 
 namespace accel::config::detail {
 
+// A key as it appears in a message: escaped like a JSON string (a key may
+// hold a newline or a control character), without the quotes.
+std::string printable(const std::string& key);
+
 // Objects and lists inside each other. A run config needs 3 (top level,
 // section, list or init object); the margin is for documents that are wrong
 // in other ways and deserve a message about that instead.

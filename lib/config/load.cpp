@@ -119,7 +119,7 @@ json expand_init_shorthand(json doc, const std::string& pre) {
     throw ConfigError(pre + "model.init: an object needs a \"checkpoint\", \"safetensors\" or \"gguf\" path");
   for (auto& [key, value] : spec.items()) {
     if (key != "strict" && key != "format" && key != "head")
-      throw ConfigError(pre + "model.init: unknown key \"" + key +
+      throw ConfigError(pre + "model.init: unknown key \"" + printable(key) +
                         "\"; valid keys: checkpoint, safetensors, gguf, strict, format, head");
     flat["init_" + key] = value;
   }

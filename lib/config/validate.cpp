@@ -16,6 +16,7 @@
 #include "accel/models/catalog.h"
 #include "accel/train/task.h"
 #include "accel/util/errors.h"
+#include "json_text.h"
 #include "schema.h"
 
 namespace accel::config::detail {
@@ -26,8 +27,8 @@ using nlohmann::json;
 void check_top_key(const std::string& pre, const std::string& key, const json& v) {
   const auto& valid = top_level_keys();
   if (std::find(valid.begin(), valid.end(), key) != valid.end()) return;
-  std::string msg = pre + "unknown " + (v.is_object() ? "section" : "top-level key") +
-                    " \"" + key + "\"; valid top-level keys: " + join(valid, ", ");
+  std::string msg = pre + "unknown " + (v.is_object() ? "section" : "top-level key") + " \"" + printable(key) + "\"" +
+                    "; valid top-level keys: " + join(valid, ", ");
   std::string near = closest(key, valid);
   if (!near.empty()) {
     msg += "; did you mean \"" + near + "\"?";
@@ -236,7 +237,7 @@ void check_runtime(const json& rt, const Origins& o) {
 }  // namespace
 
 std::string unknown_key(const std::string& section, const std::string& key) {
-  std::string msg = "unknown key \"" + section + "." + key + "\"; valid keys in \"" + section +
+  std::string msg = "unknown key \"" + printable(section + "." + key) + "\"; valid keys in \"" + section +
                     "\": " + join(keys_of(section), ", ");
   // A close key in the same section, else the same key in another section
   // (train.lr for optim.lr is a common slip).

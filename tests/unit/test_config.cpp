@@ -248,6 +248,12 @@ TEST_CASE("config: unknown section and unknown top-level key are rejected") {
   check_message(resolve_error({{"nmae", "x"}}),
                 {"unknown top-level key \"nmae\"", "did you mean \"name\"?"});
   check_message(resolve_error({{"epochs", 3}}), {"\"epochs\"", "did you mean \"train.epochs\"?"});
+  // A key spelt with a newline or a control character stays on the message's one line, escaped.
+  const auto odd = resolve_error({{"na\nme", "x"}});
+  check_message(odd, {"unknown top-level key \"na\\nme\""});
+  CHECK(odd.find('\n') == std::string::npos);
+  const auto inner = resolve_error({{"train", {{"ep\x01ochs", 3}}}});
+  check_message(inner, {"unknown key \"train.ep\\u0001ochs\""});
   check_message(resolve_error({{"train", 3}}), {"train: expected an object"});
   check_message(resolve_error(json::array()), {"expected a JSON object at the top level"});
 }
