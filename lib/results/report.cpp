@@ -1,6 +1,7 @@
 #include "accel/results/report.h"
 
 #include <algorithm>
+#include <map>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -146,6 +147,7 @@ void describe_config(RungRow& row, const RungRuns& r) {
                                                    : Json("random");
     row.pretrained = !(init.is_string() && init.get<std::string>() == "random");
     row.family = clean_text(str_at(run.config, "model/arch"), 200);
+    row.preset = clean_text(str_at(run.config, "model/preset"), 200);
     if (row.family.empty()) {
       if (const auto* f = models::family_of_preset(str_at(run.config, "model/preset"))) row.family = f->arch;
     }
@@ -199,8 +201,10 @@ OptNum article_speedup(const RungRow& from, const RungRow& to) {
 
 // Two rungs a speedup may be taken between: the same model family (or one
 // not known, as in results written before model.arch was resolved).
+// One model: one family and one preset, where both are known.
 bool same_family(const RungRow& a, const RungRow& b) {
-  return a.family.empty() || b.family.empty() || a.family == b.family;
+  if (a.family.empty() || b.family.empty()) return true;
+  return a.family == b.family && (a.preset.empty() || b.preset.empty() || a.preset == b.preset);
 }
 
 RungRow make_row(const RungRuns& r, const ResultSet& set, const PeakTable& peaks,
@@ -441,23 +445,41 @@ void choose_speed_measure(Report& rep) {
   }
 }
 
+// The machine and build of the set's first run; where later runs were made
+// by another build (rungs added to a set afterwards), those builds and their rungs.
 std::string machine_note(const ResultSet& set) {
+  std::string first_sha, s;
+  std::vector<std::pair<std::string, std::vector<std::string>>> others;  // sha -> rung ids, in order
   for (const auto* list : {&set.rungs, &set.upstream}) {
     for (const auto& r : *list) {
       for (const auto& run : r.repeats) {
         if (!run.env.is_object()) continue;
-        std::string s = "Machine " + set.machine_id + ": " + str_at(run.env, "cpu_model", "?") +
-                        ", " + str_at(run.env, "cores", "?") + " cores";
-        const int gpus = int_at(run.env, "gpu_count", 0);
-        if (gpus > 0) s += ", " + std::to_string(gpus) + " GPU(s)";
-        s += "; LibTorch " + str_at(run.env, "libtorch_version", "?") + "; accel-bench " +
-             str_at(run.env, "accel_bench_version", "?") + " (" + str_at(run.env, "git_sha", "?") +
-             "); BLAS " + str_at(run.env, "blas", "?") + ".";
-        return s;
+        const std::string sha = clean_text(str_at(run.env, "git_sha", "?"), 64);
+        if (s.empty()) {
+          first_sha = sha;
+          s = "Machine " + set.machine_id + ": " + str_at(run.env, "cpu_model", "?") + ", " +
+              str_at(run.env, "cores", "?") + " cores";
+          const int gpus = int_at(run.env, "gpu_count", 0);
+          if (gpus > 0) s += ", " + std::to_string(gpus) + " GPU(s)";
+          s += "; LibTorch " + str_at(run.env, "libtorch_version", "?") + "; accel-bench " +
+               str_at(run.env, "accel_bench_version", "?") + " (" + str_at(run.env, "git_sha", "?") +
+               "); BLAS " + str_at(run.env, "blas", "?") + ".";
+          continue;
+        }
+        if (sha == first_sha) continue;
+        auto it = std::find_if(others.begin(), others.end(), [&](const auto& o) { return o.first == sha; });
+        if (it == others.end()) it = others.insert(others.end(), {sha, {}});
+        if (std::find(it->second.begin(), it->second.end(), r.id) == it->second.end()) it->second.push_back(r.id);
       }
     }
   }
-  return "Machine " + set.machine_id + ".";
+  if (s.empty()) return "Machine " + set.machine_id + ".";
+  for (const auto& [sha, ids] : others) {
+    std::string list;
+    for (const auto& id : ids) list += (list.empty() ? "" : ", ") + id;
+    s += " Runs of another build, accel-bench " + sha + ": " + list + ".";
+  }
+  return s;
 }
 
 }  // namespace
@@ -499,6 +521,7 @@ Report build_report(const ResultSet& set, const PeakTable& peaks) {
     int fewest = 0, most = 0, timed = 0, timing_fewest = 0, timing_most = 0;
     int64_t steps = 0, timing_steps = 0;
     std::set<std::string> families;
+    std::map<std::string, std::set<std::string>> presets;  // by family
     for (const auto& r : set.rungs) {
       for (const auto& t : r.timing) {
         if (t.ok()) timing_steps = std::max<int64_t>(timing_steps, t.steps);
@@ -506,6 +529,7 @@ Report build_report(const ResultSet& set, const PeakTable& peaks) {
     }
     for (const auto& r : rep.rungs) {
       if (!r.family.empty() && r.ok_runs > 0) families.insert(r.family);
+      if (!r.family.empty() && !r.preset.empty() && r.ok_runs > 0) presets[r.family].insert(r.preset);
       if (r.speed_values.empty()) continue;
       const int n = int(r.speed_values.size());
       fewest = fewest == 0 ? n : std::min(fewest, n);
@@ -562,6 +586,14 @@ Report build_report(const ResultSet& set, const PeakTable& peaks) {
       rep.notes.push_back("The set holds rungs of " + std::to_string(families.size()) + " model families (" + names +
                           "): a speedup is only taken between two rungs of one family, each family's first rung "
                           "its scratch; other work is not faster or slower, only different.");
+    }
+    for (const auto& [family, names] : presets) {
+      if (names.size() < 2) continue;
+      std::string list;
+      for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+      rep.notes.push_back("The " + family + " rungs build " + std::to_string(names.size()) + " models (model.preset " +
+                          list + "): a speedup is only taken between two rungs of one model, its first rung "
+                          "its scratch.");
     }
   }
   if (sources.empty()) {

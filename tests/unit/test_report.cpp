@@ -290,6 +290,32 @@ TEST_CASE("report: a set whose rungs ran a fixed few steps ranks them by the ste
   CHECK(has(report_markdown(rep), "Speedups: the ratio of training times"));
 }
 
+TEST_CASE("report: two presets of one family are two models: no speedup across them, each one's first rung its scratch") {
+  accel_test::TempDir tmp;
+  FakeRun tiny, tiny_fast, big, big_pretrained;
+  tiny.time_s = 600, tiny_fast.time_s = 300, big.time_s = 900, big_pretrained.time_s = 900;
+  for (auto* r : {&tiny, &tiny_fast}) r->config_patch = {{"model", {{"arch", "gpt"}, {"preset", "gpt_tiny"}}}};
+  big.config_patch = {{"model", {{"arch", "gpt"}, {"preset", "smollm2_135m"}}}};
+  big_pretrained.config_patch = {{"model", {{"arch", "gpt"}, {"preset", "smollm2_135m"}, {"init", "gguf"}}}};
+  SetBuilder(tmp.path)
+      .rung("l00", "", {tiny})
+      .rung("l01", "", {tiny_fast})
+      .rung("l08a", "", {big})
+      .rung("l08", "", {big_pretrained})
+      .write();
+  const auto rep = build_report(load_result_set(tmp.path), PeakTable{});
+  CHECK(*row(rep, "l01").speedup_prev == doctest::Approx(2.0));
+  CHECK_FALSE(row(rep, "l08a").speedup_prev.has_value());  // not against l01: another model
+  CHECK(row(rep, "l08a").scratch_id == "l08a");
+  CHECK(*row(rep, "l08").speedup_prev == doctest::Approx(1.0));
+  CHECK(row(rep, "l08").prev_id == "l08a");
+  // The first pretrained rung is a base for its own model's rungs alone.
+  CHECK(row(rep, "l08a").speedup_base.has_value());
+  CHECK_FALSE(row(rep, "l01").speedup_base.has_value());
+  CHECK(has(report_markdown(rep), "The gpt rungs build 2 models (model.preset gpt_tiny, smollm2_135m): a speedup is only "
+                                  "taken between two rungs of one model"));
+}
+
 TEST_CASE("report: a speedup is never taken between two model families, each family's first rung its scratch") {
   accel_test::TempDir tmp;
   FakeRun a, b, text;

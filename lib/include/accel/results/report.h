@@ -68,8 +68,10 @@ struct RungRow {
   int ok_runs = 0, runs = 0;
   // The model family (model.arch, else its preset's; "" when unknown):
   // speedups are never taken across two families (a BERT rung is no
-  // faster or slower than a ViT rung, only different work).
+  // faster or slower than a ViT rung, only different work), nor across two
+  // presets of one family (gpt_tiny against SmolLM2-135M's shape).
   std::string family;
+  std::string preset;  // model.preset ("" when unknown)
   int64_t most_steps = 0;  // the most training steps an ok run took
   std::string devices_threads, precision, strategy;
   OptNum epochs;
