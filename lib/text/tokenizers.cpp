@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <istream>
 #include <ostream>
+#include <stdexcept>
 
 #include "accel/text/bpe.h"
 #include "accel/text/tokenizer.h"
@@ -12,25 +13,35 @@ namespace accel::text {
 
 namespace {
 
-// WordPiece (tokenizer.h) through the interface.
-class WordPieceRow final : public Tokenizer {
+// WordPiece (tokenizer.h) through the interface, over a tokenizer it does not own.
+class WordPieceView : public Tokenizer {
  public:
-  WordPieceRow(const TokenizerSpec& spec)
-      : tok_(Vocab::from_file(spec.vocab), TokenizerOptions{spec.lowercase}) {}
-  std::vector<int32_t> encode(std::string_view utf8) const override { return tok_.encode(utf8, 0); }
+  explicit WordPieceView(const WordPieceTokenizer& tok) : tok_(&tok) {}
+  std::vector<int32_t> encode(std::string_view utf8) const override { return tok_->encode(utf8, 0); }
   void truncate(std::vector<int32_t>& ids, int64_t max_length) const override {
     // [CLS] and the first max_length - 2 tokens, then [SEP] again.
     ids.resize(size_t(max_length - 1));
-    ids.push_back(tok_.vocab().sep_id());
+    ids.push_back(tok_->vocab().sep_id());
   }
-  int32_t pad_id() const override { return tok_.vocab().pad_id(); }
-  int32_t vocab_size() const override { return tok_.vocab().size(); }
+  int32_t pad_id() const override { return tok_->vocab().pad_id(); }
+  int32_t vocab_size() const override { return tok_->vocab().size(); }
   std::string label() const override {
-    return std::string("wordpiece ") + (tok_.options().lowercase ? "uncased" : "cased");
+    return std::string("wordpiece ") + (tok_->options().lowercase ? "uncased" : "cased");
   }
 
  private:
-  WordPieceTokenizer tok_;
+  const WordPieceTokenizer* tok_;
+};
+
+// The row's: the view over a tokenizer of its own, read from data.vocab.
+class WordPieceRow final : public WordPieceView {
+ public:
+  // The view keeps the member's address only; the member is built next.
+  explicit WordPieceRow(const TokenizerSpec& spec)
+      : WordPieceView(owned_), owned_(Vocab::from_file(spec.vocab), TokenizerOptions{spec.lowercase}) {}
+
+ private:
+  WordPieceTokenizer owned_;
 };
 
 std::deque<TokenizerRow>& rows() {
@@ -79,6 +90,10 @@ void add_tokenizer(TokenizerRow row) {
 
 int64_t tokenize_lines(std::istream& in, std::ostream& out, const Tokenizer& tokenizer, int64_t max_length,
                        const std::string& source) {
+  if (max_length < 0 || max_length == 1) {
+    throw std::invalid_argument("tokenize_lines: max_length must be 0 (no limit) or >= 2, got " +
+                                std::to_string(max_length));
+  }
   std::string line;
   int64_t n = 0;
   while (std::getline(in, line)) {
@@ -95,6 +110,11 @@ int64_t tokenize_lines(std::istream& in, std::ostream& out, const Tokenizer& tok
     out << '\n';
   }
   return n;
+}
+
+int64_t tokenize_lines(std::istream& in, std::ostream& out, const WordPieceTokenizer& tokenizer,
+                       int64_t max_length, const std::string& source) {
+  return tokenize_lines(in, out, WordPieceView(tokenizer), max_length, source);
 }
 
 void remove_tokenizer(const std::string& name) {

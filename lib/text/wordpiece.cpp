@@ -289,25 +289,6 @@ std::vector<int32_t> WordPieceTokenizer::encode(std::string_view utf8, int64_t m
   return ids;
 }
 
-int64_t tokenize_lines(std::istream& in, std::ostream& out, const WordPieceTokenizer& tokenizer,
-                       int64_t max_length, const std::string& source) {
-  std::string line;
-  int64_t n = 0;
-  while (std::getline(in, line)) {
-    ++n;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    std::vector<int32_t> ids;
-    try {
-      ids = tokenizer.encode(line, max_length);
-    } catch (const Utf8Error& e) {
-      throw DataError(source + ":" + std::to_string(n) + ": " + e.what());
-    }
-    for (size_t i = 0; i < ids.size(); ++i) out << (i ? " " : "") << ids[i];
-    out << '\n';
-  }
-  return n;
-}
-
 // ---- sha256 ---------------------------------------------------------------------------
 
 std::string sha256_hex(std::string_view bytes) {

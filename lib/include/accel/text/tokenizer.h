@@ -99,9 +99,9 @@ class WordPieceTokenizer {
   TokenizerOptions options_;
 };
 
-// Each line of `in` (LF or CRLF) as its space-separated ids on a line of
-// `out` (what `accel-bench tokenize` prints); returns the lines. A line that
-// is not UTF-8 is a DataError "SOURCE:LINE: invalid UTF-8 at byte N".
+// tokenizers.h's tokenize_lines over this tokenizer: each line of `in` (LF
+// or CRLF) as its space-separated ids on a line of `out`; returns the lines.
+// A line that is not UTF-8 is a DataError "SOURCE:LINE: invalid UTF-8 at byte N".
 int64_t tokenize_lines(std::istream& in, std::ostream& out, const WordPieceTokenizer& tokenizer,
                        int64_t max_length, const std::string& source);
 
