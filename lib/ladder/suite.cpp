@@ -67,7 +67,7 @@ SuiteRung read_rung(const Suite& s, const Json& obj, const std::string& where, b
   if (upstream) {
     only_keys(s, obj, where, {"id", "config", "changes", "committed", "set", "where_emulated"});
   } else {
-    only_keys(s, obj, where, {"id", "article", "config", "changes", "init_from", "needs", "set",
+    only_keys(s, obj, where, {"id", "article", "batch_sizes", "config", "changes", "init_from", "needs", "set",
                               "versus", "where_emulated"});
   }
   SuiteRung r;
@@ -103,6 +103,45 @@ SuiteRung read_rung(const Suite& s, const Json& obj, const std::string& where, b
     r.where_emulated_note = text(s, we, w, "note", false);
   }
   return r;
+}
+
+// The batch sizes of a batch series: whole numbers from 1 to 2^20, increasing.
+std::vector<int64_t> batch_sizes(const Suite& s, const Json& v, const std::string& where) {
+  const std::string want = ": expected a non-empty list of increasing whole batch sizes from 1 to 1048576, "
+                           "e.g. [16, 64, 128, 256]";
+  if (!v.is_array() || v.empty() || v.size() > 32) bad(s, where + want);
+  std::vector<int64_t> out;
+  for (const auto& x : v) {
+    if (!x.is_number_integer() || x.get<int64_t>() < 1 || x.get<int64_t>() > (int64_t(1) << 20) ||
+        (!out.empty() && x.get<int64_t>() <= out.back())) {
+      bad(s, where + want);
+    }
+    out.push_back(x.get<int64_t>());
+  }
+  return out;
+}
+
+// One rung per batch size of a batch series (suite.h).
+std::vector<SuiteRung> batch_series(const Suite& s, const SuiteRung& r, const Json& obj, const std::string& where) {
+  const auto sizes = batch_sizes(s, obj["batch_sizes"], where + ".batch_sizes");
+  if (r.config.empty()) bad(s, where + ".batch_sizes: a batch series needs a config to run");
+  std::vector<SuiteRung> out;
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    SuiteRung b = r;
+    const std::string n = std::to_string(sizes[k]);
+    b.id = r.id + "-b" + n;
+    check_id(s, where, b.id);
+    if (k > 0) {  // the article and "versus" are the first batch's; each later one's is the batch before
+      b.article.clear();
+      b.versus.clear();
+    }
+    b.changes = r.changes.empty() ? "batch " + n : r.changes + " at batch " + n;
+    b.sets.push_back("train.batch_size=" + n);
+    b.series = r.id;
+    b.batch = sizes[k];
+    out.push_back(std::move(b));
+  }
+  return out;
 }
 
 }  // namespace
@@ -145,8 +184,16 @@ Suite load_suite(const fs::path& file) {
     for (size_t i = 0; i < doc[key].size(); ++i) {
       const std::string where = std::string(key) + "[" + std::to_string(i) + "]";
       auto r = read_rung(s, doc[key][i], where, upstream);
-      if (!ids.insert(r.id).second) bad(s, where + ".id: \"" + r.id + "\" used twice");
-      (upstream ? s.upstream : s.rungs).push_back(std::move(r));
+      std::vector<SuiteRung> expanded;
+      if (!upstream && doc[key][i].contains("batch_sizes")) {
+        expanded = batch_series(s, r, doc[key][i], where);
+      } else {
+        expanded.push_back(std::move(r));
+      }
+      for (auto& e : expanded) {
+        if (!ids.insert(e.id).second) bad(s, where + ".id: \"" + e.id + "\" used twice");
+        (upstream ? s.upstream : s.rungs).push_back(std::move(e));
+      }
     }
   }
   if (s.rungs.empty()) bad(s, "rungs: the list is empty");

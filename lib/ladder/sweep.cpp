@@ -149,6 +149,19 @@ class Sweep {
   BudgetCuts cuts_;
   std::map<std::string, std::vector<std::string>> budget_sets_;   // by rung id
   std::map<std::string, std::vector<std::string>> budget_notes_;  // by rung id: what the cuts did
+  // A batch series' first rung whose run ran out of memory, by series:
+  // no rung of the series at that batch or larger runs after it.
+  struct OutOfMemory {
+    std::string rung;
+    int64_t batch = 0;
+  };
+  std::map<std::string, OutOfMemory> oom_at_;
+  // Whether the run of a batch series' rung is left out after an earlier one
+  // ran out of memory; if so its record says why.
+  bool after_out_of_memory(Job& job, const std::string& label);
+  // A rung's status once its runs are done: ok, failed, or out_of_memory (a
+  // batch series' rung whose only failures ran out of memory).
+  static std::string entry_status(const Job& job);
   std::chrono::steady_clock::time_point started_;
   metrics::DirLock lock_;  // on the set's folder while the sweep writes it
 };
@@ -160,6 +173,7 @@ Json Sweep::plan_entry(const SuiteRung& r) const {
   if (!r.init_from.empty()) e["init_from"] = r.init_from;
   if (!r.needs.empty()) e["needs"] = r.needs;
   if (!r.versus.empty()) e["versus"] = r.versus;
+  if (!r.series.empty()) e["batch_series"] = {{"series", r.series}, {"batch", r.batch}};
   return e;
 }
 
@@ -490,6 +504,7 @@ Json Sweep::run_one(const SuiteRung& r, const std::vector<std::string>& sets,
   } else {
     rec["status"] = "failed";
     rec["error"] = done.error;
+    if (result.failure == "out_of_memory") rec["failure"] = result.failure;
     if (child.timed_out) rec["timed_out"] = true;
     ++summary_.failed;
     progress_.finish("FAILED (exit " + std::to_string(child.exit_code) + ") after " + took +
@@ -582,6 +597,38 @@ std::optional<Sweep::Job> Sweep::start_rung(const SuiteRung& r, Json& entry, boo
   return job;
 }
 
+std::string Sweep::entry_status(const Job& job) {
+  if (job.all_ok) return "ok";
+  // A batch series' end: every failed run of it ran out of memory.
+  for (const auto& run : (*job.entry)["runs"]) {
+    if (run.value("status", "") == "failed" && run.value("failure", "") != "out_of_memory") return "failed";
+  }
+  return job.rung->series.empty() ? "failed" : "out_of_memory";
+}
+
+bool Sweep::after_out_of_memory(Job& job, const std::string& label) {
+  const SuiteRung& r = *job.rung;
+  if (job.upstream || r.series.empty()) return false;
+  const auto it = oom_at_.find(r.series);
+  if (it == oom_at_.end() || r.batch < it->second.batch) return false;
+  Json& entry = *job.entry;
+  job.timing.clear();
+  eta_.done(eta_label(label), std::nullopt);
+  if (entry["status"] == "skipped") return true;  // said at its first repeat
+  if (entry["runs"].empty()) {  // never ran: skipped, saying why
+    entry["status"] = "skipped";
+    entry["skipped"] = "batch " + std::to_string(it->second.batch) + " ran out of memory (" + it->second.rung + ")";
+    ++summary_.skipped;
+    progress_.note(label + ": skipped: " + entry["skipped"].get<std::string>());
+  } else {  // its own earlier run ran out: this one would too
+    entry["status"] = entry_status(job);
+    progress_.note(label + ": not run: " + it->second.rung + " ran out of memory at batch " +
+                   std::to_string(it->second.batch));
+  }
+  save();
+  return true;
+}
+
 bool Sweep::run_repeat(Job& job, int i) {
   const SuiteRung& r = *job.rung;
   Json& entry = *job.entry;
@@ -592,6 +639,7 @@ bool Sweep::run_repeat(Job& job, int i) {
   }
   const std::string rel = repeats > 1 ? r.id + "/r" + std::to_string(i + 1) : r.id;
   const std::string label = repeats > 1 ? r.id + " r" + std::to_string(i + 1) : r.id;
+  if (after_out_of_memory(job, label)) return true;
   Json rec;
   const auto t0 = std::chrono::steady_clock::now();
   try {
@@ -605,6 +653,15 @@ bool Sweep::run_repeat(Job& job, int i) {
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   eta_.done(eta_label(label), rec["status"] == "ok" ? std::optional<double>(took) : std::nullopt);
   job.all_ok = job.all_ok && rec["status"] != "failed";
+  if (!job.upstream && !r.series.empty() && rec.value("failure", "") == "out_of_memory") {
+    auto& at = oom_at_[r.series];
+    if (at.rung.empty() || r.batch < at.batch) at = {r.id, r.batch};
+    entry["out_of_memory"] = true;
+    --summary_.failed;
+    ++summary_.out_of_memory;
+    progress_.note(label + ": out of memory at batch " + std::to_string(r.batch) + ": no larger batch of " +
+                   r.series + " runs");
+  }
   // The runs stay in repeat order (r1, r2, ...) whatever order they ran in.
   entry["runs"].push_back(rec);
   if (summary_.stop_signal != 0) {
@@ -612,7 +669,7 @@ bool Sweep::run_repeat(Job& job, int i) {
     save();
     return false;
   }
-  if (i + 1 >= repeats) entry["status"] = job.all_ok ? "ok" : "failed";  // adaptive repeats go beyond
+  if (i + 1 >= repeats) entry["status"] = entry_status(job);  // adaptive repeats go beyond
   save();
   if (eta_.total() > 1) {
     progress_.note(eta_.line(std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count()));
@@ -917,7 +974,11 @@ SweepSummary Sweep::run(const SweepPlan& planned, std::chrono::steady_clock::tim
   save();
   progress_.note(std::to_string(summary_.ok) + " ran ok, " + std::to_string(summary_.reused) +
                  " reused, " + std::to_string(summary_.failed) + " failed, " +
-                 std::to_string(summary_.skipped) + " skipped; results in " + set_dir_.string());
+                 std::to_string(summary_.skipped) + " skipped" +
+                 (summary_.out_of_memory > 0
+                      ? ", " + std::to_string(summary_.out_of_memory) + " out of memory (where a batch series ends)"
+                      : std::string()) +
+                 "; results in " + set_dir_.string());
   return summary_;
 }
 

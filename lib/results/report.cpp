@@ -113,9 +113,13 @@ std::string status_of(const RungRuns& r, int ok) {
   if (!r.needs.empty() && r.repeats.empty()) return "needs " + r.needs;
   const int n = int(r.repeats.size());
   if (n == 0 && r.sweep_status == "excluded") return "not run (--only)";
+  if (n == 0 && !r.skipped.empty()) return "skipped: " + r.skipped;
   if (n == 0) return r.sweep_status == "failed" ? "failed" : "missing";
   if (ok == n) return "ok";
   if (ok == 0) {
+    for (const auto& run : r.repeats) {
+      if (run.present && run.failure == "out_of_memory") return "out of memory";
+    }
     for (const auto& run : r.repeats) {
       if (run.present) return "failed";
     }
@@ -225,7 +229,7 @@ RungRow make_row(const RungRuns& r, const ResultSet& set, const PeakTable& peaks
     }
   }
   describe_config(row, r);
-  std::vector<double> time, acc, total, device, mfu, ttt, tokens, step, mem_max;
+  std::vector<double> time, acc, total, device, mfu, ttt, tokens, step, mem_max, j_step, j_sample, j_target;
   std::vector<std::vector<double>> mem;
   const RunRecord* only = nullptr;
   for (const auto& run : r.repeats) {
@@ -241,6 +245,12 @@ RungRow make_row(const RungRuns& r, const ResultSet& set, const PeakTable& peaks
       mem_max.push_back(*std::max_element(run.peak_memory_bytes.begin(), run.peak_memory_bytes.end()) / 1e9);
     }
     if (run.train_time_s) time.push_back(*run.train_time_s);
+    if (run.energy_j_per_step && run.energy_j_per_sample) {
+      j_step.push_back(*run.energy_j_per_step);
+      j_sample.push_back(*run.energy_j_per_sample);
+      row.energy_source = run.energy_source;
+    }
+    if (run.energy_to_target_j) j_target.push_back(*run.energy_to_target_j);
     if (run.test_acc) acc.push_back(*run.test_acc);
     if (run.samples_per_s) total.push_back(*run.samples_per_s);
     if (run.tokens_per_s) tokens.push_back(*run.tokens_per_s);
@@ -278,6 +288,9 @@ RungRow make_row(const RungRuns& r, const ResultSet& set, const PeakTable& peaks
   row.tokens_total = stat_of(tokens);
   row.mfu = stat_of(mfu);
   row.ttt_s = stat_of(ttt);
+  row.energy_j_per_step = stat_of(j_step);
+  row.energy_j_per_sample = stat_of(j_sample);
+  row.energy_to_target_j = stat_of(j_target);
   row.ttt_reached = int(ttt.size());
   for (const auto& per_rank : mem) row.mem_per_rank.push_back(*stat_of(per_rank).median);
   // The spread of each measure over the repeats (and one run's step time

@@ -253,6 +253,19 @@ std::string report_markdown(const Report& r) {
        << fmt_num(row.ref_acc_pct, "%.2f%%") << " | "
        << fmt_num(row.ref_mem_gb, "%.2f GB") << " |\n";
   }
+  // Energy, where a device's counter measured it (NVML on a GPU); a set
+  // without any says nothing here (a CPU run records "not measured").
+  if (std::any_of(r.rungs.begin(), r.rungs.end(), [](const RungRow& row) { return row.energy_j_per_step.n > 0; })) {
+    md << "\nEnergy of the timed steps (the steps after warm-up; validations and checkpoint writes left out), "
+          "all devices of a run together, median over the ok runs:\n\n"
+       << "| rung | measured by | J per step | J per sample | J to the target |\n|---|---|---|---|---|\n";
+    for (const auto& row : r.rungs) {
+      md << "| " << escape_md(row.id) << " | "
+         << (row.energy_j_per_step.n > 0 ? escape_md(clean_text(row.energy_source, 20)) : "not measured") << " | "
+         << fmt_num(row.energy_j_per_step.median, "%.4g") << " | " << fmt_num(row.energy_j_per_sample.median, "%.4g")
+         << " | " << fmt_num(row.energy_to_target_j.median, "%.4g") << " |\n";
+    }
+  }
   if (!r.upstream.empty()) {
     md << "\nUpstream runs (their time is reported apart, as the article does not count "
           "pretraining):\n\n"

@@ -124,6 +124,7 @@ RungRuns rung_from_manifest(const fs::path& set, const Json& entry, bool upstrea
   }
   r.needs = str_at(entry, "needs");
   r.sweep_status = str_at(entry, "status");
+  r.skipped = str_at(entry, "skipped");
   r.upstream = upstream;
   r.committed = str_at(entry, "committed");
   if (entry.contains("where_emulated") && entry["where_emulated"].is_object()) {

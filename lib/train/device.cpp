@@ -5,6 +5,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <new>
 #include <string>
 
 #include "accel/train/device_runtime.h"
@@ -24,6 +25,22 @@ std::pair<int, int> carried_key(const torch::Device& device) {
   return {int(device.type()), int(device.index())};
 }
 }  // namespace
+
+bool is_out_of_memory(const std::exception& e) {
+  if (dynamic_cast<const c10::OutOfMemoryError*>(&e) != nullptr) return true;
+  if (dynamic_cast<const std::bad_alloc*>(&e) != nullptr) return true;
+  // Torch's CPU allocator and CUDA's libraries raise a plain c10::Error; a
+  // rank's error may reach here wrapped in another's message.
+  return names_out_of_memory(e.what());
+}
+
+bool names_out_of_memory(const std::string& what) {
+  for (const char* sign : {"out of memory", "can't allocate memory", "not enough memory",
+                           "CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED"}) {
+    if (what.find(sign) != std::string::npos) return true;
+  }
+  return false;
+}
 
 void reset_peak_memory(const torch::Device& device) {
   const auto& rt = device_runtime(device);
@@ -355,8 +372,9 @@ struct GraphedStep::Impl {
       g->capture([&] { out = body(x, y); });
     } catch (const std::exception& e) {
       graph.reset();  // a fresh graph (and side stream) for a later try
+      const auto* c10e = dynamic_cast<const c10::Error*>(&e);  // without LibTorch's C++ frames
       throw RunError(std::string("runtime.cuda_graphs: capturing the train step failed: ") +
-                     e.what());
+                     (c10e ? c10e->what_without_backtrace() : e.what()));
     }
     captured = true;
   }

@@ -128,6 +128,17 @@ class CudaRuntime final : public DeviceRuntime {
   std::unique_ptr<DeviceGraph> make_graph(int index) const override {
     return std::make_unique<CudaGraph>(index);
   }
+  // NVML's counter of this GPU, found by its PCI bus id (CUDA's device order
+  // need not be NVML's: CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER).
+  std::unique_ptr<metrics::EnergyCounter> energy_counter(int index, std::string* why) const override {
+    char bus_id[32] = {};
+    if (const cudaError_t rc = cudaDeviceGetPCIBusId(bus_id, int(sizeof(bus_id)), index); rc != cudaSuccess) {
+      (void)cudaGetLastError();  // clear it: the error is not the run's
+      *why = std::string("cudaDeviceGetPCIBusId: ") + cudaGetErrorString(rc);
+      return nullptr;
+    }
+    return metrics::open_nvml_counter(bus_id, why);
+  }
   bool has_events() const override { return true; }
   bool has_graphs() const override { return true; }
   bool has_allocator_stats() const override { return true; }

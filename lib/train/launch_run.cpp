@@ -6,6 +6,7 @@
 
 #include "accel/dist/launcher.h"
 #include "accel/train/checks.h"
+#include "accel/train/device.h"
 #include "accel/train/result.h"
 #include "accel/util/errors.h"
 
@@ -90,6 +91,7 @@ void record_launch_failure(const fs::path& out, const nlohmann::json& resolved, 
     r.name = resolved.value("name", "");
     r.status = "failed";
     r.error = failure;
+    if (names_out_of_memory(failure)) r.failure = "out_of_memory";  // a rank's, as the launcher tells it
     r.config = resolved;
     r.env = metrics::environment(0);
     r.finished_at = metrics::utc_now();

@@ -18,6 +18,7 @@
 namespace accel::train::detail {
 
 EvalResult Run::evaluate(data::Loader& loader, EvalCount& count) {
+  pause_energy();  // an evaluation is not a timed step
   const auto t0 = Clock::now();
   torch::NoGradGuard no_grad;
   fsetup_->model.eval();
@@ -86,6 +87,10 @@ bool Run::check_target(const EvalResult& val, int epoch, double elapsed_s) {
   target_epoch_ = epoch;
   target_time_s_ = elapsed_s;
   target_val_acc_ = *val.acc;
+  // Training with its validations up to here, as target_time_s_ (the
+  // validation just read its result back: the device is synced). A resumed
+  // run's energy before the resume is not known.
+  if (samples_before_ == 0) energy_to_target_ = energy_.training_joules();
   say("== target reached: validation " + task_->shown(val.acc) + (task_->info.higher_is_better ? " >= " : " <= ") +
       task_->shown(t.target) +
       " at step " + std::to_string(step_) + " (" + std::to_string(target_samples_) +
@@ -393,6 +398,7 @@ void Run::train_epochs() {
   bool stop = max_steps > 0 && step_ >= max_steps;
   fsetup_->model.train();
   reset_peak_memory(fabric_->device());  // the timed region starts
+  start_energy();
   for (int epoch = start_epoch_; epoch <= epochs && !stop; ++epoch) {
     EpochState es = epoch == start_epoch_ ? resumed_epoch_ : EpochState{};
     auto segment = Clock::now();  // epoch time excludes checkpoint writing
@@ -403,6 +409,9 @@ void Run::train_epochs() {
       // The wall-clock window opens once the warm-up's work is done.
       const bool measured = step_ >= cfg_.train.warmup_steps;
       if (step_ == cfg_.train.warmup_steps) synchronize(fabric_->device());
+      // Opened after the warm-up's sync, or after an evaluation or checkpoint
+      // (each ends reading back from the device): no sync of its own.
+      if (measured) energy_.open();
       const auto fetched = Clock::now();
       std::optional<data::Batch> batch;
       {
@@ -414,6 +423,7 @@ void Run::train_epochs() {
       if (measured) {
         wall_s_ += seconds_since(fetched);
         wall_samples_ += double(batch->y.size(0));
+        ++energy_steps_;
       }
       profile_step_end();
       stop = max_steps > 0 && step_ >= max_steps;

@@ -90,6 +90,12 @@ json to_json(const RunResult& r) {
     j["images_per_s_per_device"] = num(r.samples_per_s_per_device);
     j["wall_images_per_s"] = num(r.wall_samples_per_s);
   }
+  j["energy_source"] = r.energy.source;
+  j["energy_note"] = r.energy.note.empty() ? json() : json(r.energy.note);
+  j["energy_j"] = num(r.energy.joules);
+  j["energy_j_per_step"] = num(r.energy.joules_per_step);
+  j["energy_j_per_sample"] = num(r.energy.joules_per_sample);
+  j["energy_to_target_j"] = num(r.energy.joules_to_target);
   j["peak_memory_bytes"] = peaks;
   j["model_state_bytes"] = state;
   j["ranks"] = ranks;
@@ -105,6 +111,7 @@ json to_json(const RunResult& r) {
   if (!r.target.is_null()) j["target"] = r.target;
   if (!r.grad_scaler.is_null() && !r.grad_scaler.empty()) j["grad_scaler"] = r.grad_scaler;
   if (!r.error.empty()) j["error"] = r.error;
+  if (!r.failure.empty()) j["failure"] = r.failure;
   if (!r.finished_at.empty()) j["finished_at"] = r.finished_at;
   const double delay = r.config.is_object() && r.config.contains("train") &&
                               r.config["train"].is_object() &&
@@ -171,6 +178,7 @@ RunRecord run_record_of(const json& doc, const std::filesystem::path& dir) {
   r.present = true;
   r.status = text(doc, "status", "unknown");
   r.error = text(doc, "error", "");
+  r.failure = text(doc, "failure", "");
   r.config = object_or_null(doc, "config");
   r.env = object_or_null(doc, "env");
   r.data = object_or_null(doc, "data");
@@ -230,6 +238,11 @@ RunRecord run_record_of(const json& doc, const std::filesystem::path& dir) {
   r.step_ms_median = number(step, "median");
   r.counters = object_or_null(doc, "counters");
   r.optimizer_implementation = text(doc, "optimizer_implementation", "");
+  r.energy_source = text(doc, "energy_source", "");
+  r.energy_j = number(doc, "energy_j");
+  r.energy_j_per_step = number(doc, "energy_j_per_step");
+  r.energy_j_per_sample = number(doc, "energy_j_per_sample");
+  r.energy_to_target_j = number(doc, "energy_to_target_j");
   r.inject_delay = number(object_or_null(doc, "fault_injection"), "inject_delay")
                        .value_or(number(object_or_null(r.config, "train"), "inject_delay").value_or(0.0));
   if (const json target = object_or_null(doc, "target"); target.is_object()) {
@@ -381,7 +394,10 @@ std::string impossible_figure(const RunRecord& r, const json& doc) {
         positive("samples_per_s", r.samples_per_s), positive("samples_per_s_per_device", r.samples_per_s_per_device),
         positive("tokens_per_s", r.tokens_per_s), positive("flops_per_sample", r.flops_per_sample),
         positive("model_flops_per_s", r.model_flops_per_s), fraction("test_acc", r.test_acc),
-        at_least_zero("test_loss", r.test_loss)}) {
+        at_least_zero("test_loss", r.test_loss), at_least_zero("energy_j", r.energy_j),
+        at_least_zero("energy_j_per_step", r.energy_j_per_step),
+        at_least_zero("energy_j_per_sample", r.energy_j_per_sample),
+        at_least_zero("energy_to_target_j", r.energy_to_target_j)}) {
     if (!why.empty()) return why;
   }
   for (const double v : r.step_ms_after_warmup) {

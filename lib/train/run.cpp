@@ -5,7 +5,12 @@
 #include "accel/train/run.h"
 
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <fstream>
 
 #include "accel/metrics/hardware.h"
@@ -14,6 +19,7 @@
 #include "accel/models/weights.h"
 #include "accel/train/checkpoint.h"
 #include "accel/train/checks.h"
+#include "accel/train/device_runtime.h"
 #include "accel/train/optimizer.h"
 #include "accel/train/work.h"
 #include "accel/util/errors.h"
@@ -360,6 +366,7 @@ void Run::resume_best(const nlohmann::json& extra) {
 }
 
 void Run::save(const std::filesystem::path& file, int epochs_done, const EpochState& es) {
+  pause_energy();  // writing a checkpoint is not a timed step
   TrainProgress p;
   p.epoch = epochs_done;
   p.step = step_;
@@ -381,6 +388,68 @@ void Run::save(const std::filesystem::path& file, int epochs_done, const EpochSt
   // check_out_dir refused a folder with another run's files before any work,
   // so every checkpoint here is this run's own (or the one it resumes).
   fabric_->save(file, fsetup_->model, fsetup_->optimizer, p, resolved_, /*overwrite=*/true);
+}
+
+void Run::start_energy() {
+  const auto& device = fabric_->device();
+  std::string why;
+  auto counter = device_runtime(device).energy_counter(std::max<int>(0, device.index()), &why);
+  energy_ = metrics::EnergyMeter(std::move(counter), why);
+  synchronize(device);  // the counter's origin: nothing queued before training
+  energy_.start_training();
+}
+
+void Run::pause_energy() {
+  if (!energy_.is_open()) return;
+  synchronize(fabric_->device());
+  energy_.close();
+}
+
+// Every rank's timed joules summed; "not measured" unless every rank's
+// counter answered throughout (one rank's GPU alone is not the run's energy).
+void Run::record_energy() {
+  pause_energy();
+  const auto timed = energy_.timed_joules();
+  // A counter is its whole device's: where ranks share one (more local ranks
+  // than devices: "auto" puts rank r on device r mod n), only the lowest rank
+  // on it adds its joules. Each rank's device, as a hash of its host and the
+  // counter's device id, goes to every rank.
+  const int world_n = fabric_->world_size();
+  double share = 1.0;
+  if (world_n > 1) {
+    char host[256] = {};
+    gethostname(host, sizeof(host) - 1);
+    const std::string id = std::string(host) + "/" + energy_.device_id();
+    const double mine = double(std::hash<std::string>{}(id) & ((uint64_t(1) << 52) - 1));
+    auto ids = torch::zeros({world_n}, torch::kDouble);
+    ids[fabric_->global_rank()] = mine;
+    fabric_->all_reduce(ids, dist::ReduceOp::Sum);
+    for (int k = 0; k < fabric_->global_rank(); ++k) {
+      if (ids[k].item<double>() == mine) share = 0.0;
+    }
+  }
+  auto t = torch::tensor({share * timed.value_or(0.0), timed ? 1.0 : 0.0, share * energy_to_target_.value_or(0.0),
+                          energy_to_target_ ? 1.0 : 0.0},
+                         torch::kDouble);
+  fabric_->all_reduce(t, dist::ReduceOp::Sum);
+  const int world = fabric_->world_size();
+  const bool all = t[1].item<double>() == double(world);
+  std::string note = energy_.why_not();
+  if (!all && note.empty()) note = "another rank's device has no energy counter";
+  if (all && energy_steps_ == 0) note = "no timed step: the run ended within its warm-up";
+  const bool measured = all && energy_steps_ > 0;
+  const bool to_target = t[3].item<double>() == double(world);
+  result_.energy = metrics::energy_figures(
+      measured ? energy_.source() : metrics::kEnergyNotMeasured, note,
+      measured ? std::optional<double>(t[0].item<double>()) : std::nullopt, energy_steps_,
+      wall_samples_ * world, to_target ? std::optional<double>(t[2].item<double>()) : std::nullopt);
+  char line[160];
+  if (result_.energy.joules) {
+    std::snprintf(line, sizeof line, "Energy (%s): %.1f J over %lld timed steps, %.3g J a step, %.3g J a sample",
+                  result_.energy.source.c_str(), *result_.energy.joules, static_cast<long long>(energy_steps_),
+                  result_.energy.joules_per_step.value_or(0.0), result_.energy.joules_per_sample.value_or(0.0));
+    say(line);
+  }
 }
 
 void Run::gather_rank_results() {
@@ -419,6 +488,7 @@ void Run::gather_rank_results() {
 }
 
 void Run::finish() {
+  pause_energy();  // the timed steps are over: what follows is not theirs
   write_profile();  // a run shorter than the profile window: what was recorded
   auto test = evaluate(*test_loader_, test_count_);
   result_.test_weights = cfg_.train.test_weights;
@@ -452,6 +522,7 @@ void Run::finish() {
     slowest.assign(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
   }
   const auto steps = metrics::spread(slowest);
+  record_energy();
   result_.status = "ok";
   result_.test_acc = test.acc;
   result_.test_loss = test.loss;
@@ -600,7 +671,11 @@ RunResult Run::execute() {
     throw;
   } catch (const std::exception& e) {
     result_.status = "failed";
-    result_.error = e.what();
+    // Torch's message without its C++ frames (LibTorch 1.13 appends them):
+    // the error, in one line, is what result.json and the console keep.
+    const auto* c10e = dynamic_cast<const c10::Error*>(&e);
+    result_.error = c10e ? c10e->what_without_backtrace() : e.what();
+    if (is_out_of_memory(e)) result_.failure = "out_of_memory";
     result_.train_time_s = train_time_s_;
     result_.steps = step_;
     result_.work = work_json();
@@ -609,7 +684,7 @@ RunResult Run::execute() {
     rr.peak_memory_bytes = rr.host_peak_rss_bytes = metrics::peak_rss_bytes();
     result_.ranks = {rr};
     write_outputs();
-    throw RunError(std::string("run failed: ") + e.what());
+    throw RunError("run failed: " + result_.error);
   }
   write_outputs();
   say("== wrote " + (opts_.out_dir / "result.json").string());

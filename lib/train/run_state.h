@@ -17,6 +17,7 @@
 #include "accel/config/run_config.h"
 #include "accel/data/dataset.h"
 #include "accel/data/loader.h"
+#include "accel/metrics/energy.h"
 #include "accel/metrics/profiler.h"
 #include "accel/models/family.h"
 #include "accel/models/weights.h"
@@ -156,6 +157,14 @@ class Run {
   // The measured steps on the host's clock (wall_samples_per_s): seconds
   // from each one's batch fetch to its return, and their samples (this rank's).
   double wall_s_ = 0, wall_samples_ = 0;
+  // The energy of those steps (their windows closed, after a device sync, at
+  // every evaluation and checkpoint) and of training up to the target.
+  metrics::EnergyMeter energy_;
+  int64_t energy_steps_ = 0;  // the measured steps (this rank's)
+  std::optional<double> energy_to_target_;
+  void start_energy();
+  void pause_energy();  // syncs the device and closes the open window
+  void record_energy();
   // The evaluations run so far (a resumed run's earlier ones included).
   EvalCount val_count_, test_count_;
   nlohmann::json work_json() const;

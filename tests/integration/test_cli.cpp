@@ -53,6 +53,13 @@ TEST_CASE("cli: a one-epoch scratch run writes result config and metrics and its
   CHECK(res["data_kind"] == "image");
   CHECK(res["model"]["arch"] == "vit");
   CHECK(res["peak_memory_bytes"][0].get<int64_t>() > 0);
+  // A CPU has no energy counter: said, never guessed.
+  CHECK(res["energy_source"] == "not measured");
+  CHECK(res["energy_note"] == "no energy counter for cpu devices");
+  for (const char* key : {"energy_j", "energy_j_per_step", "energy_j_per_sample", "energy_to_target_j"}) {
+    INFO(key);
+    CHECK(res[key].is_null());
+  }
   CHECK(res["env"]["libtorch_version"].is_string());
   // The attention the model ran, in the banner and the env block: on 1.13
   // the fused CPU kernel, on 2.x LibTorch's SDPA (the explicit form for CPU

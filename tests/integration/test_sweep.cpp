@@ -1288,3 +1288,74 @@ TEST_CASE("sweep --plan: a peaks file where bf16 runs 12x slower than fp32 price
         Json::array({"bf16-mixed is emulated on this CPU: shortened from 10 to 6 steps"}));
   CHECK_FALSE(slow_plan["suites"][0]["rungs"][0].contains("budget_cuts"));
 }
+
+TEST_CASE("sweep: a batch series stops at the first batch that runs out of memory and skips the larger ones and the report says so" * doctest::test_suite("process")) {
+  accel_test::TempDir tmp;
+  // One block whose MLP is 65,536 wide: at batch 4 its hidden activations
+  // take 52 MB; at batch 1024, 13.4 GB in one tensor, which the address-space
+  // limit below (12 GB: the process's own mappings fit well inside) refuses
+  // at once, as a GPU's memory would a batch too large for it.
+  tmp.write("s/wide.json", R"({
+    "name": "wide",
+    "model": { "preset": "custom", "image_size": 28, "patch_size": 4, "dim": 32, "depth": 1,
+               "heads": 2, "mlp_dim": 65536 },
+    "data": { "dataset": "synthetic", "synthetic_train": 4096, "synthetic_test": 8 },
+    "train": { "epochs": 1, "max_steps": 1, "batch_size": 4, "eval_batch_size": 4,
+               "limit_train_batches": 1, "limit_eval_batches": 1, "warmup_steps": 0 },
+    "runtime": { "threads": 1 }
+  })");
+  tmp.write("s/suite.json", R"({
+    "suite": "batches",
+    "rungs": [ { "id": "wide", "config": "wide.json", "changes": "a wide MLP",
+                 "batch_sizes": [4, 1024, 2048] } ]
+  })");
+  const auto out = tmp / "out";
+  const auto r = run_command("ulimit -v 12000000 && exec " + std::string(ACCEL_BENCH_EXE) + " sweep --suite " +
+                             (tmp / "s/suite.json").string() + " --out " + out.string());
+  INFO(r.output);
+  CHECK(r.code == 0);  // where memory ends the series is what it asked, not a failure
+  CHECK(has(r.output, "1 ran ok, 0 reused, 0 failed, 1 skipped, 1 out of memory (where a batch series ends)"));
+  CHECK(has(r.output, "wide-b1024: out of memory at batch 1024: no larger batch of wide runs"));
+  CHECK(has(r.output, "wide-b2048: skipped: batch 1024 ran out of memory (wide-b1024)"));
+  REQUIRE(fs::is_directory(out / "batches"));
+  const auto set = fs::directory_iterator(out / "batches")->path();
+  const auto manifest = read(set / "sweep.json");
+  REQUIRE(manifest["rungs"].size() == 3);
+  CHECK(manifest["rungs"][0]["id"] == "wide-b4");
+  CHECK(manifest["rungs"][0]["status"] == "ok");
+  CHECK(manifest["rungs"][0]["changes"] == "a wide MLP at batch 4");
+  CHECK(manifest["rungs"][0]["batch_series"] == Json({{"series", "wide"}, {"batch", 4}}));
+  CHECK(manifest["rungs"][1]["status"] == "out_of_memory");
+  CHECK(manifest["rungs"][1]["out_of_memory"] == true);
+  CHECK(manifest["rungs"][1]["runs"][0]["failure"] == "out_of_memory");
+  CHECK(manifest["rungs"][2]["status"] == "skipped");
+  CHECK(manifest["rungs"][2]["skipped"] == "batch 1024 ran out of memory (wide-b1024)");
+  CHECK(manifest["rungs"][2]["runs"].empty());
+  CHECK_FALSE(fs::exists(set / "wide-b2048"));
+  const auto failed = read(set / "wide-b1024/result.json");
+  CHECK(failed["status"] == "failed");
+  CHECK(failed["failure"] == "out_of_memory");
+  CHECK(failed["config"]["train"]["batch_size"] == 1024);
+  CHECK(read(set / "wide-b4/result.json")["config"]["train"]["batch_size"] == 4);
+  CHECK_FALSE(read(set / "wide-b4/result.json").contains("failure"));
+
+  const auto rep = run_cli("report " + set.string());
+  INFO(rep.output);
+  CHECK(rep.code == 0);
+  CHECK(has(rep.output, "| out of memory |"));
+  CHECK(has(rep.output, "| skipped: batch 1024 ran out of memory (wide-b1024) |"));
+
+  // With repeats, the series ends at the first round's out-of-memory run: the
+  // batch that ran out is not run again, the larger one is skipped once.
+  const auto again = run_command("ulimit -v 12000000 && exec " + std::string(ACCEL_BENCH_EXE) + " sweep --suite " +
+                                 (tmp / "s/suite.json").string() + " --repeats 2 --out " + (tmp / "out2").string());
+  INFO(again.output);
+  CHECK(again.code == 0);
+  CHECK(has(again.output, "2 ran ok, 0 reused, 0 failed, 1 skipped, 1 out of memory (where a batch series ends)"));
+  CHECK(has(again.output, "wide-b1024 r2: not run: wide-b1024 ran out of memory at batch 1024"));
+  const auto m2 = read(fs::directory_iterator(tmp / "out2" / "batches")->path() / "sweep.json");
+  CHECK(m2["rungs"][0]["runs"].size() == 2);
+  CHECK(m2["rungs"][1]["runs"].size() == 1);
+  CHECK(m2["rungs"][1]["status"] == "out_of_memory");
+  CHECK(m2["rungs"][2]["status"] == "skipped");
+}

@@ -12,9 +12,12 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/CPUAllocator.h>
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <new>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -899,7 +902,45 @@ cli_test::Outcome gpu_smoke(const std::string& extra) {
       " --set train.limit_eval_batches=1 " + extra);
 }
 
+// A GPU run's energy: NVML's counter where the driver's library loads (every
+// GPU since Volta has it), else "not measured" saying NVML did not load.
+void check_gpu_energy(const std::filesystem::path& result_json) {
+  std::ifstream in(result_json);
+  const auto res = nlohmann::json::parse(in);
+  INFO(res.value("energy_note", nlohmann::json()).dump());
+  void* nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (nvml == nullptr) {
+    CHECK(res["energy_source"] == "not measured");
+    CHECK(res["energy_note"].get<std::string>().rfind("NVML not loaded", 0) == 0);
+    return;
+  }
+  dlclose(nvml);
+  CHECK(res["energy_source"] == "nvml");
+  CHECK(res["energy_note"].is_null());
+  CHECK(res["energy_j"].get<double>() > 0);
+  CHECK(res["energy_j_per_step"].get<double>() > 0);
+  // Full batches: a step's joules are its batch's samples'.
+  CHECK(res["energy_j_per_step"].get<double>() ==
+        doctest::Approx(res["energy_j_per_sample"].get<double>() * res["config"]["train"]["batch_size"].get<double>()));
+}
+
 }  // namespace
+
+TEST_CASE("out of memory is told apart from other failures: torch's allocators and std::bad_alloc and CUDA libraries") {
+  // More than any machine's address space: the CPU allocator refuses at once.
+  try {
+    auto t = torch::empty({int64_t(1) << 52}, torch::kByte);
+    FAIL("allocated " << t.numel() << " bytes");
+  } catch (const std::exception& e) {
+    INFO(e.what());
+    CHECK(train::is_out_of_memory(e));
+  }
+  CHECK(train::is_out_of_memory(std::bad_alloc()));
+  CHECK(train::is_out_of_memory(std::runtime_error("CUDA error: out of memory")));
+  CHECK(train::is_out_of_memory(std::runtime_error("CUBLAS_STATUS_ALLOC_FAILED when calling cublasCreate(handle)")));
+  CHECK_FALSE(train::is_out_of_memory(std::runtime_error("loss is not finite at step 3")));
+  CHECK_FALSE(train::is_out_of_memory(accel::ConfigError("train.batch_size: 4096 is larger than the 3686 training samples")));
+}
 
 TEST_CASE("gpu cuda graphs run counts the ops and flops of its last eager warm-up step") {
   if (skip_without_gpu()) return;
@@ -936,6 +977,7 @@ TEST_CASE("gpu cuda graphs rung follows the eager rung's losses and records cuda
                                    (tmp / (tag + "-graphed")).string());
     INFO(graphed.output);
     REQUIRE(graphed.code == 0);
+    check_gpu_energy(tmp / (tag + "-eager") / "result.json");
     const auto a = step_losses(tmp / (tag + "-eager") / "metrics.csv");
     const auto b = step_losses(tmp / (tag + "-graphed") / "metrics.csv");
     REQUIRE(a.size() == 12);

@@ -200,6 +200,83 @@ TEST_CASE("report: a rung's versus names the earlier rung its vs prev is taken a
   CHECK_THROWS_AS(load_result_set(tmp.path), accel::ConfigError);
 }
 
+TEST_CASE("report: the energy NVML measured stands in its own table and a set without any has none") {
+  accel_test::TempDir tmp;
+  FakeRun a, b, cpu;
+  a.extra = {{"energy_source", "nvml"}, {"energy_j", 120.0}, {"energy_j_per_step", 3.0}, {"energy_j_per_sample", 0.1875},
+             {"energy_to_target_j", nullptr}};
+  b.extra = {{"energy_source", "nvml"}, {"energy_j", 60.0}, {"energy_j_per_step", 1.5}, {"energy_j_per_sample", 0.09375},
+             {"energy_to_target_j", 900.0}};
+  cpu.extra = {{"energy_source", "not measured"}, {"energy_note", "no energy counter for cpu devices"},
+               {"energy_j", nullptr}, {"energy_j_per_step", nullptr}, {"energy_j_per_sample", nullptr}};
+  SetBuilder(tmp.path).rung("00", "", {a}).rung("01", "", {b}).rung("02", "", {cpu}).write();
+  const auto rep = build_report(load_result_set(tmp.path), PeakTable{});
+  CHECK(*row(rep, "01").energy_j_per_sample.median == doctest::Approx(0.09375));
+  CHECK(row(rep, "01").energy_source == "nvml");
+  CHECK(row(rep, "02").energy_j_per_step.n == 0);
+  const auto md = report_markdown(rep);
+  INFO(md);
+  CHECK(has(md, "| rung | measured by | J per step | J per sample | J to the target |"));
+  CHECK(has(md, "| 00 | nvml | 3 | 0.1875 | n/a |"));
+  CHECK(has(md, "| 01 | nvml | 1.5 | 0.09375 | 900 |"));
+  CHECK(has(md, "| 02 | not measured | n/a | n/a | n/a |"));
+  // Doctored energy is refused like any impossible figure.
+  accel_test::TempDir bad;
+  FakeRun neg;
+  neg.extra = {{"energy_source", "nvml"}, {"energy_j", -5.0}};
+  SetBuilder(bad.path).rung("00", "", {neg}).write();
+  CHECK(load_result_set(bad.path).rungs[0].repeats[0].status == "unreadable");
+  accel_test::TempDir none;
+  SetBuilder(none.path).rung("00", "", {cpu}).write();
+  CHECK_FALSE(has(report_markdown(build_report(load_result_set(none.path), PeakTable{})), "J per step"));
+}
+
+TEST_CASE("suite: batch_sizes makes a rung a batch series of one rung per size each taken against the one before") {
+  accel_test::TempDir tmp;
+  report_test::write_json(tmp.path / "c.json", Json::object());
+  auto suite = [&](const Json& rung) {
+    report_test::write_json(tmp.path / "suite.json",
+                            {{"suite", "s"}, {"rungs", {{{"id", "fp32"}, {"config", "c.json"}}, rung}}});
+    return accel::ladder::load_suite(tmp.path / "suite.json");
+  };
+  const auto s = suite({{"id", "bf16"}, {"config", "c.json"}, {"article", "04"}, {"changes", "bf16-mixed"},
+                        {"set", {"train.max_steps=40"}}, {"batch_sizes", {16, 64, 256}}});
+  REQUIRE(s.rungs.size() == 4);
+  CHECK(s.rungs[0].series.empty());
+  const std::vector<std::string> ids = {s.rungs[1].id, s.rungs[2].id, s.rungs[3].id};
+  CHECK(ids == std::vector<std::string>{"bf16-b16", "bf16-b64", "bf16-b256"});
+  CHECK(s.rungs[1].changes == "bf16-mixed at batch 16");
+  CHECK(s.rungs[3].changes == "bf16-mixed at batch 256");
+  CHECK(s.rungs[1].article == "04");  // the article stays with the first
+  CHECK(s.rungs[2].article.empty());
+  CHECK(s.rungs[2].sets == std::vector<std::string>{"train.max_steps=40", "train.batch_size=64"});
+  CHECK(s.rungs[3].series == "bf16");
+  CHECK(s.rungs[3].batch == 256);
+  CHECK(s.rungs[3].versus.empty());  // the rung before: the next smaller batch
+  CHECK(suite({{"id", "x"}, {"config", "c.json"}, {"batch_sizes", {8}}}).rungs[1].changes == "batch 8");
+  for (const Json& bad : {Json({16, 16}), Json({64, 16}), Json({0, 16}), Json({16.5}), Json::array(), Json("16"),
+                          Json({int64_t(1) << 21})}) {
+    INFO(bad.dump());
+    CHECK_THROWS_WITH_AS(suite({{"id", "x"}, {"config", "c.json"}, {"batch_sizes", bad}}),
+                         doctest::Contains("rungs[1].batch_sizes: expected a non-empty list of increasing whole batch sizes"),
+                         accel::ConfigError);
+  }
+  // "versus" is the first batch's: a second series set against the first's at its first batch.
+  const auto two = suite({{"id", "x"}, {"config", "c.json"}, {"versus", "fp32"}, {"batch_sizes", {8, 16}}});
+  CHECK(two.rungs[1].versus == "fp32");
+  CHECK(two.rungs[2].versus.empty());
+  CHECK_THROWS_WITH_AS(suite({{"id", "x"}, {"needs", "CUDA"}, {"batch_sizes", {8, 16}}}),
+                       doctest::Contains("rungs[1].batch_sizes: a batch series needs a config to run"),
+                       accel::ConfigError);
+  // An expanded id that another rung has is refused like any repeated id.
+  report_test::write_json(tmp.path / "suite.json",
+                          {{"suite", "s"},
+                           {"rungs", {{{"id", "x-b8"}, {"config", "c.json"}},
+                                      {{"id", "x"}, {"config", "c.json"}, {"batch_sizes", {8}}}}}});
+  CHECK_THROWS_WITH_AS(accel::ladder::load_suite(tmp.path / "suite.json"), doctest::Contains("\"x-b8\" used twice"),
+                       accel::ConfigError);
+}
+
 TEST_CASE("report: a reference of published figures per technique stands beside each rung's measured speedup and memory") {
   accel_test::TempDir tmp;
   // Figures as ratios over the step before, each with its own source: no

@@ -38,6 +38,7 @@ struct FakeRun {
   Json target;              // result.json's "target" (train.target) when set
   int64_t steps_run = 0;    // result.json's "steps" (training steps) when > 0
   Json plan;                // result.json's "plan" when set (its task names the metric)
+  Json extra = Json::object();  // more result.json fields, set as given
 };
 
 // n step times around `ms`, spread +-rel, deterministic (no two alike).
@@ -93,6 +94,7 @@ inline Json fake_result(const FakeRun& f) {
   if (f.steps_run > 0) r["steps"] = f.steps_run;
   if (!f.target.is_null()) r["target"] = f.target;
   if (!f.plan.is_null()) r["plan"] = f.plan;
+  for (const auto& [k, v] : f.extra.items()) r[k] = v;
   if (f.test_samples > 0) r["work"] = {{"test", {{"samples", f.test_samples}, {"passes", 1}}}};
   r["epochs"] = Json::array();
   for (size_t i = 0; i < f.epoch_time.size(); ++i) {

@@ -24,9 +24,23 @@
 //                                               --set for this rung's runs (after the suite's)
 //     {"id": "05-ddp", ..., "where_emulated": {"set": ["runtime.precision=32-true"],
 //                                              "note": "...", "comparable": true}},  optional
-//     {"id": "02-compile", "article": "02", "changes": "torch.compile", "needs": "CUDA"}
+//     {"id": "02-compile", "article": "02", "changes": "torch.compile", "needs": "CUDA"},
+//     {"id": "bf16", "config": "01-bf16.json", "changes": "bf16-mixed",
+//      "batch_sizes": [16, 64, 128, 256]}      optional: a batch series (below)
 //   ]
 // }
+//
+// "batch_sizes" makes a rung a batch series: one rung per size, in the order
+// given (increasing), with ids <id>-b<size>, `train.batch_size=<size>` added
+// to its --set values and " at batch <size>" to what it changes; the article
+// and "versus" stay with the first. Each is the rung before its next, so the report's
+// ratios (steady steps per sample, where the rungs run a fixed few steps)
+// say what each larger batch buys. When a run of the series ends out of
+// memory (result.json's failure "out_of_memory"), the sweep runs no larger
+// batch of it: those rungs are recorded as skipped, saying which batch ran
+// out, and the report shows where the device's memory ended the series.
+// With repeats, a batch that runs out in a later round (fragmentation) ends
+// the series from there: the larger batches keep the runs they made.
 //
 // Config paths are relative to the suite file. A rung without "config" is
 // listed (shown as "needs <needs>") but never run. "init_from" names an
@@ -55,6 +69,7 @@
 // gives that rung no speedup and no time to target.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -80,6 +95,10 @@ struct SuiteRung {
   std::vector<std::string> where_emulated;    // --set values where the precision is emulated
   std::string where_emulated_note;
   bool where_emulated_comparable = true;  // false: the settings cut the run short
+  // A batch series' rung: the series' id (the rung's as written) and its
+  // batch size; "" and 0 elsewhere.
+  std::string series;
+  int64_t batch = 0;
 };
 
 struct Suite {

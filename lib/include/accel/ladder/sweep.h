@@ -81,6 +81,9 @@ inline constexpr int kAdaptiveFirstRuns = 3;
 struct SweepSummary {
   std::filesystem::path set_dir;
   int ok = 0, reused = 0, failed = 0, skipped = 0;
+  // Runs of a batch series that ran out of memory: where the series ends,
+  // as asked (suite.h), so not failures; counted apart.
+  int out_of_memory = 0;
   // A SIGINT/SIGTERM/SIGUSR1 stopped the sweep: passed on to the running
   // rung (recorded "interrupted", with its checkpoint; `sweep --resume`
   // continues it from there), and no later rung was started.

@@ -76,6 +76,10 @@ struct RungRow {
   std::string devices_threads, precision, strategy;
   OptNum epochs;
   Stat time_s, acc, ips_total, ips_device, mfu, ttt_s;
+  // The energy of the timed steps (result.json's energy_*; n = 0 where no
+  // run measured it) and what measured it ("nvml"), over the ok repeats.
+  Stat energy_j_per_step, energy_j_per_sample, energy_to_target_j;
+  std::string energy_source;
   // The metric `acc` holds: its first present run's (the set's where it has
   // none). A set may hold rungs of several tasks (the smoke suite's
   // accuracy and loss rungs): each row is shown by its own metric.

@@ -41,6 +41,9 @@ struct RungRuns {
   std::string versus;    // the earlier rung its speedup is taken against ("" = the rung before)
   std::string needs;     // set when this machine cannot run it ("CUDA")
   std::string sweep_status;  // what the sweep recorded, "" when not in a manifest
+  // Why the sweep did not run it (a batch series after an out-of-memory
+  // run: "batch 256 ran out of memory (01-bf16-b256)"), or "".
+  std::string skipped;
   bool upstream = false;
   // Set when the sweep changed the rung because this machine only emulates
   // its precision (suite "where_emulated"): the note and the --set values.

@@ -40,6 +40,17 @@ std::optional<DeviceMemory> peak_memory(const torch::Device& device);
 // Waits for the device's queued work; nothing on a CPU.
 void synchronize(const torch::Device& device);
 
+// Whether an error is the device (or the host) running out of memory: torch's
+// OutOfMemoryError (the CUDA caching allocator's "CUDA out of memory"),
+// std::bad_alloc, the CPU allocator's "can't allocate memory", or a CUDA
+// library failing to allocate (cuBLAS/cuDNN's ALLOC_FAILED, CUDA's "out of
+// memory" error). A run records it as result.json's failure
+// "out_of_memory", which a batch sweep stops at.
+bool is_out_of_memory(const std::exception& e);
+// The same judged from a message alone (a rank's failure as its launcher
+// reports it).
+bool names_out_of_memory(const std::string& message);
+
 // The tensor allocations of one step on a CUDA device, from the caching
 // allocator's statistics: allocations and bytes from its running counts, the
 // peak above what was allocated when the step began. Reading that peak means

@@ -20,6 +20,8 @@
 
 #include <torch/torch.h>
 
+#include "accel/metrics/energy.h"
+
 namespace accel::train {
 
 // A device allocator's statistics for one device: running counts since the
@@ -84,6 +86,13 @@ class DeviceRuntime {
   // A graph for one step; nullptr where steps cannot be captured.
   virtual std::unique_ptr<DeviceGraph> make_graph(int index) const {
     (void)index;
+    return nullptr;
+  }
+  // The device's cumulative energy counter (accel/metrics/energy.h), or
+  // nullptr with *why set (one line) where there is none.
+  virtual std::unique_ptr<metrics::EnergyCounter> energy_counter(int index, std::string* why) const {
+    (void)index;
+    *why = "no energy counter for " + kind() + " devices";
     return nullptr;
   }
   virtual bool has_events() const { return false; }

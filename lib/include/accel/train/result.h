@@ -12,6 +12,7 @@
 
 #include "accel/util/json.h"
 
+#include "accel/metrics/energy.h"
 #include "accel/metrics/metrics.h"
 #include "accel/train/task.h"
 
@@ -51,6 +52,9 @@ struct RunResult {
   std::string name;
   std::string status = "running";  // running | ok | failed | interrupted | dry-run
   std::string error;
+  // What kind of failure a failed run's was: "out_of_memory"
+  // (train::is_out_of_memory), or "" (any other).
+  std::string failure;
   std::string started_at, finished_at;
   nlohmann::json config;  // resolved
   nlohmann::json env;     // metrics::environment + distributed layout
@@ -120,6 +124,11 @@ struct RunResult {
   // "torch-per-param" or "capturable"; "" (null) when no step ran.
   std::string optimizer_implementation;
   std::vector<RankResult> ranks;  // one per rank, in rank order
+  // The energy of the steps wall_samples_per_s times, all ranks' devices
+  // together (accel/metrics/energy.h): energy_source "nvml" where NVML's
+  // counter answered on every rank, else "not measured" with energy_note
+  // saying why, and the joules null.
+  metrics::EnergyFigures energy;
   nlohmann::json grad_scaler;     // final GradScaler state (16-mixed)
   std::vector<MetricRow> rows;    // metrics.csv
 };
@@ -137,6 +146,7 @@ struct RunRecord {
   bool present = false;            // a result.json was found
   std::string status = "missing";  // ok | failed | interrupted | ... | missing | unreadable
   std::string error;
+  std::string failure;             // a failed run's kind: "out_of_memory", or ""
   nlohmann::json config;           // the resolved config (an object, or null)
   nlohmann::json env, data, model_layout, step_split_ms, comm_per_step, work;  // or null
   nlohmann::json plan;             // the run plan (plan::plan_json); null in results written before it
@@ -162,6 +172,9 @@ struct RunRecord {
   double inject_delay = 0;  // fault_injection: each step slowed by this fraction (0 = none)
   // The optimizer update that ran ("" in results written before it, or when none ran).
   std::string optimizer_implementation;
+  // energy_source ("" in results written before it), and the joules where measured.
+  std::string energy_source;
+  Opt energy_j, energy_j_per_step, energy_j_per_sample, energy_to_target_j;
   // train.target, where the run had one: the value, whether the run reached
   // it, and at which step, training samples and time (training with its
   // validations) it first did.
