@@ -3,10 +3,17 @@
 
 The step cvpr2023's 03/04 scripts run (forward, cross-entropy, zero_grad,
 fabric.backward, Adam step), on torchvision's vit_b_16 (random init, 10
-classes, 224 px; or a tiny torchvision ViT at 32 px for CPU tests), with
-synthetic inputs made once on the device, Adam at lr 5e-5 as the GPU ladder
-(configs/ladder/gpu-vit-b16/). WARMUP steps, then STEPS timed steps between two
-torch.cuda.synchronize() calls. By default (--sync end) no step waits for the
+classes, 224 px; or a tiny torchvision ViT at 32 px for CPU tests), Adam at lr
+5e-5 as the GPU ladder (configs/ladder/gpu-vit-b16/). Like for like with
+accel-bench by default: the fused Adam (torch.optim.Adam(fused=True), the
+multi-tensor kernel accel-bench steps on a GPU; --optimizer foreach is torch's
+default), and each step's batch copied from pinned host memory with
+non_blocking, as accel-bench's loader hands its batches over (--inputs host;
+--inputs device makes them once on the device). --compile MODE runs the model
+through torch.compile (mode "default" or "reduce-overhead", the article's rung
+02), its compilation timed apart from the steps (compile_s: the first
+warm-up step's seconds, which compile; warmup_s: all warm-up steps).
+WARMUP steps, then STEPS timed steps between two torch.cuda.synchronize() calls. By default (--sync end) no step waits for the
 device, as accel-bench's steps do not on a GPU (it reads losses back only at
 log steps): each step is timed by a CUDA event pair on the current stream
 (host clock on a CPU), read after the loop. --sync step ends each step with
@@ -20,7 +27,7 @@ Prints one JSON line: impl, model, precision, batch, images_per_s (batch /
 mean event-timed step, as accel-bench's images_per_s), wall_images_per_s
 (batch x STEPS / the loop's wall seconds, as accel-bench's
 wall_images_per_s), step_ms_median / p10 / p90 / mean, params, torch, lightning, device,
-device_name, matmul_precision, sync. --print-spec prints the model's
+device_name, matmul_precision, sync, optimizer, inputs, compile, compile_s, warmup_s. --print-spec prints the model's
 dimensions (for accel-bench's model.* fields) and exits. bench/fabric_peer.sh
 runs this beside accel-bench and prints the ratio.
 """
@@ -102,6 +109,13 @@ def main():
     ap.add_argument("--sync", choices=["step", "end"], default="end",
                     help="end = no per-step host sync, steps timed by CUDA events (as accel-bench); "
                          "step = loss.item() after every step")
+    ap.add_argument("--optimizer", choices=["fused", "foreach"], default="fused",
+                    help="fused = torch.optim.Adam(fused=True), as accel-bench's update; foreach = torch's default")
+    ap.add_argument("--inputs", choices=["host", "device"], default="host",
+                    help="host = each step's batch copied from pinned host memory (non_blocking), as accel-bench's "
+                         "loader hands batches over; device = made once on the device")
+    ap.add_argument("--compile", choices=["none", "default", "reduce-overhead"], default="none",
+                    help="torch.compile the model with this mode (none: eager)")
     ap.add_argument("--print-spec", action="store_true", help="print the model's dims and exit")
     args = ap.parse_args()
     if args.batch < 1 or args.steps < 1 or args.warmup < 0 or args.threads < 0:
@@ -140,14 +154,39 @@ def main():
 
     model = build_model(torch, args, spec)
     params = sum(p.numel() for p in model.parameters())
-    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+    try:
+        optimizer = torch.optim.Adam(model.parameters(), lr=args.lr,
+                                     **({"fused": True} if args.optimizer == "fused" else {"foreach": True}))
+    except (RuntimeError, ValueError) as e:  # fused Adam on a CPU needs torch 2.4 or later
+        sys.exit("fabric_peer: --optimizer %s on %s: %s (--optimizer foreach is torch's default)"
+                 % (args.optimizer, device.type, str(e).splitlines()[0]))
+    if args.compile != "none":
+        model = torch.compile(model, mode=args.compile)
     model, optimizer = fabric.setup(model, optimizer)
     model.train()
-    x = torch.randn(args.batch, args.in_channels, spec["image_size"], spec["image_size"],
-                    device=device)
-    y = torch.randint(0, args.num_classes, (args.batch,), device=device)
+    shape = (args.batch, args.in_channels, spec["image_size"], spec["image_size"])
+    if args.inputs == "device":
+        pool = [(torch.randn(shape, device=device), torch.randint(0, args.num_classes, (args.batch,), device=device))]
+    else:
+        # A few batches in pinned host memory, one copied to the device each
+        # step without waiting (the copy overlaps the step before, as
+        # accel-bench's pinned loader batches do).
+        pin = cuda
+        pool = [(torch.randn(shape).pin_memory() if pin else torch.randn(shape),
+                 torch.randint(0, args.num_classes, (args.batch,)).pin_memory() if pin
+                 else torch.randint(0, args.num_classes, (args.batch,)))
+                for _ in range(4)]
+    calls = [0]
+
+    def batch():
+        hx, hy = pool[calls[0] % len(pool)]
+        calls[0] += 1
+        if args.inputs == "device":
+            return hx, hy
+        return hx.to(device, non_blocking=True), hy.to(device, non_blocking=True)
 
     def step():
+        x, y = batch()
         logits = model(x)
         loss = F.cross_entropy(logits, y)
         optimizer.zero_grad()
@@ -159,9 +198,17 @@ def main():
         if cuda:
             torch.cuda.synchronize(device)
 
-    for _ in range(args.warmup):
+    # Warm-up: with --compile, the first step compiles (and reduce-overhead's
+    # next ones record its CUDA graphs): timed apart from the steps.
+    compile_s = None
+    w0 = time.perf_counter()
+    for i in range(args.warmup):
         step()
+        if i == 0:
+            sync()
+            compile_s = time.perf_counter() - w0
     sync()
+    warmup_s = time.perf_counter() - w0
     # Per-step times without a host sync: CUDA event pairs on the current
     # stream, read after the loop (host clock on a CPU, where steps are synchronous).
     events = []
@@ -202,7 +249,9 @@ def main():
         "torch": torch.__version__, "lightning": lightning.__version__,
         "device": device.type, "device_name": device_name(torch, device),
         "threads": torch.get_num_threads(), "matmul_precision": args.matmul_precision,
-        "sync": args.sync,
+        "sync": args.sync, "optimizer": args.optimizer, "inputs": args.inputs, "compile": args.compile,
+        "compile_s": round(compile_s, 3) if compile_s is not None and args.compile != "none" else None,
+        "warmup_s": round(warmup_s, 3),
     }))
 
 

@@ -5,8 +5,8 @@
 # For each precision and batch: `accel-bench run` of configs/gpu-check/00-32-true.json
 # (vit_b_16 from random init, synthetic data resized to 224, Adam 5e-5, the
 # Fabric-style loop) cut to WARMUP + STEPS steps, then bench/fabric_peer.py
-# (torchvision's vit_b_16 through lightning.fabric.Fabric, synthetic tensors on
-# the device) with the same steps; ROUNDS rounds alternate the two and the
+# (torchvision's vit_b_16 through lightning.fabric.Fabric, synthetic tensors)
+# with the same steps; ROUNDS rounds alternate the two and the
 # medians are reported. Neither side waits for the device inside a step (the
 # peer reads its loss only after the loop, accel-bench at log steps), and two
 # throughputs are set side by side:
@@ -18,9 +18,20 @@
 #   loader waits and host overhead included (accel-bench's wall_images_per_s;
 #   the peer's loop from before its first timed step to a final synchronize).
 #   accel-bench's loader resizes 28 px images on the CPU and copies them to
-#   the GPU; the peer's inputs stay on the device: this one favours the peer.
+#   the GPU (in its prefetch threads); the peer copies a pinned host batch each
+#   step (--inputs host) or, with --inputs device, keeps its inputs on the
+#   device, which favours the peer.
+# Like for like: both sides step the fused Adam (the peer's
+# torch.optim.Adam(fused=True), accel-bench's ATen fused kernel on a GPU), and
+# both copy each step's batch from pinned host memory without waiting
+# (--inputs host; --inputs device gives the peer inputs made once on the
+# device, as before). --compile "default reduce-overhead" adds, per mode,
+# accel-bench's CUDA Graphs rung (runtime.cuda_graphs) against the peer under
+# torch.compile(mode=...), the article's rung 02, with the peer's compile time
+# reported apart (its first warm-up step), never inside the timed steps.
 # The target (TARGET_RATIO, 1.10) is judged on the wall ratio: accel / Fabric,
-# above 1 means accel-bench is faster.
+# above 1 means accel-bench is faster. ROUNDS rounds alternate the two sides,
+# and each cell is their median with every round's value beside it.
 #
 #   bash bench/fabric_peer.sh                                   # batch 16 and 128, 32-true and bf16-mixed
 #   bash bench/fabric_peer.sh --large-batch 256 --precisions bf16-mixed --rounds 3
@@ -28,6 +39,9 @@
 #
 # Options: --batch N (16), --large-batch N (128; 0 = only --batch), --precisions
 # "LIST" ("32-true bf16-mixed"), --steps N (50), --warmup N (10), --rounds N (1),
+# --optimizer fused|foreach (the peer's Adam; fused), --inputs host|device (host),
+# --compile "LIST" (torch.compile modes: default, reduce-overhead; none by default),
+# --compiled-only (with --compile: leave out the eager pairs),
 # --matmul-precision highest|high|medium (highest), --device cuda|cpu (cuda),
 # --tiny (a 2-block ViT at 32 px, for testing on a CPU), --out DIR (default
 # runs/fabric-peer/<UTC time>: each run's result.json, fabric.jsonl, table.md).
@@ -44,9 +58,9 @@ die() { echo "fabric_peer: error: $*" >&2; exit 1; }
 say() { echo "fabric_peer: $*" >&2; }
 
 batch=16 large=128 precisions="32-true bf16-mixed" steps=50 warmup=10 rounds=1
-matmul=highest device=cuda model=vit_b_16 out=""
+matmul=highest device=cuda model=vit_b_16 out="" optimizer=fused inputs=host compiles="" compiled_only=0
 while [ $# -gt 0 ]; do
-  case "$1" in --tiny|-h|--help) ;; *) [ $# -ge 2 ] || die "$1 needs a value (see --help)" ;; esac
+  case "$1" in --tiny|--compiled-only|-h|--help) ;; *) [ $# -ge 2 ] || die "$1 needs a value (see --help)" ;; esac
   case "$1" in
     --batch) batch=$2; shift 2 ;;
     --large-batch) large=$2; shift 2 ;;
@@ -56,6 +70,10 @@ while [ $# -gt 0 ]; do
     --rounds) rounds=$2; shift 2 ;;
     --matmul-precision) matmul=$2; shift 2 ;;
     --device) device=$2; shift 2 ;;
+    --optimizer) optimizer=$2; shift 2 ;;
+    --inputs) inputs=$2; shift 2 ;;
+    --compile) compiles=$2; shift 2 ;;
+    --compiled-only) compiled_only=1; shift ;;
     --tiny) model=tiny; shift ;;
     --out) out=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -68,6 +86,13 @@ done
 [ "$batch" -ge 1 ] && [ "$steps" -ge 1 ] && [ "$rounds" -ge 1 ] || die "--batch, --steps and --rounds must be at least 1"
 case "$device" in cuda|cpu) ;; *) die "--device must be cuda or cpu: $device" ;; esac
 case "$matmul" in highest|high|medium) ;; *) die "--matmul-precision must be highest, high or medium: $matmul" ;; esac
+case "$optimizer" in fused|foreach) ;; *) die "--optimizer must be fused or foreach: $optimizer" ;; esac
+case "$inputs" in host|device) ;; *) die "--inputs must be host or device: $inputs" ;; esac
+for c in $compiles; do
+  case "$c" in default|reduce-overhead) ;; *) die "--compile: $c: expected default or reduce-overhead" ;; esac
+done
+[ -z "${compiles// /}" ] || [ "$device" = cuda ] || die "--compile pairs the peer with accel-bench's CUDA Graphs rung: --device cuda only"
+[ "$compiled_only" = 0 ] || [ -n "${compiles// /}" ] || die "--compiled-only needs --compile"
 [ -n "${precisions// /}" ] || die "--precisions is empty"
 case "$out" in ""|/*) ;; *) out=$caller_pwd/$out ;; esac
 for p in $precisions; do
@@ -117,7 +142,7 @@ mkdir -p "$out"
 
 
 peer=(bench/fabric_peer.py --model "$model" --warmup "$warmup" --steps "$steps"
-      --accelerator "$device" --matmul-precision "$matmul")
+      --accelerator "$device" --matmul-precision "$matmul" --optimizer "$optimizer" --inputs "$inputs")
 # accel-bench: the same model (tiny: its dims as model.preset=custom), enough
 # synthetic images for every step in one epoch, one evaluation batch, no checkpoint.
 sets=(--set runtime.accelerator="$device" --set runtime.matmul_precision="$matmul"
@@ -131,61 +156,91 @@ if [ "$model" = tiny ]; then
   done
 fi
 
+# table.md of the rows so far: rewritten after each, so a run cut short keeps them.
+write_table() {
+  local ff fa dev_name versions lt
+  ff=$(ls "$out"/fabric-*-r1.json 2>/dev/null | head -n 1) || true
+  fa=$(ls -d "$out"/accel-*-r1 2>/dev/null | head -n 1) || true
+  [ -n "$ff" ] && [ -n "$fa" ] && [ "${#rows[@]}" -gt 0 ] || return 0
+  dev_name=$(json "$ff" 'd["device_name"]')
+  versions=$(json "$ff" '"torch %s, lightning %s" % (d["torch"], d["lightning"])')
+  lt=$(json "$fa/result.json" 'd["env"]["libtorch_version"]')
+  {
+    echo "Device: $dev_name ($device); $("$BIN" --version 2>/dev/null | head -n 1) from $build (LibTorch $lt); peer: $versions"
+    echo "$warmup warm-up + $steps timed steps, $rounds round(s) (medians), matmul precision $matmul, the peer's Adam $optimizer, its inputs from $inputs memory, $(date -u +%FT%TZ)"
+    echo
+    echo "Neither side syncs the host inside a step. wall: images over the timed steps' wall seconds (loader waits included);"
+    echo "event: batch / mean CUDA-event-timed step (accel-bench's events leave out loader waits). The target is judged on the wall ratio."
+    echo
+    echo "| model | accel / Fabric | precision | batch | accel wall img/s | Fabric wall img/s | wall ratio | accel event img/s | Fabric event img/s | event ratio | wall >= ${TARGET_RATIO}x | accel step ms (median) | Fabric step ms (median) | Fabric compile (apart) | rounds wall img/s accel / Fabric |"
+    echo "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|"
+    printf '%s\n' "${rows[@]}"
+  } >"$out/table.md.new" && mv -f "$out/table.md.new" "$out/table.md"
+}
+
 rows=()
+# Variants: eager against eager, then per --compile mode accel-bench's CUDA
+# Graphs rung against the compiled peer (bf16-mixed and 32-true only: a
+# captured step cannot hold 16-mixed's GradScaler).
+variants=()
+[ "$compiled_only" = 1 ] || variants=(eager)
+for c in $compiles; do variants+=("$c"); done
 for prec in $precisions; do
   for b in "${batches[@]}"; do
-    a_ips=() f_ips=() a_ms=() f_ms=() a_wall=() f_wall=()
+   for v in "${variants[@]}"; do
+    if [ "$v" != eager ] && [ "$prec" = 16-mixed ]; then continue; fi
+    a_ips=() f_ips=() a_ms=() f_ms=() a_wall=() f_wall=() f_compile=()
+    tag=$prec-b$b$([ "$v" = eager ] || echo "-$v")
+    a_sets=()
+    [ "$v" = eager ] || a_sets=(--set runtime.cuda_graphs=true)
+    p_args=()
+    [ "$v" = eager ] || p_args=(--compile "$v")
     # val_fraction 0.05 of the config: n / 0.95 images leave n for training.
     n_train=$(( (b * (warmup + steps + 1) * 100 + 94) / 95 ))
     for ((r = 1; r <= rounds; r++)); do
-      dir=$out/accel-$prec-b$b-r$r
-      say "$prec, batch $b, round $r: accel-bench"
-      "$BIN" run -c configs/gpu-check/00-32-true.json --out "$dir" --force -q "${sets[@]}" \
+      dir=$out/accel-$tag-r$r
+      say "$prec, batch $b, $v, round $r: accel-bench"
+      "$BIN" run -c configs/gpu-check/00-32-true.json --out "$dir" --force -q "${sets[@]}" "${a_sets[@]}" \
         --set runtime.precision="$prec" --set train.batch_size="$b" \
         --set data.synthetic_train="$n_train" --set data.synthetic_test="$b" \
         --set train.eval_batch_size="$b" >"$dir.log" 2>&1 \
-        || die "accel-bench failed ($prec, batch $b): $(tail -n 1 "$dir.log") [log: $dir.log]"
+        || die "accel-bench failed ($prec, batch $b, $v): $(tail -n 1 "$dir.log") [log: $dir.log]"
       a_ips+=("$(json "$dir/result.json" 'd["images_per_s"]')")
       a_ms+=("$(json "$dir/result.json" 'd["step_time_ms"]["median"]')")
       a_wall+=("$(json "$dir/result.json" 'd.get("wall_images_per_s") or float("nan")')")
       # The peer takes accel-bench's input channels (its synthetic images have one).
       ch=$(json "$dir/result.json" 'd["model"]["in_channels"]')
-      say "$prec, batch $b, round $r: Fabric"
-      line=$("$PYTHON" -W ignore "${peer[@]}" --precision "$prec" --batch "$b" --in-channels "$ch" 2>"$out/fabric-$prec-b$b-r$r.log" | tail -n 1) \
-        || die "fabric_peer.py failed ($prec, batch $b): $(tail -n 1 "$out/fabric-$prec-b$b-r$r.log")"
+      say "$prec, batch $b, $v, round $r: Fabric"
+      line=$("$PYTHON" -W ignore "${peer[@]}" "${p_args[@]}" --precision "$prec" --batch "$b" --in-channels "$ch" 2>"$out/fabric-$tag-r$r.log" | tail -n 1) \
+        || die "fabric_peer.py failed ($prec, batch $b, $v): $(tail -n 1 "$out/fabric-$tag-r$r.log")"
       echo "$line" >>"$out/fabric.jsonl"
-      printf '%s' "$line" >"$out/fabric-$prec-b$b-r$r.json"
-      f_ips+=("$(json "$out/fabric-$prec-b$b-r$r.json" 'd["images_per_s"]')")
-      f_ms+=("$(json "$out/fabric-$prec-b$b-r$r.json" 'd["step_ms_median"]')")
-      f_wall+=("$(json "$out/fabric-$prec-b$b-r$r.json" 'd["wall_images_per_s"]')")
+      printf '%s' "$line" >"$out/fabric-$tag-r$r.json"
+      f_ips+=("$(json "$out/fabric-$tag-r$r.json" 'd["images_per_s"]')")
+      f_ms+=("$(json "$out/fabric-$tag-r$r.json" 'd["step_ms_median"]')")
+      f_wall+=("$(json "$out/fabric-$tag-r$r.json" 'd["wall_images_per_s"]')")
+      f_compile+=("$(json "$out/fabric-$tag-r$r.json" 'd.get("compile_s") or float("nan")')")
       pa=$(json "$dir/result.json" 'd["params"]')
-      pf=$(json "$out/fabric-$prec-b$b-r$r.json" 'd["params"]')
+      pf=$(json "$out/fabric-$tag-r$r.json" 'd["params"]')
       [ "$pa" = "$pf" ] || say "warning: accel-bench's model has $pa parameters, the peer's $pf: not the same model"
     done
     a_med=$(median "${a_ips[@]}") f_med=$(median "${f_ips[@]}")
+    what="eager / eager"
+    [ "$v" = eager ] || what="CUDA Graphs / torch.compile($v)"
     rows+=("$(awk -v m="$model" -v p="$prec" -v b="$b" -v ai="$a_med" -v fi="$f_med" -v am="$(median "${a_ms[@]}")" \
       -v fm="$(median "${f_ms[@]}")" -v t="$TARGET_RATIO" -v ar="${a_wall[*]}" -v fr="${f_wall[*]}" \
-      -v aw="$(median "${a_wall[@]}")" -v fw="$(median "${f_wall[@]}")" 'BEGIN {
+      -v aw="$(median "${a_wall[@]}")" -v fw="$(median "${f_wall[@]}")" -v what="$what" \
+      -v fc="$([ "$v" = eager ] && echo - || median "${f_compile[@]}")" 'BEGIN {
         r = ai / fi; rw = (aw == aw && fw > 0) ? aw / fw : -1
         n = split(ar, xs, " "); ar = ""; for (i = 1; i <= n; i++) ar = ar (i > 1 ? " " : "") sprintf("%.0f", xs[i])
         n = split(fr, xs, " "); fr = ""; for (i = 1; i <= n; i++) fr = fr (i > 1 ? " " : "") sprintf("%.0f", xs[i])
-        printf "| %s | %s | %d | %.1f | %.1f | %.2fx | %.1f | %.1f | %s | %s | %.1f | %.1f | %s / %s |", m, p, b,
-               aw, fw, rw, ai, fi, sprintf("%.2fx", r), (rw < 0 ? "n/a" : (rw >= t ? "yes" : "no")), am, fm, ar, fr }')")
+        printf "| %s | %s | %s | %d | %.1f | %.1f | %.2fx | %.1f | %.1f | %s | %s | %.1f | %.1f | %s | %s / %s |", m, what, p, b,
+               aw, fw, rw, ai, fi, sprintf("%.2fx", r), (rw < 0 ? "n/a" : (rw >= t ? "yes" : "no")), am, fm,
+               (fc == "-" ? "-" : sprintf("%.1f s", fc)), ar, fr }')")
+    write_table
+   done
   done
 done
 
-dev_name=$(json "$(ls "$out"/fabric-*-r1.json | head -n 1)" 'd["device_name"]')
-versions=$(json "$(ls "$out"/fabric-*-r1.json | head -n 1)" '"torch %s, lightning %s" % (d["torch"], d["lightning"])')
-lt=$(json "$(ls -d "$out"/accel-*-r1 | head -n 1)/result.json" 'd["env"]["libtorch_version"]')
-{
-  echo "Device: $dev_name ($device); $("$BIN" --version 2>/dev/null | head -n 1) from $build (LibTorch $lt); peer: $versions"
-  echo "$warmup warm-up + $steps timed steps, $rounds round(s) (medians), matmul precision $matmul, $(date -u +%FT%TZ)"
-  echo
-  echo "Neither side syncs the host inside a step. wall: images over the timed steps' wall seconds (loader waits included);"
-  echo "event: batch / mean CUDA-event-timed step (accel-bench's events leave out loader waits). The target is judged on the wall ratio."
-  echo
-  echo "| model | precision | batch | accel wall img/s | Fabric wall img/s | wall ratio | accel event img/s | Fabric event img/s | event ratio | wall >= ${TARGET_RATIO}x | accel step ms (median) | Fabric step ms (median) | rounds wall img/s accel / Fabric |"
-  echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---|"
-  printf '%s\n' "${rows[@]}"
-} | tee "$out/table.md"
+write_table
+cat "$out/table.md"
 say "runs, peer JSON lines and table.md in $out/"

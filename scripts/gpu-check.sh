@@ -269,7 +269,7 @@ fi
 say "started $(date -u +%FT%TZ) in $PWD; budget $BUDGET s${OUT_DIR:+; outputs in $OUT_DIR}"
 
 # --- stages: outcome, time, bounds -----------------------------------------------------
-stage_names=() stage_secs=() stage_notes=() failed=()
+stage_names=() stage_secs=() stage_notes=() failed=() set_dirs=()
 cur_stage="" cur_t0=$T0 cur_note=""
 left() { echo $((T0 + BUDGET - RESERVE - $(date +%s))); }
 # ACCEL_GPU_CHECK_SKIP="ladder calibrate peer": those measuring stages left
@@ -347,14 +347,23 @@ pack() {
   done
   [ -d "$WORK/system" ] && mkdir -p "$s/probe" && cp "$WORK"/system/cmake.log "$s/probe/system.log" 2>/dev/null
   [ -d "$WORK/debs" ] && mkdir -p "$s/probe" && cp "$WORK"/debs/cmake.log "$s/probe/debs.log" 2>/dev/null
-  if [ -n "${set_dir:-}" ] && [ -d "$set_dir" ]; then
+  local d
+  : >"$WORK/reports.md.new"
+  for d in "${set_dirs[@]}"; do
+    [ -d "$d" ] || continue
+    # Each set as results/<suite>/<machine-id>/, without checkpoints or anything over 4 MiB.
     mkdir -p "$s/results"
-    # The set without checkpoints or anything over 4 MiB.
-    (cd "$(dirname "$set_dir")" && find "$(basename "$set_dir")" -type f ! -name '*.ckpt' ! -name '.lock' -size -4M -print0 |
-       tar --null -T - -cf - 2>/dev/null) | tar -xf - -C "$s/results" 2>/dev/null || true
-  fi
-  [ -d "$WORK/peer" ] && (cd "$WORK" && find peer -type f ! -name '*.ckpt' -size -4M -print0 |
+    (cd "$(dirname "$(dirname "$d")")" && find "$(basename "$(dirname "$d")")/$(basename "$d")" -type f ! -name '*.ckpt' \
+       ! -name '.lock' -size -4M -print0 | tar --null -T - -cf - 2>/dev/null) | tar -xf - -C "$s/results" 2>/dev/null || true
+    [ -f "$d/report.md" ] && { cat "$d/report.md"; echo; } >>"$WORK/reports.md.new"
+  done
+  for f in "$WORK"/compare-*.md; do
+    [ -f "$f" ] && cp "$f" "$s/" && { cat "$f"; echo; } >>"$WORK/reports.md.new"
+  done
+  for d in peer peer-compile; do
+    [ -d "$WORK/$d" ] && (cd "$WORK" && find "$d" -type f ! -name '*.ckpt' -size -4M -print0 |
                             tar --null -T - -cf - 2>/dev/null) | tar -xf - -C "$s" 2>/dev/null || true
+  done
   local tgz
   tgz=$(mktemp "$OUT_DIR/.gpu-check.tar.gz.XXXXXX") || return 0
   tar -czf "$tgz" -C "$s" . 2>/dev/null || true
@@ -365,8 +374,11 @@ pack() {
   fi
   chmod 644 "$tgz" 2>/dev/null || true
   mv -f "$tgz" "$OUT_DIR/gpu-check.tar.gz" 2>/dev/null || rm -f "$tgz"
-  [ -n "${set_dir:-}" ] && [ -f "$set_dir/report.md" ] && out_put "$set_dir/report.md" report.md
-  [ -f "$WORK/peer/table.md" ] && out_put "$WORK/peer/table.md" peer.md
+  [ -s "$WORK/reports.md.new" ] && out_put "$WORK/reports.md.new" report.md
+  if [ -f "$WORK/peer/table.md" ] || [ -f "$WORK/peer-compile/table.md" ]; then
+    cat "$WORK/peer/table.md" "$WORK/peer-compile/table.md" 2>/dev/null >"$WORK/peer.md.new" || true
+    out_put "$WORK/peer.md.new" peer.md
+  fi
   return 0
 }
 
@@ -754,20 +766,28 @@ built_cli=1
 machine_id=$("$BIN" sweep --machine-id)
 say "machine id: $machine_id"
 
-# --- 4. ladder: the smoke suite, fitted to this machine, through the sweep ----------------
+# --- 4. ladder: the GPU check's suites, fitted to this machine, through the sweep -------
+# In order of value, in case the call is cut: the smoke suite (32-true,
+# bf16-mixed, CUDA Graphs at the article's batch; DDP, FSDP; the text step),
+# the batch sweep (where the core stops being host-bound, up to the first
+# batch that runs out of memory), the text ladder's single-GPU rungs at the
+# blog's shape. Each is a committed suite the CLI runs (configs/gpu-check/).
 stage ladder
 if ! skipping ladder; then
 OUT_ROOT=${ACCEL_GPU_CHECK_OUT:-results}
 [ "$cpu_mode" = 1 ] && OUT_ROOT=${ACCEL_GPU_CHECK_OUT:-runs}
-suite=$WORK/suite.json
-# The committed suite with absolute config paths; multi-GPU rungs over every
+suites=()
+for name in suite batch/suite text/suite; do
+suite=$WORK/suite-${name%/suite}.json
+# The committed suite with absolute paths; multi-GPU rungs over every
 # GPU when there are more than their 2 (an overlay config per rung). With one
 # GPU they stay: the sweep records them as skipped (needs 2 GPUs). The CPU test
 # mode leaves out CUDA Graphs and gives each rung a tiny model of its family.
-"$PY" - "$PWD/configs/gpu-check/suite.json" "$suite" "$cpu_mode" "${gpus:-0}" <<'EOF' || die "could not write $suite"
+"$PY" - "$PWD/configs/gpu-check/$name.json" "$suite" "$cpu_mode" "${gpus:-0}" <<'EOF' || die "could not write $suite"
 import json, os, sys
 src, dst, cpu, gpus = sys.argv[1], sys.argv[2], sys.argv[3] == "1", int(sys.argv[4])
 base = os.path.dirname(src)
+stem = os.path.splitext(os.path.basename(dst))[0]
 
 def resolved(path):  # the config with its extends chain merged (dicts only)
     with open(path) as f:
@@ -781,6 +801,10 @@ def resolved(path):  # the config with its extends chain merged (dicts only)
 
 with open(src) as f:
     suite = json.load(f)
+# Paths the suite names relative to itself, absolute in its copy.
+for key in ("reference", "results"):
+    if key in suite:
+        suite[key] = os.path.normpath(os.path.join(base, suite[key]))
 rungs = []
 # CPU test mode: a tiny model of each rung's family (an overlay per rung, as the
 # suite's "set" applies to every rung and each family has its own fields).
@@ -810,44 +834,82 @@ for r in suite["rungs"]:
         for k, v in tiny[conf.get("model", {}).get("arch", "vit")].items():
             overlay[k] = {**overlay.get(k, {}), **v}
     if overlay:
-        path = os.path.join(os.path.dirname(dst), "%s-fitted.json" % r["id"])
+        path = os.path.join(os.path.dirname(dst), "%s-%s-fitted.json" % (stem, r["id"]))
         with open(path, "w") as f:
             json.dump({"extends": cfg, **overlay}, f, indent=2)
         cfg = path
     r["config"] = cfg
     rungs.append(r)
+# A rung taken against one left out is taken against the rung before it.
+ids = set()
+for r in rungs:
+    ids.add(r["id"])
+    ids.update("%s-b%d" % (r["id"], b) for b in r.get("batch_sizes", []))
+for r in rungs:
+    if r.get("versus") and r["versus"] not in ids:
+        del r["versus"]
 suite["rungs"] = rungs
 if cpu:
     suite["description"] = "CPU test mode of scripts/gpu-check.sh (tiny models, 32 px / 32 tokens, a few steps): proves the flow, measures nothing. " + suite.get("description", "")
     suite["set"] = suite.get("set", []) + [
         "runtime.accelerator=cpu", "train.batch_size=8", "train.max_steps=6",
         "train.warmup_steps=2", "train.eval_batch_size=16", "train.limit_eval_batches=1",
-        "data.synthetic_train=256", "data.synthetic_test=16"]
+        "data.synthetic_train=512", "data.synthetic_test=16"]
 with open(dst, "w") as f:
     json.dump(suite, f, indent=2)
     f.write("\n")
 EOF
-set_dir=$OUT_ROOT/gpu-check/$machine_id
-say "sweep of $suite into $set_dir"
-# Each child run at most 150 s (a vit_b_16 rung takes under 30 s on an H100-class
-# GPU), the whole sweep at most 300 s and what the budget leaves.
+suites+=("$suite")
+done
+set_dirs=()
+for suite in "${suites[@]}"; do
+  name=$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["suite"])' "$suite") \
+    || die "$suite: no suite name"
+  set_dirs+=("$OUT_ROOT/$name/$machine_id")
+done
+set_dir=${set_dirs[0]}
+say "sweep of ${suites[*]} into ${set_dirs[*]}"
+# Each child run at most 150 s (a vit_b_16 rung took 6 s on the H200), the
+# whole sweep at most 300 s and what the budget leaves (19 rungs on one GPU:
+# about 150 s; a sweep cut short keeps the rungs it finished).
 run_timeout=150
 [ "$cpu_mode" = 1 ] && run_timeout=300
 rc=0
-bounded 300 "$BIN" sweep --suite "$suite" --out "$OUT_ROOT" --run-timeout "$run_timeout" "${SWEEP_ARGS[@]}" || rc=$?
-[ -d "$set_dir" ] && cp "$suite" "$set_dir/suite.json"
+bounded 300 "$BIN" sweep --suite "${suites[@]}" --out "$OUT_ROOT" --run-timeout "$run_timeout" "${SWEEP_ARGS[@]}" || rc=$?
+for i in "${!suites[@]}"; do
+  [ -d "${set_dirs[$i]}" ] && cp "${suites[$i]}" "${set_dirs[$i]}/suite.json"
+done
+# A batch series' run that ran out of memory is where the series ends, not a
+# failure: the sweep exits 0 with it (and the report shows it).
 case "$rc" in
   0) ;;
-  2) fail "the sweep refused the suite or its arguments (exit 2)" ;;
+  2) fail "the sweep refused a suite or its arguments (exit 2)" ;;
   *) fail "the sweep: $(why_rc "$rc")" ;;
 esac
-if [ -d "$set_dir" ]; then
-  if bounded 60 "$BIN" report "$set_dir" >"$WORK/report.out" 2>"$WORK/report.err"; then
+for d in "${set_dirs[@]}"; do
+  [ -d "$d" ] || continue
+  if bounded 60 "$BIN" report "$d" >"$WORK/report.out" 2>"$WORK/report.err"; then
     cat "$WORK/report.out"
     grep -v '^$' "$WORK/report.err" | sed 's/^/gpu-check: /' || true
   else
-    fail "accel-bench report failed: $(tail -n 1 "$WORK/report.err")"
+    fail "accel-bench report $d failed: $(tail -n 1 "$WORK/report.err")"
   fi
+done
+# Across GPUs: this machine's smoke set against each committed one of another
+# machine (results/gpu-check/<machine-id>/), rung by rung with intervals, as a
+# CI gate per GPU kind would read them. A difference is the point, not a failure.
+if [ -d "$set_dir" ]; then
+  for base in "$PWD"/results/gpu-check/*/; do
+    base=${base%/}
+    [ -f "$base/sweep.json" ] && [ "$(basename "$base")" != "$machine_id" ] || continue
+    out_md=$WORK/compare-$(basename "$base").md
+    rc=0
+    bounded 60 "$BIN" compare "$base" "$set_dir" --format md >"$out_md" 2>"$WORK/compare.err" || rc=$?
+    case "$rc" in
+      0|1|4) say "compared with $(basename "$base"): $out_md" ;;
+      *) rm -f "$out_md"; warn "compare with $base: $(why_rc "$rc"): $(tail -n 1 "$WORK/compare.err")" ;;
+    esac
+  done
 fi
 
 fi
@@ -863,14 +925,19 @@ tail -n 8 "$WORK/calibrate.log" | sed 's/^/  /'
 
 fi
 
-# --- 6. peer: the same step through Lightning Fabric -------------------------------------
+# --- 6. peer: the same step through Lightning Fabric, like for like ---------------------
+# Both sides: vit_b_16, bf16-mixed, the fused Adam, each batch copied from pinned
+# host memory; eager against eager at the article's batch 16 and at 128 (a batch
+# the batch sweep shows past the host-bound regime), 3 rounds alternating the
+# sides. The compiled peer against the CUDA Graphs rung is the last stage
+# (peer-compile): its compilation alone takes a minute.
 stage peer
 if ! skipping peer; then
-peer_args=(--precisions bf16-mixed --batch 16 --large-batch 0 --steps 40 --warmup 10 --rounds 1)
-[ "$cpu_mode" = 1 ] && peer_args=(--tiny --device cpu --precisions 32-true --batch 8 --large-batch 0 --steps 5 --warmup 2)
+peer_args=(--precisions bf16-mixed --batch 16 --large-batch 128 --steps 40 --warmup 10 --rounds 3)
+[ "$cpu_mode" = 1 ] && peer_args=(--tiny --device cpu --precisions 32-true --batch 8 --large-batch 16 --steps 5 --warmup 2 --rounds 2)
 rm -rf "$WORK/peer"
 rc=0
-BUILD_DIR=$BUILD_DIR PYTHON=$PY bounded 180 bash bench/fabric_peer.sh "${peer_args[@]}" --out "$WORK/peer" \
+BUILD_DIR=$BUILD_DIR PYTHON=$PY bounded 150 bash bench/fabric_peer.sh "${peer_args[@]}" --out "$WORK/peer" \
   >"$WORK/peer.log" 2>&1 || rc=$?
 tail -n 8 "$WORK/peer.log" | sed 's/^/  /'
 [ "$rc" -eq 0 ] || fail "bench/fabric_peer.sh: $(why_rc "$rc"): $(grep -m 1 'error:' "$WORK/peer.log" || tail -n 1 "$WORK/peer.log")"
@@ -946,4 +1013,23 @@ if [ -x "$tests_bin" ]; then
   fi
 else
   fail "no test binary to run"
+fi
+
+# --- 9. peer-compile: the CUDA Graphs rung against Fabric with torch.compile ---------------
+# The article's rung 02: accel-bench's whole step in one CUDA Graph against the
+# peer under torch.compile (modes default and reduce-overhead), at batch 128,
+# one round each (what the budget leaves), the peer's compile time apart.
+stage peer-compile
+if ! skipping peer; then
+if [ "$cpu_mode" = 1 ]; then
+  cur_note="skipped (CUDA Graphs need a GPU)"
+else
+  rm -rf "$WORK/peer-compile"
+  rc=0
+  BUILD_DIR=$BUILD_DIR PYTHON=$PY bounded 300 bash bench/fabric_peer.sh --precisions bf16-mixed --batch 128 \
+    --large-batch 0 --steps 40 --warmup 10 --rounds 1 --compile "default reduce-overhead" --compiled-only \
+    --out "$WORK/peer-compile" >"$WORK/peer-compile.log" 2>&1 || rc=$?
+  tail -n 6 "$WORK/peer-compile.log" | sed 's/^/  /'
+  [ "$rc" -eq 0 ] || fail "bench/fabric_peer.sh --compile: $(why_rc "$rc"): $(grep -m 1 'error:' "$WORK/peer-compile.log" || tail -n 1 "$WORK/peer-compile.log")"
+fi
 fi

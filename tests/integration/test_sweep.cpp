@@ -1359,3 +1359,31 @@ TEST_CASE("sweep: a batch series stops at the first batch that runs out of memor
   CHECK(m2["rungs"][1]["status"] == "out_of_memory");
   CHECK(m2["rungs"][2]["status"] == "skipped");
 }
+
+TEST_CASE("gpu-check suites: the smoke ladder and batch sweep and text rungs resolve every config and plan every run") {
+  const std::string suites = source("configs/gpu-check/suite.json") + " " + source("configs/gpu-check/batch/suite.json") +
+                             " " + source("configs/gpu-check/text/suite.json");
+  // On this machine's CPU every rung needs CUDA; with the accelerator set to
+  // the CPU each resolves and plans its runs (the GPU check's CPU test mode).
+  auto r = run_cli("sweep --plan --suite " + suites);
+  INFO(r.output);
+  CHECK(r.code == 0);
+  CHECK(has(r.output, "bf16-graphs-b256 skipped: needs CUDA"));
+  CHECK(has(r.output, "t04-cuda-graphs  skipped: needs CUDA"));
+  r = run_cli("sweep --plan --json --suite " + suites + " --set runtime.accelerator=cpu");
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  const auto plan = Json::parse(r.output);
+  std::vector<std::string> ids;
+  for (const auto& s : plan["suites"]) {
+    for (const auto& rung : s["rungs"]) {
+      ids.push_back(rung["id"].get<std::string>());
+      INFO(rung.dump());
+      CHECK(rung["status"] == "run");
+    }
+  }
+  CHECK(ids == std::vector<std::string>{"00-32-true", "01-bf16-mixed", "02-bf16-cuda-graphs", "03-ddp", "04-fsdp",
+                                        "05-bert-bf16-mixed", "bf16-b16", "bf16-b64", "bf16-b128", "bf16-b256",
+                                        "bf16-graphs-b16", "bf16-graphs-b64", "bf16-graphs-b128", "bf16-graphs-b256",
+                                        "t01-plain", "t02-trainer", "t03-mixed", "t03b-bf16-mixed", "t04-cuda-graphs"});
+}

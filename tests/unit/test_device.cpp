@@ -926,6 +926,26 @@ void check_gpu_energy(const std::filesystem::path& result_json) {
 
 }  // namespace
 
+// The two CUDA Graphs CLI tests below passed every check on an H200 and then
+// died of SIGSEGV inside the test, where what is left to run is the scratch
+// folder's std::filesystem::remove_all. PyPI's LibTorch exports its own copy
+// of std::filesystem, and a binary that binds to it crashes there (the link
+// order in cmake/torch_features.cmake puts libstdc++ first for that). This
+// says which library the test binary's remove_all binds to, on every leg.
+TEST_CASE("the test binary's std::filesystem is libstdc++'s and not a copy LibTorch exports") {
+  for (const char* symbol : {"_ZNSt10filesystem10remove_allERKNS_7__cxx114pathERSt10error_code",
+                             "_ZNSt10filesystem10remove_allERKNS_7__cxx114pathE"}) {
+    INFO(symbol);
+    void* fn = dlsym(RTLD_DEFAULT, symbol);
+    REQUIRE(fn != nullptr);
+    Dl_info where{};
+    REQUIRE(dladdr(fn, &where) != 0);
+    REQUIRE(where.dli_fname != nullptr);
+    INFO("bound to " << where.dli_fname);
+    CHECK(std::string(where.dli_fname).find("libstdc++") != std::string::npos);
+  }
+}
+
 TEST_CASE("out of memory is told apart from other failures: torch's allocators and std::bad_alloc and CUDA libraries") {
   // More than any machine's address space: the CPU allocator refuses at once.
   try {
