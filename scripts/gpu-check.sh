@@ -819,6 +819,9 @@ for r in suite["rungs"]:
     if cpu and rt.get("cuda_graphs"):
         print("gpu-check: %s: left out (CUDA Graphs need a GPU)" % r["id"])
         continue
+    if cpu and rt.get("precision") == "16-mixed":
+        print("gpu-check: %s: left out (16-mixed's fp16 autocast needs a GPU)" % r["id"])
+        continue
     overlay = {}
     devices = rt.get("devices", 1)
     if isinstance(devices, int) and devices > 1:
@@ -854,7 +857,7 @@ if cpu:
     suite["set"] = suite.get("set", []) + [
         "runtime.accelerator=cpu", "train.batch_size=8", "train.max_steps=6",
         "train.warmup_steps=2", "train.eval_batch_size=16", "train.limit_eval_batches=1",
-        "data.synthetic_train=512", "data.synthetic_test=16"]
+        "data.synthetic_train=2048", "data.synthetic_test=16"]
 with open(dst, "w") as f:
     json.dump(suite, f, indent=2)
     f.write("\n")
