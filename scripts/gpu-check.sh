@@ -930,13 +930,28 @@ fi
 
 # --- 6. peer: the same step through Lightning Fabric, like for like ---------------------
 # Both sides: vit_b_16, bf16-mixed, the fused Adam, each batch copied from pinned
-# host memory; eager against eager at the article's batch 16 and at 128 (a batch
-# the batch sweep shows past the host-bound regime), 3 rounds alternating the
-# sides. The compiled peer against the CUDA Graphs rung is the last stage
-# (peer-compile): its compilation alone takes a minute.
+# host memory; eager against eager at the article's batch 16 and at the best
+# batch of the batch sweep's eager series (the most samples/s in its report;
+# 128 without one), 3 rounds alternating the sides. The compiled peer against
+# the CUDA Graphs rung is the last stage (peer-compile): its compilation alone
+# takes a minute.
+best_batch=128
+batch_csv=$(ls "${set_dirs[1]:-/nonexistent}/report.csv" 2>/dev/null || true)
+if [ -n "$batch_csv" ]; then
+  best_batch=$("$PY" -c '
+import csv, re, sys
+best = None
+for row in csv.DictReader(open(sys.argv[1])):
+    m = re.fullmatch(r"bf16-b(\d+)", row["rung"])
+    if m and row["status"].startswith("ok") and row["images_per_s_total"]:
+        if best is None or float(row["images_per_s_total"]) > best[0]:
+            best = (float(row["images_per_s_total"]), int(m.group(1)))
+print(best[1] if best else 128)' "$batch_csv" 2>/dev/null) || best_batch=128
+  say "the batch sweep's best eager batch: $best_batch"
+fi
 stage peer
 if ! skipping peer; then
-peer_args=(--precisions bf16-mixed --batch 16 --large-batch 128 --steps 40 --warmup 10 --rounds 3)
+peer_args=(--precisions bf16-mixed --batch 16 --large-batch "$best_batch" --steps 40 --warmup 10 --rounds 3)
 [ "$cpu_mode" = 1 ] && peer_args=(--tiny --device cpu --precisions 32-true --batch 8 --large-batch 16 --steps 5 --warmup 2 --rounds 2)
 rm -rf "$WORK/peer"
 rc=0
@@ -1020,8 +1035,8 @@ fi
 
 # --- 9. peer-compile: the CUDA Graphs rung against Fabric with torch.compile ---------------
 # The article's rung 02: accel-bench's whole step in one CUDA Graph against the
-# peer under torch.compile (modes default and reduce-overhead), at batch 128,
-# one round each (what the budget leaves), the peer's compile time apart.
+# peer under torch.compile (modes default and reduce-overhead), at the best
+# batch, one round each (what the budget leaves), the peer's compile time apart.
 stage peer-compile
 if ! skipping peer; then
 if [ "$cpu_mode" = 1 ]; then
@@ -1029,7 +1044,7 @@ if [ "$cpu_mode" = 1 ]; then
 else
   rm -rf "$WORK/peer-compile"
   rc=0
-  BUILD_DIR=$BUILD_DIR PYTHON=$PY bounded 300 bash bench/fabric_peer.sh --precisions bf16-mixed --batch 128 \
+  BUILD_DIR=$BUILD_DIR PYTHON=$PY bounded 300 bash bench/fabric_peer.sh --precisions bf16-mixed --batch "$best_batch" \
     --large-batch 0 --steps 40 --warmup 10 --rounds 1 --compile "default reduce-overhead" --compiled-only \
     --out "$WORK/peer-compile" >"$WORK/peer-compile.log" 2>&1 || rc=$?
   tail -n 6 "$WORK/peer-compile.log" | sed 's/^/  /'
